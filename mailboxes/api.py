@@ -1,0 +1,50 @@
+"""HTTP reads specific to mailboxes: the durable, paged transcript (design.md §4)."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request as HttpRequest
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from workforce.api.views import _int_param
+from workforce.principals import resolve_principal
+
+from .queries import access_mailbox_session, list_transcript
+
+
+class TranscriptView(APIView):
+    """The whole durable transcript of a mailbox, paged, beyond the history window."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after", int, description="Only lines with seq above this (default 0)"),
+            OpenApiParameter("limit", int, description="At most this many lines (1-1000, default 100)"),
+        ],
+        responses={
+            200: inline_serializer(
+                "TranscriptPage",
+                {
+                    "mailboxId": serializers.CharField(),
+                    "lines": serializers.ListField(child=serializers.DictField()),
+                    "next": serializers.IntegerField(allow_null=True),
+                },
+            )
+        },
+        summary="Read a mailbox's durable transcript",
+    )
+    def get(self, request: HttpRequest, mailbox_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_mailbox_session(principal.org, mailbox_id)
+        after = _int_param(request, "after", 0)
+        limit = _int_param(request, "limit", 100, minimum=1, maximum=1000)
+        lines = list(list_transcript(session, after=after, limit=limit + 1))
+        more = len(lines) > limit
+        lines = lines[:limit]
+        return Response(
+            {
+                "mailboxId": session.session_id,
+                "lines": [{"seq": line.seq, **line.as_wire()} for line in lines],
+                "next": lines[-1].seq if more else None,
+            }
+        )

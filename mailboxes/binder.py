@@ -1,0 +1,240 @@
+"""Binding the roster (spec "Declaring a mailbox", "Holding a board", "Registering a
+kind of your own", "A room per project"): the tree's records checked against the closed
+list of keys and the registered mailbox kinds, every problem reported at once.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from workforce.loader import MailboxManifest
+from workforce.names import is_seat_id, name_problem
+
+BUILTIN_KIND = "mailbox"
+DECLARABLE_KEYS = ("flow", "description", "members", "boards", "instructions", "routing", "boardActions", "mintFor")
+TEMPLATE_COLLECTIONS = ("projects",)
+TEMPLATE_FORBIDDEN_KEYS = ("flow", "boards", "routing", "boardActions")
+RESERVED_BOARD_NAMES = {"__proto__", "prototype", "constructor"}
+_BOARD_FORBIDDEN = re.compile(r"[\s./*\[\]]")
+_TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass(frozen=True)
+class MailboxKindSpec:
+    """What the binder needs to know of a registered mailbox kind."""
+
+    kind: str
+    builtin: bool = False
+    has_route: bool = False
+
+
+@dataclass
+class BoundMailbox:
+    """One mailbox record, bound: what ``open_mailboxes`` writes and the kind serves."""
+
+    id: str
+    kind: str
+    description: str
+    members: list[str]
+    charter: str
+    boards: list[str] = field(default_factory=list)
+    board_actions: bool = False
+    routing: dict | None = None
+    declared: dict = field(default_factory=dict)
+
+    def board_id(self, board: str) -> str:
+        """The ledger id a board of this mailbox is minted under: ``<mailbox id>.<board>``."""
+        return f"{self.id}.{board}"
+
+
+@dataclass
+class BoundTemplate:
+    """A ``mintFor:`` record: a room template, never opened (spec "A room per project")."""
+
+    id: str
+    collection: str
+    seats: list[str]
+    charter: str
+    description: str
+
+
+@dataclass
+class Roster:
+    """A bound tree: mailboxes to open and templates to build rooms from."""
+
+    mailboxes: list[BoundMailbox] = field(default_factory=list)
+    templates: list[BoundTemplate] = field(default_factory=list)
+
+    def mailbox(self, mailbox_id: str) -> BoundMailbox | None:
+        return next((m for m in self.mailboxes if m.id == mailbox_id), None)
+
+    def template(self, template_id: str) -> BoundTemplate | None:
+        return next((t for t in self.templates if t.id == template_id), None)
+
+
+class RosterRefused(Exception):
+    """The roster was refused; ``problems`` lists ``(mailbox id, sentence)`` for every
+    problem found. The message reads ``refused N of M mailboxes`` and then each problem."""
+
+    def __init__(self, problems: list[tuple[str, str]], total: int):
+        self.problems = problems
+        self.total = total
+        refused = len({mailbox_id for mailbox_id, _ in problems})
+        lines = [f"  {mailbox_id}: {message}" for mailbox_id, message in problems]
+        super().__init__(f"refused {refused} of {total} mailboxes\n" + "\n".join(lines))
+
+
+def tool_suffix(board_id: str) -> str:
+    """A board ledger id with every character that can't go in a tool name turned into ``_``."""
+    return _TOOL_NAME_UNSAFE.sub("_", board_id)
+
+
+def board_name_problem(name: Any) -> str | None:
+    """Why ``name`` is not a plain local board name, or None."""
+    if not isinstance(name, str):
+        return f"board names are plain local names, and {name!r} is not text"
+    if name == "":
+        return "a board name can't be empty"
+    if _BOARD_FORBIDDEN.search(name):
+        return f'board "{name}" breaks the board name rule: no whitespace and none of . / * [ ]'
+    if name.lower() == "lock":
+        return f'board "{name}" is reserved: "lock" can\'t name a board'
+    if name in RESERVED_BOARD_NAMES:
+        return f'board "{name}" is reserved: __proto__, prototype and constructor can\'t name a board'
+    return None
+
+
+def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKindSpec]) -> Roster:
+    """Bind every record against the closed key list and the registered kinds.
+
+    Args:
+        mailboxes: records from ``read_mailboxes_directory``.
+        kinds: the registered mailbox kinds by name (``"mailbox"`` is the built-in).
+
+    Returns:
+        Roster with the mailboxes to open and the room templates.
+
+    Raises:
+        RosterRefused: any record was refused; nothing may be opened then.
+    """
+    records = list(mailboxes)
+    problems: list[tuple[str, str]] = []
+    roster = Roster()
+    seen: set[str] = set()
+    for record in records:
+        found: list[str] = []
+        if record.id in seen:
+            found.append(f'the mailbox id "{record.id}" is declared twice')
+        seen.add(record.id)
+        declared = record.declared
+        for key in declared:
+            if key == "id":
+                found.append("id: is not declarable: a mailbox's id comes from its team and folder names")
+            elif key == "system":
+                found.append("system: is not declarable: the charter is the file's body (or instructions:)")
+            elif key not in DECLARABLE_KEYS:
+                found.append(f'"{key}" is not a mailbox key; the declarable keys are {", ".join(DECLARABLE_KEYS)}')
+        description = declared.get("description")
+        if not isinstance(description, str) or not description.strip():
+            found.append("description: must be text")
+        instructions = declared.get("instructions")
+        if instructions is not None and not isinstance(instructions, str):
+            found.append("instructions: must be text")
+        if "instructions" in declared and record.body.strip():
+            found.append("a body and instructions: are both given; the charter is one or the other")
+        members = declared.get("members", [])
+        if not isinstance(members, list) or not all(isinstance(m, str) and is_seat_id(m) for m in members):
+            found.append("members: must be a list of names (seat ids such as team.name)")
+            members = []
+        elif len(set(members)) != len(members):
+            found.append("members: names a member twice")
+        charter = instructions if isinstance(instructions, str) else record.body
+        template = declared.get("mintFor")
+        if template is not None:
+            found.extend(_template_problems(declared, template))
+            if not found:
+                roster.templates.append(
+                    BoundTemplate(record.id, template, list(members), charter, description)  # type: ignore[arg-type]
+                )
+            problems.extend((record.id, message) for message in found)
+            continue
+        kind_name = declared.get("flow", BUILTIN_KIND)
+        kind = None
+        if not isinstance(kind_name, str) or name_problem(kind_name):
+            found.append(f"flow: must be a kind name, and {kind_name!r} is not one")
+        else:
+            kind = kinds.get(kind_name)
+            if kind is None:
+                found.append(f'flow: names the kind "{kind_name}", which was not registered')
+        boards = _bind_boards(declared, kind, found)
+        board_actions = declared.get("boardActions", False)
+        if not isinstance(board_actions, bool):
+            found.append("boardActions: must be true or false")
+            board_actions = False
+        routing = declared.get("routing")
+        if routing is not None and kind is not None and not kind.has_route:
+            found.append(f'routing: needs a kind built with a route, and "{kind.kind}" has none')
+        if not found and kind is not None:
+            roster.mailboxes.append(
+                BoundMailbox(
+                    id=record.id,
+                    kind=kind.kind,
+                    description=description,  # type: ignore[arg-type]
+                    members=list(members),
+                    charter=charter,
+                    boards=boards,
+                    board_actions=board_actions,
+                    routing=routing if isinstance(routing, dict) else None,
+                    declared=dict(declared),
+                )
+            )
+        problems.extend((record.id, message) for message in found)
+    problems.extend(_tool_name_clashes(roster.mailboxes))
+    if problems:
+        raise RosterRefused(problems, len(records))
+    return roster
+
+
+def _bind_boards(declared: dict, kind: MailboxKindSpec | None, found: list[str]) -> list[str]:
+    if "boards" not in declared:
+        return []
+    boards = declared["boards"]
+    if not isinstance(boards, list):
+        found.append("boards: must be a list of names")
+        return []
+    if kind is not None and not kind.builtin:
+        found.append(f'boards: a kind of your own ("{kind.kind}") cannot hold a board')
+    names: list[str] = []
+    for name in boards:
+        problem = board_name_problem(name)
+        if problem:
+            found.append(f"boards: {problem}")
+        elif name in names:
+            found.append(f'boards: "{name}" is declared twice')
+        else:
+            names.append(name)
+    return names
+
+
+def _template_problems(declared: dict, collection: Any) -> list[str]:
+    found = []
+    if collection not in TEMPLATE_COLLECTIONS:
+        found.append(f"mintFor: names {collection!r}, and the only collection a room template serves is projects")
+    for key in TEMPLATE_FORBIDDEN_KEYS:
+        if key in declared:
+            found.append(f"{key}: a room template holds no board, routes no post and picks no kind")
+    return found
+
+
+def _tool_name_clashes(mailboxes: list[BoundMailbox]) -> list[tuple[str, str]]:
+    by_suffix: dict[str, list[tuple[BoundMailbox, str]]] = {}
+    for mailbox in mailboxes:
+        for board in mailbox.boards:
+            by_suffix.setdefault(tool_suffix(mailbox.board_id(board)), []).append((mailbox, board))
+    problems = []
+    for suffix, holders in by_suffix.items():
+        if len(holders) > 1 and any(m.board_actions for m, _ in holders):
+            names = " and ".join(m.board_id(b) for m, b in holders)
+            problems.append((holders[0][0].id, f'boards {names} both give tool names ending "{suffix}"; rename one'))
+    return problems

@@ -1,0 +1,57 @@
+"""The built-in ``mailbox`` kind: ``post`` and ``read`` (spec "Posting and reading").
+
+Other apps extend the kind through its facets rather than by being imported here: a
+``notify`` block (seats waking members), a ``route`` (routing), more actions (boards).
+"""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from workforce.flows import Action, FlowKind, StrictCharField, registry
+from workforce.sessions import ActionContext
+
+from .queries import access_mailbox_state, held_boards, list_window_lines
+from .services import do_post_line
+
+KIND = "mailbox"
+
+
+class PostInput(serializers.Serializer):
+    """``{body, author?}``: body is non-empty text; author an unverified member label."""
+
+    body = StrictCharField()
+    author = StrictCharField(required=False)
+
+
+def post(ctx: ActionContext, data: dict) -> dict:
+    """Post one line; answers the line as stored."""
+    return do_post_line(ctx, body=data["body"], author=data.get("author")).as_wire()
+
+
+def read(ctx: ActionContext, data: dict) -> dict:
+    """The mailbox: ``{id, description, members, boards?, transcript}``. The transcript
+    holds the lines inside the history window; ``boards`` only when it holds one."""
+    state = access_mailbox_state(ctx.session)
+    answer: dict = {"id": ctx.session.session_id, "description": state["description"], "members": list(state["members"])}
+    boards = held_boards(ctx.session)
+    if boards:
+        answer["boards"] = sorted(boards)
+    answer["transcript"] = [line.as_wire() for line in list_window_lines(ctx.session)]
+    return answer
+
+
+def build_mailbox_kind() -> FlowKind:
+    """The built-in mailbox kind, registered once per process."""
+    return FlowKind(
+        kind=KIND,
+        actions={
+            "post": Action("post", post, PostInput, description="Post a line to the mailbox."),
+            # read takes no input; an ``after`` cursor is accepted and ignored on a mailbox.
+            "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
+        },
+        facets={"mailbox": True, "notify": None, "route": None},
+    )
+
+
+def register() -> FlowKind:
+    return registry.register(build_mailbox_kind())

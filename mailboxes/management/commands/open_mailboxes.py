@@ -1,0 +1,41 @@
+"""``manage.py open_mailboxes [--root PATH] [--user ID] [--org ID]``: open every mailbox
+in the tree; one line per mailbox; exit 1 when the tree has errors or one is refused."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from mailboxes.roster import TreeError, load_roster, set_current_roster
+from mailboxes.services import OpenRefused, do_open_mailboxes
+from workforce.loader import WorkforceRootError
+from workforce.models import DEFAULT_ORG_ID
+from workforce.sessions import ensure_organization
+
+
+class Command(BaseCommand):
+    help = "Open every mailbox declared in the workforce tree (idempotent)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--root", default=None, help="The workforce tree (default: WORKFORCE_ROOT).")
+        parser.add_argument("--user", default=None, help="The owner of the sessions (default: WORKFORCE_OPEN_USER).")
+        parser.add_argument("--org", default=DEFAULT_ORG_ID, help="The organization to open them in.")
+
+    def handle(self, *args, root=None, user=None, org=DEFAULT_ORG_ID, **options):
+        root = root or settings.WORKFORCE_ROOT
+        user = user or settings.WORKFORCE_OPEN_USER
+        try:
+            roster = load_roster(root)
+        except (TreeError, WorkforceRootError) as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            outcomes = do_open_mailboxes(ensure_organization(org), roster.mailboxes, user_id=user)
+        except OpenRefused as exc:
+            for mailbox in roster.mailboxes:
+                if mailbox.id == exc.mailbox_id:
+                    self.stdout.write(f"{mailbox.id}: refused: {exc.occupant}")
+            raise CommandError(f"refused to open {exc.mailbox_id}; nothing was opened") from None
+        set_current_roster(roster)
+        for outcome in outcomes:
+            self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
+        for template in roster.templates:
+            self.stdout.write(f"{template.id}: template for {template.collection}, not opened")

@@ -1,0 +1,79 @@
+"""The bound tree this process serves: read once at start-up (spec "What mailboxes do
+not do yet": no watching), and the registered mailbox kinds the binder checks against."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from django.conf import settings
+
+from workforce.flows import registry
+from workforce.loader import LoadError, read_mailboxes_directory
+
+from .binder import BUILTIN_KIND, MailboxKindSpec, Roster, RosterRefused, bind_roster
+
+_lock = threading.Lock()
+_current: Roster | None = None
+
+
+class TreeError(Exception):
+    """The workforce tree did not load or bind; the message names every problem."""
+
+    def __init__(self, root: str, load_errors: list[LoadError], refused: RosterRefused | None = None):
+        self.root = root
+        self.load_errors = load_errors
+        self.refused = refused
+        lines = []
+        if load_errors:
+            lines.append(f"mailboxes: {len(load_errors)} mailbox(es) failed to load")
+            lines.extend(f"  {e.path}: [{e.kind}] {e.message}" for e in load_errors)
+        if refused is not None:
+            lines.append(str(refused))
+        super().__init__(f"workforce tree {root}:\n" + "\n".join(lines))
+
+
+def mailbox_kind_specs() -> dict[str, MailboxKindSpec]:
+    """Every registered kind that runs mailboxes (facet ``mailbox``), by name."""
+    specs = {}
+    for name in registry.kinds():
+        flow = registry.get(name)
+        if flow is not None and flow.facets.get("mailbox"):
+            specs[name] = MailboxKindSpec(
+                kind=name, builtin=name == BUILTIN_KIND, has_route=flow.facets.get("route") is not None
+            )
+    return specs
+
+
+def load_roster(root: str | Path) -> Roster:
+    """Read and bind the tree at ``root``.
+
+    Raises:
+        TreeError: any folder failed to load or any record was refused (all named).
+        workforce.loader.WorkforceRootError: the root itself is unreadable or a symlink.
+    """
+    mailboxes, errors = read_mailboxes_directory(root)
+    try:
+        roster = bind_roster(mailboxes, mailbox_kind_specs())
+    except RosterRefused as refused:
+        raise TreeError(str(root), errors, refused) from None
+    if errors:
+        raise TreeError(str(root), errors)
+    return roster
+
+
+def current_roster() -> Roster:
+    """The roster this process serves, bound from ``WORKFORCE_ROOT`` on first use."""
+    global _current
+    if _current is None:
+        with _lock:
+            if _current is None:
+                _current = load_roster(settings.WORKFORCE_ROOT)
+    return _current
+
+
+def set_current_roster(roster: Roster | None) -> None:
+    """Replace the served roster (``serve`` after binding; tests). ``None`` re-reads
+    ``WORKFORCE_ROOT`` on next use."""
+    global _current
+    with _lock:
+        _current = roster

@@ -1,0 +1,152 @@
+"""Write side of mailboxes: opening the roster and posting lines."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Max
+
+from workforce.models import Organization, OrgRecord, Session
+from workforce.refusals import Refusal
+from workforce.sessions import ActionContext, now_ms
+
+from .binder import BoundMailbox
+from .models import Line
+from .queries import access_mailbox_state, is_mailbox_state
+
+OLD_KIND = "channel"
+INVENTORY_PREFIX = "inventory/mailboxes/"
+
+
+@dataclass(frozen=True)
+class OpenOutcome:
+    """What ``do_open_mailboxes`` did with one record: ``opened``, ``already open`` or
+    ``adopted`` (an empty session a premature post created, now bound)."""
+
+    mailbox_id: str
+    outcome: str
+
+
+class OpenRefused(Exception):
+    """``open_mailboxes`` stopped: an id is held by something it will not clear away.
+
+    Attributes: ``mailbox_id``, ``occupant`` (a sentence naming what holds the id).
+    """
+
+    def __init__(self, mailbox_id: str, occupant: str):
+        self.mailbox_id = mailbox_id
+        self.occupant = occupant
+        super().__init__(f"{mailbox_id}: {occupant}")
+
+
+def _occupant_problem(session: Session, mailbox: BoundMailbox, user_id: str) -> str | None:
+    label = f'session "{session.session_id}" (kind {session.flow_kind}, owner {session.user_id})'
+    if session.flow_kind == OLD_KIND:
+        return (
+            f"the id is held by {label} on the old channel kind, from before mailboxes were renamed. "
+            "Its lines are not read; start from an empty store (see find_pre_rename_marks)."
+        )
+    if session.flow_kind != mailbox.kind:
+        return f"the id is held by {label}, which belongs to another flow. Rename the mailbox."
+    if session.user_id != user_id:
+        return f"the id is held by {label}, which belongs to another user. Rename the mailbox."
+    if session.state and not is_mailbox_state(session.state):
+        return f"the id is held by {label}, whose state is not a readable mailbox. Rename the mailbox."
+    return None
+
+
+def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_id: str) -> list[OpenOutcome]:
+    """Open one session per bound record, at the record's id (spec "Opening it").
+
+    Idempotent: an open mailbox is left alone (members, charter and description keep
+    what they were opened with). An empty session on the mailbox's kind and owned by
+    ``user_id`` (a premature post) is adopted. Each opened mailbox gets its inventory
+    row (``inventory/mailboxes/<id>``). All or nothing, in one transaction.
+
+    Args:
+        org: the organization the sessions are created in (fixed from then on).
+        mailboxes: the roster's bound mailboxes (templates are never passed here).
+        user_id: the owner of the sessions; every line's principal.
+
+    Raises:
+        OpenRefused: an id is held by another kind, another user, unreadable state, or
+            a session on the old ``channel`` kind. Nothing is opened then.
+    """
+    outcomes: list[OpenOutcome] = []
+    with transaction.atomic():
+        existing = {
+            s.session_id: s
+            for s in Session.objects.select_for_update().filter(
+                organization=org, session_id__in=[m.id for m in mailboxes]
+            ).order_by("pk")
+        }
+        for mailbox in mailboxes:
+            session = existing.get(mailbox.id)
+            if session is not None:
+                problem = _occupant_problem(session, mailbox, user_id)
+                if problem:
+                    raise OpenRefused(mailbox.id, problem)
+        for mailbox in mailboxes:
+            state = {"members": list(mailbox.members), "charter": mailbox.charter, "description": mailbox.description}
+            session = existing.get(mailbox.id)
+            if session is None:
+                Session.objects.create(
+                    organization=org, session_id=mailbox.id, flow_kind=mailbox.kind, user_id=user_id, state=state
+                )
+                outcome = "opened"
+            elif not session.state:
+                session.state = state
+                session.save(update_fields=["state", "updated_at"])
+                outcome = "adopted"
+            else:
+                outcome = "already open"
+                state = session.state
+            OrgRecord.objects.get_or_create(
+                organization=org,
+                key=f"{INVENTORY_PREFIX}{mailbox.id}",
+                defaults={"data": {"id": mailbox.id, "members": state["members"], "description": state["description"]}},
+            )
+            outcomes.append(OpenOutcome(mailbox.id, outcome))
+    return outcomes
+
+
+def do_post_line(ctx: ActionContext, *, body: str, author: str | None = None, seat_authored: bool = False) -> Line:
+    """Append one line to the mailbox ``ctx.session`` (spec "Posting and reading").
+
+    Takes the mailbox session's row lock, so posts on one mailbox are serialized and
+    each line gets the next gap-free ``seq``; posts on two mailboxes never wait on each
+    other. Leaves one ``mailbox-post`` item carrying the line, and hands the committed
+    line to the kind's notify block (its fan-out runs after commit).
+
+    Args:
+        body: the text, verbatim; author: an unverified label that must name a member.
+        seat_authored: True only for a seat's own line (it wakes nobody).
+
+    Raises:
+        Refusal("mailbox-not-bound" | "mailbox-is-a-template" | "author-not-a-member").
+    """
+    session = ctx.lock_session()
+    state = access_mailbox_state(session)
+    if author is not None and author not in state["members"]:
+        raise Refusal(
+            "author-not-a-member",
+            f'"{author}" is not a member of {session.session_id}; its members are {", ".join(state["members"]) or "none"}.',
+        )
+    last = Line.objects.filter(session=session).aggregate(last=Max("seq"))["last"] or 0
+    line = Line.objects.create(
+        session=session,
+        seq=last + 1,
+        line_id=str(uuid.uuid4()),
+        at=now_ms(),
+        principal=session.user_id,
+        author=author,
+        seat_authored=seat_authored,
+        body=body,
+        request=ctx.request,
+    )
+    ctx.emit("mailbox-post", line.as_wire())
+    notify = ctx.flow.facets.get("notify")
+    if notify is not None:
+        notify(ctx, line)
+    return line

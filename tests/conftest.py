@@ -1,0 +1,121 @@
+"""Shared fixtures: small workforce trees in ``tmp_path``, opened mailboxes, personas.
+
+Personas: ``OWNER`` opens the mailboxes (every line's principal), ``MEMBER`` and
+``OUTSIDER`` call the API; ``org`` is DEFAULT_ORG_ID and ``other_org`` a second tenant.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from mailboxes.roster import load_roster, set_current_roster
+from mailboxes.services import do_open_mailboxes
+from workforce.models import DEFAULT_ORG_ID
+from workforce.sessions import do_run_action, ensure_organization
+
+OWNER = "u_owner"
+MEMBER = "u_42"
+OUTSIDER = "u_outsider"
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write ``{relative path: text}`` under ``root`` (text dedented) and return root."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+def mailbox_md(description: str = "A mailbox.", members=("eng.lead", "eng.analyst"), body: str = "The charter.", **extra) -> str:
+    """A MAILBOX.md text with frontmatter built from the arguments."""
+    lines = ["---", f"description: {description}", f"members: [{', '.join(members)}]"]
+    lines += [f"{key}: {value}" for key, value in extra.items()]
+    lines += ["---", "", body, ""]
+    return "\n".join(lines)
+
+
+STANDARD_TREE = {
+    "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(
+        "Where the engineering team posts daily status.", body="Post what you finished."
+    ),
+    "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
+        "Where the engineering team works incidents.", boards="[followups]", body="Post the timeline here."
+    ),
+}
+
+
+@pytest.fixture
+def make_tree(tmp_path):
+    """``make_tree(files=STANDARD_TREE) -> root``: a tree in a fresh folder."""
+    counter = {"n": 0}
+
+    def _make(files: dict[str, str] | None = None) -> Path:
+        counter["n"] += 1
+        return write_tree(tmp_path / f"tree{counter['n']}", STANDARD_TREE if files is None else files)
+
+    return _make
+
+
+@pytest.fixture(autouse=True)
+def _reset_roster():
+    """Each test starts from the configured tree and leaves no roster behind."""
+    set_current_roster(None)
+    yield
+    set_current_roster(None)
+
+
+@pytest.fixture
+def org(db):
+    return ensure_organization(DEFAULT_ORG_ID)
+
+
+@pytest.fixture
+def other_org(db):
+    return ensure_organization("acme")
+
+
+@pytest.fixture
+def open_tree(make_tree, org):
+    """``open_tree(files=STANDARD_TREE, user_id=OWNER) -> Roster``: read, bind, open, serve."""
+
+    def _open(files: dict[str, str] | None = None, *, user_id: str = OWNER, in_org=None):
+        roster = load_roster(make_tree(files))
+        do_open_mailboxes(in_org or org, roster.mailboxes, user_id=user_id)
+        set_current_roster(roster)
+        return roster
+
+    return _open
+
+
+@pytest.fixture
+def act(org):
+    """``act(session_id, action, input, user_id=MEMBER, kind="mailbox") -> Request``."""
+
+    def _act(session_id: str, action: str, input=None, *, user_id: str = MEMBER, kind: str = "mailbox", in_org=None, **kw):
+        return do_run_action(
+            org=in_org or org, kind=kind, session_id=session_id, action=action, input=input or {}, user_id=user_id, **kw
+        )
+
+    return _act
+
+
+def on_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.postgres`` tests run only when DATABASE_URL points at PostgreSQL."""
+    import os
+
+    if os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        return
+    skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL=postgres://...)")
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(skip)

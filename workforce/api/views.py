@@ -1,0 +1,130 @@
+"""The kernel's HTTP contract (design.md §4): thin views, one service call each."""
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request as HttpRequest
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from workforce.principals import resolve_principal
+from workforce.queries import access_request, access_session, list_items, list_requests
+from workforce.refusals import Refusal, http_status_for
+from workforce.sessions import do_run_action
+
+from .errors import refusal_response
+from .serializers import ActionCallSerializer, ItemPageSerializer, RequestPageSerializer, RequestSerializer
+
+
+def _int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Refusal("invalid-input", f"{name} must be a whole number, not {raw!r}.") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
+        raise Refusal("invalid-input", f"{name} must be {bound}.")
+    return value
+
+
+def request_response(request_row, *, http_request: HttpRequest, created: bool = True) -> Response:
+    """A recorded request as the contract's answer: 202 (or the refusal's status) with
+    ``Location`` pointing at ``GET /api/requests/{id}``."""
+    data = RequestSerializer(request_row).data
+    if request_row.status == "failed" and request_row.error:
+        status = http_status_for(request_row.error.get("reason", ""))
+    else:
+        status = 202 if created else 200
+    response = Response(data, status=status)
+    response["Location"] = http_request.build_absolute_uri(reverse("request-detail", args=[request_row.request_id]))
+    if getattr(request_row, "replayed", False):
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+class FlowActionView(APIView):
+    """Run an action of a flow kind on a session."""
+
+    @extend_schema(
+        request=ActionCallSerializer,
+        responses={202: RequestSerializer, 400: OpenApiResponse(description="invalid-input"), 403: None, 404: None, 409: None, 503: None},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
+        summary="Run an action (post, read, ...) on a session",
+    )
+    def post(self, request: HttpRequest, kind: str, session_id: str, action: str) -> Response:
+        body = request.data
+        if not isinstance(body, dict):
+            return refusal_response(Refusal("invalid-input", "The body must be a JSON object."))
+        unknown = sorted(set(body) - {"userId", "input"})
+        if unknown:
+            return refusal_response(Refusal("invalid-input", f"Unknown body keys: {', '.join(unknown)}; send userId and input."))
+        principal = resolve_principal(request, body.get("userId"))
+        key = request.headers.get("Idempotency-Key") or None
+        if key is not None and len(key) > 255:
+            return refusal_response(Refusal("invalid-input", "Idempotency-Key is longer than 255 characters."))
+        row = do_run_action(
+            org=principal.org,
+            kind=kind,
+            session_id=session_id,
+            action=action,
+            input=body.get("input", {}),
+            user_id=principal.user_id,
+            idempotency_key=key,
+        )
+        return request_response(row, http_request=request)
+
+
+class RequestDetailView(APIView):
+    """One request: status, output or error."""
+
+    @extend_schema(responses={200: RequestSerializer}, summary="Read one request")
+    def get(self, request: HttpRequest, request_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        return Response(RequestSerializer(access_request(principal.org, request_id)).data)
+
+
+class SessionItemsView(APIView):
+    """A session's items in order, after a sequence number."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("itemTypes", str, description="Comma-separated item types, e.g. component"),
+            OpenApiParameter("after", int, description="Only items with seq above this"),
+            OpenApiParameter("limit", int, description="At most this many (1-1000, default 500)"),
+        ],
+        responses={200: ItemPageSerializer},
+        summary="List a session's items",
+    )
+    def get(self, request: HttpRequest, session_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_session(principal.org, session_id)
+        types = [t for t in request.query_params.get("itemTypes", "").split(",") if t]
+        after = _int_param(request, "after", 0)
+        limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
+        items = list(list_items(session, item_types=types or None, after=after, limit=limit))
+        payload = {"sessionId": session.session_id, "items": items, "next": items[-1].seq if items else after}
+        return Response(ItemPageSerializer(payload).data)
+
+
+class SessionRequestsView(APIView):
+    """A session's requests, newest last."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("includeResultOutput", bool, description="Include each request's output"),
+            OpenApiParameter("limit", int, description="At most this many, the newest (1-1000, default 500)"),
+        ],
+        responses={200: RequestPageSerializer},
+        summary="List a session's requests",
+    )
+    def get(self, request: HttpRequest, session_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_session(principal.org, session_id)
+        include = request.query_params.get("includeResultOutput", "false").lower() in {"1", "true", "yes"}
+        limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
+        rows = list_requests(session, limit=limit)
+        data = RequestSerializer(rows, many=True, context={"include_output": include}).data
+        return Response({"sessionId": session.session_id, "requests": data})

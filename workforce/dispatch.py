@@ -1,0 +1,77 @@
+"""Dispatch: one flow reaching another kind's action (design.md §2).
+
+Apps never import each other's internals to reach one another at run time; they
+dispatch to a kind's action through the registry, in process (``dispatch``) or on the
+django-q2 cluster (``enqueue_action``), exactly as the spec's flows do.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from .models import Organization, Request, Session
+from .refusals import Refusal
+from .sessions import do_run_action
+
+
+def external_dispatcher() -> bool:
+    """True when dispatch hands work to an external queue with no shared lease backend
+    (``WORKFORCE_EXTERNAL_DISPATCHER``): flow-to-flow posts are then refused."""
+    return bool(getattr(settings, "WORKFORCE_EXTERNAL_DISPATCHER", False))
+
+
+def dispatch(
+    *,
+    org: Organization,
+    kind: str,
+    session_id: str,
+    action: str,
+    payload: Any,
+    user_id: str,
+    parent_request: Request | None = None,
+    parent_session: Session | None = None,
+    extras: dict[str, Any] | None = None,
+) -> Request:
+    """Run ``kind.action`` on ``session_id`` in this process, as a flow (internal
+    actions reachable), and return its recorded Request.
+
+    Raises:
+        Refusal("external-dispatcher"): dispatch into an existing session is not possible
+            on this deployment.
+        Refusal("flow-not-found" | "action-not-found" | "session-not-addressable").
+    """
+    if external_dispatcher():
+        raise Refusal(
+            "external-dispatcher",
+            "This deployment hands dispatch to an external queue whose workers share no lease backend.",
+        )
+    return do_run_action(
+        org=org,
+        kind=kind,
+        session_id=session_id,
+        action=action,
+        input=payload,
+        user_id=user_id,
+        internal=True,
+        parent_request=parent_request,
+        parent_session=parent_session,
+        extras=extras,
+    )
+
+
+def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any) -> None:
+    """Hand ``func_path(*args, **kwargs)`` to the django-q2 cluster once the current
+    transaction commits. Arguments must be ids and JSON, never model instances.
+
+    Enqueueing after commit keeps a worker from running before the rows it reads exist
+    (pitfalls.md); in sync mode (tests) the task runs right after the commit.
+    """
+    from django_q.tasks import async_task
+
+    def _send() -> None:
+        options = {"group": group} if group else {}
+        async_task(func_path, *args, **kwargs, **({"q_options": options} if options else {}))
+
+    transaction.on_commit(_send)

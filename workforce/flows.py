@@ -1,0 +1,145 @@
+"""The flow-kind registry: each kind names its public and internal actions.
+
+A *public* action is reachable by a client (HTTP) and by dispatch from another flow; an
+*internal* action only by dispatch (the spec's "internal entry ... never a client").
+Apps register their kinds in ``AppConfig.ready()``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from rest_framework import serializers
+
+from .refusals import Refusal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sessions import ActionContext
+
+Handler = Callable[["ActionContext", dict], Any]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of a kind.
+
+    Args:
+        name: the action's wire name (``post``, ``read``, ``fileTask``).
+        handler: ``handler(ctx, data) -> JSON-able output or None``; raises Refusal.
+        input_serializer: a DRF Serializer class; keys it does not declare are refused
+            (``invalid-input``). ``None`` means the action takes only ``{}``.
+        allow_extra: keys that are accepted and ignored (``read``'s ``after`` cursor).
+    """
+
+    name: str
+    handler: Handler
+    input_serializer: type[serializers.Serializer] | None = None
+    allow_extra: frozenset[str] = frozenset()
+    description: str = ""
+
+    def validate(self, data: Any) -> dict:
+        """Check ``data`` against the input schema; return the cleaned dict.
+
+        Raises:
+            Refusal("invalid-input"): not an object, an undeclared key, or a field error.
+        """
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise Refusal("invalid-input", f"{self.name} takes a JSON object, not {type(data).__name__}.")
+        declared = set(self.input_serializer().fields) if self.input_serializer else set()
+        extra = sorted(set(data) - declared - set(self.allow_extra))
+        if extra:
+            allowed = ", ".join(sorted(declared)) or "nothing"
+            raise Refusal(
+                "invalid-input",
+                f"{self.name} does not take {', '.join(repr(k) for k in extra)}; it takes {allowed}.",
+            )
+        if not self.input_serializer:
+            return {}
+        serializer = self.input_serializer(data={k: v for k, v in data.items() if k in declared})
+        if not serializer.is_valid():
+            raise Refusal("invalid-input", format_serializer_errors(serializer.errors))
+        return dict(serializer.validated_data)
+
+
+def format_serializer_errors(errors: Any, prefix: str = "") -> str:
+    """Flatten DRF's nested error dict into one sentence: ``body: This field may not be blank.``"""
+    parts: list[str] = []
+    if isinstance(errors, dict):
+        for key, value in errors.items():
+            name = f"{prefix}{key}" if key != "non_field_errors" else prefix.rstrip(".")
+            parts.append(format_serializer_errors(value, f"{name}."))
+    elif isinstance(errors, list):
+        texts = [format_serializer_errors(e, prefix) if isinstance(e, (dict, list)) else str(e) for e in errors]
+        label = prefix.rstrip(".")
+        return f"{label}: {' '.join(texts)}" if label and all(not isinstance(e, (dict, list)) for e in errors) else " ".join(texts)
+    else:
+        return f"{prefix.rstrip('.')}: {errors}"
+    return "; ".join(p for p in parts if p)
+
+
+@dataclass
+class FlowKind:
+    """A registered kind: its name, public actions, internal actions and extra facets
+    other apps look up (``facets["hears_posts"]`` and the like)."""
+
+    kind: str
+    actions: dict[str, Action] = field(default_factory=dict)
+    internal_actions: dict[str, Action] = field(default_factory=dict)
+    facets: dict[str, Any] = field(default_factory=dict)
+
+    def find(self, action: str, *, internal: bool) -> Action | None:
+        """The action called ``action``; internal ones only when ``internal`` (dispatch)."""
+        if action in self.actions:
+            return self.actions[action]
+        if internal:
+            return self.internal_actions.get(action)
+        return None
+
+
+class FlowRegistry:
+    """Kind name -> FlowKind. One instance per kind, never one per session."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, FlowKind] = {}
+
+    def register(self, flow: FlowKind) -> FlowKind:
+        """Register (or replace) ``flow`` under its kind name and return it."""
+        self._kinds[flow.kind] = flow
+        return flow
+
+    def unregister(self, kind: str) -> None:
+        self._kinds.pop(kind, None)
+
+    def get(self, kind: str) -> FlowKind | None:
+        return self._kinds.get(kind)
+
+    def require(self, kind: str) -> FlowKind:
+        """The kind, or Refusal("flow-not-found")."""
+        flow = self._kinds.get(kind)
+        if flow is None:
+            raise Refusal("flow-not-found", f'No flow kind "{kind}" is registered.')
+        return flow
+
+    def kinds(self) -> list[str]:
+        return sorted(self._kinds)
+
+
+registry = FlowRegistry()
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses non-strings (DRF's converts ``42`` to ``"42"``) and keeps
+    the text verbatim (no whitespace trimming); blank means whitespace-only too."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        if not self.allow_blank and not data.strip():
+            self.fail("blank")
+        return super().to_internal_value(data)

@@ -1,0 +1,145 @@
+"""The kernel's tables (design.md §3): organizations, sessions, requests and items.
+
+A *session* is one conversation on one flow kind (a mailbox is a session on the
+``mailbox`` kind). Every action call on a session is a *request*; what a session emits
+(transcript lines, route decisions, ...) are its *items*, numbered per session.
+"""
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+from django.db.models import Q
+
+DEFAULT_ORG_ID = "default"
+
+
+def mint_request_id() -> str:
+    """A fresh request id: ``req_`` and 24 hex digits."""
+    return f"req_{secrets.token_hex(12)}"
+
+
+class Organization(models.Model):
+    """A tenant. Sessions and organization-scoped storage belong to exactly one."""
+
+    id = models.CharField(primary_key=True, max_length=128)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Membership(models.Model):
+    """Which organization an authenticated user acts in (``WORKFORCE_AUTH=token``)."""
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="workforce_membership")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization_id}"
+
+
+class Session(models.Model):
+    """One named session on one flow kind, owned by one user, in one organization.
+
+    ``session_id`` is the address clients use (``engineering.standup``); it is unique
+    within an organization. ``state`` holds only what the spec calls session state
+    (a mailbox's members, charter and description). ``item_seq`` is the last item
+    sequence number handed out, bumped with a conditional UPDATE so that items get a
+    gap-free per-session order without a table-wide lock.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="sessions")
+    session_id = models.CharField(max_length=300)
+    flow_kind = models.CharField(max_length=100)
+    user_id = models.CharField(max_length=200, help_text="The owner: the principal every line carries.")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    state = models.JSONField(default=dict, blank=True)
+    item_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "session_id"], name="session_unique_id_per_org"),
+        ]
+        indexes = [models.Index(fields=["flow_kind"])]
+
+    def __str__(self) -> str:
+        return f"{self.flow_kind}:{self.session_id}"
+
+
+class Request(models.Model):
+    """One action call on a session: what was asked, by whom, and how it ended."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        ABORTED = "aborted"
+
+    request_id = models.CharField(max_length=40, unique=True, default=mint_request_id, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="requests")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="requests")
+    action = models.CharField(max_length=200)
+    internal = models.BooleanField(default=False, help_text="Reached by dispatch, not by a client.")
+    user_id = models.CharField(max_length=200, help_text="The caller.")
+    input = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True, help_text='{"reason": ..., "message": ...}')
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    parent_request = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "user_id", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="request_unique_idempotency_key",
+            ),
+        ]
+        indexes = [models.Index(fields=["session", "id"])]
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.action} ({self.status})"
+
+
+class Item(models.Model):
+    """Something a session emitted, in per-session order (``seq`` starts at 1)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="items")
+    request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="items")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=40, default="component")
+    component = models.CharField(max_length=100, blank=True)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="item_unique_seq_per_session")]
+        ordering = ["session", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.component or self.type}"
+
+
+class OrgRecord(models.Model):
+    """Organization-scoped key/value storage (the spec's org-scoped collections), e.g.
+    the mailbox inventory under ``inventory/mailboxes/<id>``."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="records")
+    key = models.CharField(max_length=400)
+    data = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "key"], name="orgrecord_unique_key")]
+
+    def __str__(self) -> str:
+        return f"{self.organization_id}:{self.key}"

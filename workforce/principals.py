@@ -1,0 +1,64 @@
+"""Who is calling (design.md §4, spec "Which organization a mailbox runs in").
+
+Without authentication (``WORKFORCE_AUTH=none``) the caller names itself with ``userId``
+and runs in ``DEFAULT_ORG_ID``, the development case. With authentication the principal
+is the authenticated user and the organization its membership names; a ``userId`` that
+names someone else is refused (403).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from .models import DEFAULT_ORG_ID, Organization
+from .refusals import Refusal
+from .sessions import ensure_organization
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A verified caller: ``user_id`` and the organization it acts in."""
+
+    user_id: str
+    org: Organization
+
+
+def resolve_principal(http_request, claimed_user_id: object, *, require_user: bool = True) -> Principal:
+    """The principal for an HTTP request.
+
+    Args:
+        http_request: the DRF request (``.user`` is set when authentication is on).
+        claimed_user_id: the body's or query's ``userId`` (may be None).
+        require_user: reads pass False: without authentication they need no ``userId``.
+
+    Raises:
+        Refusal("invalid-input"): no authentication and no usable ``userId``.
+        Refusal("not-authenticated"): authentication is on and the caller has none.
+        Refusal("principal-mismatch"): ``userId`` names someone other than the caller.
+    """
+    if claimed_user_id is not None and (not isinstance(claimed_user_id, str) or not claimed_user_id.strip()):
+        raise Refusal("invalid-input", "userId must be a non-empty string.")
+    if getattr(settings, "WORKFORCE_AUTH", "none") == "none":
+        if not claimed_user_id:
+            if not require_user:
+                return Principal(user_id="anonymous", org=ensure_organization(DEFAULT_ORG_ID))
+            raise Refusal("invalid-input", "userId is required: without authentication the caller names itself.")
+        return Principal(user_id=claimed_user_id, org=ensure_organization(DEFAULT_ORG_ID))
+    user = getattr(http_request, "user", None)
+    if user is None or not user.is_authenticated:
+        raise Refusal("not-authenticated", "Authentication credentials were not provided.")
+    user_id = user.get_username()
+    if claimed_user_id and claimed_user_id != user_id:
+        raise Refusal("principal-mismatch", f'userId "{claimed_user_id}" is not the authenticated caller.')
+    membership = getattr(user, "workforce_membership", None)
+    org = membership.organization if membership is not None else ensure_organization(DEFAULT_ORG_ID)
+    return Principal(user_id=user_id, org=org)
+
+
+def org_principal(org_id: str, user_id: str) -> Principal:
+    """A principal for server-side callers (commands, tasks) acting as ``user_id``."""
+    return Principal(user_id=user_id, org=ensure_organization(org_id))
+
+
+__all__ = ["Principal", "resolve_principal", "org_principal", "Organization"]

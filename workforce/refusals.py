@@ -1,0 +1,58 @@
+"""Refusals: the spec's named reasons an action says no (design.md §8).
+
+``Refusal(reason, detail)`` reads ``"<reason>: <detail>"``. Raising one inside an action
+rolls back everything the action wrote; the request itself is still recorded as failed.
+"""
+from __future__ import annotations
+
+# HTTP status per reason (design.md §4). Anything not listed is a state conflict: 409.
+HTTP_STATUS = {
+    "invalid-input": 400,
+    "idempotency-key-reused": 422,
+    "mailbox-not-bound": 404,
+    "board-not-declared": 404,
+    "session-not-found": 404,
+    "flow-not-found": 404,
+    "action-not-found": 404,
+    "request-not-found": 404,
+    "author-not-a-member": 403,
+    "talk-session-not-listed": 403,
+    "not-a-member": 403,
+    "principal-mismatch": 403,
+    "not-authenticated": 401,
+    "mailbox-is-a-template": 409,
+    "session-not-addressable": 409,
+    "external-dispatcher": 503,
+    "internal-error": 500,
+}
+
+
+class Refusal(Exception):
+    """An action's named refusal.
+
+    Args:
+        reason: the spec's reason code, e.g. ``"author-not-a-member"``.
+        detail: a sentence for people; the message is ``"<reason>: <detail>"``.
+    """
+
+    def __init__(self, reason: str, detail: str):
+        self.reason = reason
+        self.detail = detail
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+    @property
+    def http_status(self) -> int:
+        return http_status_for(self.reason)
+
+    def as_error(self) -> dict:
+        """The error payload stored on a failed request and sent over HTTP."""
+        return {"reason": self.reason, "message": self.message}
+
+
+def http_status_for(reason: str) -> int:
+    """The HTTP status that answers a refusal with ``reason`` (409 when unlisted)."""
+    return HTTP_STATUS.get(reason, 409)

@@ -1,0 +1,225 @@
+"""Running actions on sessions (design.md §3): one Request per call, items per session.
+
+``do_run_action`` is the one way any action runs, whether a client called it over HTTP
+or another flow dispatched it. It records a Request, runs the handler inside a savepoint
+so that a Refusal rolls back everything the action wrote, and records the outcome
+(completed with output, or failed with ``{reason, message}``) in the same transaction.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .flows import FlowKind, registry
+from .models import Item, Organization, Request, Session
+from .refusals import Refusal
+
+logger = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch (the spec's ``at`` unit)."""
+    return int(time.time() * 1000)
+
+
+def history_window() -> int:
+    """How many of a session's most recent requests its history covers (default 50)."""
+    return int(getattr(settings, "WORKFORCE_HISTORY_WINDOW", 50))
+
+
+@dataclass
+class ActionContext:
+    """What a handler gets besides its input.
+
+    Attributes:
+        org: the session's organization.
+        session: the session row (its ``state`` as loaded; call ``lock_session`` to
+            serialize against other writers and re-read it).
+        request: the Request being run (status ``running``).
+        user_id: the caller's user id (the session's owner is ``session.user_id``).
+        flow: the kind the action belongs to.
+    """
+
+    org: Organization
+    session: Session
+    request: Request
+    user_id: str
+    flow: FlowKind
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def lock_session(self) -> Session:
+        """Take the session's row lock (``SELECT … FOR UPDATE``) until the transaction
+        ends, and return the freshly read row. Serializes writers of one session."""
+        self.session = Session.objects.select_for_update().get(pk=self.session.pk)
+        return self.session
+
+    def emit(self, component: str, data: dict, *, type: str = "component") -> Item:
+        """Store one item on this session, numbered after the last one."""
+        return emit_item(self.session, component, data, type=type, request=self.request)
+
+    def on_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` after the surrounding transaction commits (never if it rolls back)."""
+        transaction.on_commit(fn)
+
+
+def emit_item(session: Session, component: str, data: dict, *, type: str = "component", request: Request | None = None) -> Item:
+    """Append an item to ``session`` with the next per-session ``seq``.
+
+    The counter is bumped with a conditional UPDATE, which holds the session row's lock
+    until commit on PostgreSQL, so two emitters never get the same number.
+    """
+    Session.objects.filter(pk=session.pk).update(item_seq=F("item_seq") + 1)
+    seq = Session.objects.filter(pk=session.pk).values_list("item_seq", flat=True).get()
+    return Item.objects.create(session=session, request=request, seq=seq, type=type, component=component, data=data)
+
+
+def ensure_organization(org_id: str) -> Organization:
+    """The organization ``org_id``, created on first use."""
+    org, _ = Organization.objects.get_or_create(id=org_id)
+    return org
+
+
+class _IdempotentReplay(Exception):
+    def __init__(self, request: Request):
+        self.request = request
+
+
+def do_run_action(
+    *,
+    org: Organization,
+    kind: str,
+    session_id: str,
+    action: str,
+    input: Any,
+    user_id: str,
+    internal: bool = False,
+    idempotency_key: str | None = None,
+    parent_request: Request | None = None,
+    parent_session: Session | None = None,
+    extras: dict[str, Any] | None = None,
+) -> Request:
+    """Run ``action`` of ``kind`` on session ``session_id`` and record it as a Request.
+
+    A session id nobody used yet gets an empty session on ``kind`` owned by ``user_id``
+    (the registered instance answers for every id). The returned Request is
+    ``completed`` (with ``output``) or ``failed`` (with ``error = {reason, message}``);
+    either way it is stored. With ``idempotency_key``, a second call with the same key by
+    the same user answers the first call's request instead of acting again.
+
+    Args:
+        org: the caller's organization; the session is looked up inside it.
+        kind: the flow kind (``"mailbox"``); session_id: the session's address.
+        action: the action name; ``internal=True`` also reaches internal actions
+            (dispatch only, never a client).
+        input: the action's JSON input (validated by the action's schema).
+        user_id: the caller.
+
+    Raises:
+        Refusal("flow-not-found" | "action-not-found"): nothing to record a request on.
+        Refusal("session-not-addressable"): the id is held by a session on another kind.
+        Refusal("idempotency-key-reused"): the key was used for a different call.
+    """
+    flow = registry.require(kind)
+    act = flow.find(action, internal=internal)
+    if act is None:
+        raise Refusal("action-not-found", f'The {kind} kind has no action "{action}".')
+    if idempotency_key:
+        existing = _find_idempotent(org, user_id, idempotency_key)
+        if existing is not None:
+            return _check_replay(existing, session_id, action, input)
+    try:
+        with transaction.atomic():
+            session, _ = Session.objects.get_or_create(
+                organization=org,
+                session_id=session_id,
+                defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
+            )
+            if session.flow_kind != kind:
+                raise Refusal(
+                    "session-not-addressable",
+                    f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
+                )
+            try:
+                with transaction.atomic():
+                    request = Request.objects.create(
+                        organization=org,
+                        session=session,
+                        action=action,
+                        internal=internal,
+                        user_id=user_id,
+                        input=input if isinstance(input, dict) else {"_": input},
+                        status=Request.Status.RUNNING,
+                        idempotency_key=idempotency_key or None,
+                        parent_request=parent_request,
+                        started_at=timezone.now(),
+                    )
+            except IntegrityError:
+                if idempotency_key:
+                    raise _IdempotentReplay(_find_idempotent(org, user_id, idempotency_key)) from None
+                raise
+            ctx = ActionContext(org=org, session=session, request=request, user_id=user_id, flow=flow, extras=extras or {})
+            try:
+                with transaction.atomic():
+                    data = act.validate(input)
+                    output = act.handler(ctx, data)
+            except Refusal as refusal:
+                request.status = Request.Status.FAILED
+                request.error = refusal.as_error()
+            except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
+                logger.exception("action %s.%s on %s failed", kind, action, session_id)
+                request.status = Request.Status.FAILED
+                request.error = {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
+            else:
+                request.status = Request.Status.COMPLETED
+                request.output = output
+            request.finished_at = timezone.now()
+            request.save(update_fields=["status", "output", "error", "finished_at"])
+            return request
+    except _IdempotentReplay as replay:
+        return _check_replay(replay.request, session_id, action, input)
+
+
+def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
+    return (
+        Request.objects.select_related("session")
+        .filter(organization=org, user_id=user_id, idempotency_key=key)
+        .first()
+    )
+
+
+def _check_replay(existing: Request, session_id: str, action: str, input: Any) -> Request:
+    if existing.session.session_id != session_id or existing.action != action or existing.input != input:
+        raise Refusal(
+            "idempotency-key-reused",
+            f"This Idempotency-Key was already used for {existing.action} on {existing.session.session_id} "
+            f"({existing.request_id}) with other input.",
+        )
+    existing.replayed = True
+    return existing
+
+
+def do_record_failed_request(
+    *, session: Session, action: str, input: dict, user_id: str, refusal: Refusal, internal: bool = True
+) -> Request:
+    """Record a failed request on ``session`` without running anything (a delivery that
+    could not start, a refusal noticed outside an action)."""
+    now = timezone.now()
+    return Request.objects.create(
+        organization_id=session.organization_id,
+        session=session,
+        action=action,
+        internal=internal,
+        user_id=user_id,
+        input=input,
+        status=Request.Status.FAILED,
+        error=refusal.as_error(),
+        started_at=now,
+        finished_at=now,
+    )

@@ -1,0 +1,166 @@
+"""Settings for the workforce server, read from the environment (design.md §6).
+
+Every setting has an embedded default, so ``python manage.py serve`` runs on a fresh
+machine with no configuration: SQLite under ``var/``, the example tree, the django-q2
+ORM broker and the embedded models.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("WORKFORCE_VAR_DIR", BASE_DIR / "var"))
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-workforce-secret-key-change-me")
+DEBUG = _env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_q",
+    "workforce",
+    "boards",
+    "mailboxes",
+    "seats",
+    "coordinators",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "workforce_project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+WSGI_APPLICATION = "workforce_project.wsgi.application"
+ASGI_APPLICATION = "workforce_project.asgi.application"
+
+# --- Database -------------------------------------------------------------------------
+# SQLite is the embedded default; DATABASE_URL selects PostgreSQL (postgres://...).
+_default_sqlite = f"sqlite:///{VAR_DIR / 'workforce.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL", _default_sqlite))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web server read while the cluster writes; IMMEDIATE takes the write
+    # lock at BEGIN so two writers queue on the busy timeout instead of deadlocking.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"].setdefault("TEST", {})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# Serve admin and browsable-API assets straight from the apps, no collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+APPEND_SLASH = False  # one form for the whole API: no trailing slashes (pitfalls.md, DRF)
+
+# --- Workforce -------------------------------------------------------------------------
+WORKFORCE_ROOT = os.environ.get("WORKFORCE_ROOT", str(BASE_DIR / "examples" / "support-desk"))
+WORKFORCE_AUTH = os.environ.get("WORKFORCE_AUTH", "none")  # "none" (development) or "token"
+WORKFORCE_OPEN_USER = os.environ.get("WORKFORCE_OPEN_USER", "workforce")
+WORKFORCE_HISTORY_WINDOW = int(os.environ.get("WORKFORCE_HISTORY_WINDOW", "50"))
+WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
+WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")
+WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
+
+# --- Task queue (django-q2) -----------------------------------------------------------
+# timeout < retry, or a task still running is handed out again; max_attempts is finite,
+# or a failing task is redelivered forever (pitfalls.md). A system check enforces both.
+Q_CLUSTER = {
+    "name": "workforce",
+    "workers": int(os.environ.get("WORKFORCE_Q_WORKERS", "2")),
+    "timeout": int(os.environ.get("WORKFORCE_Q_TIMEOUT", "120")),
+    "retry": int(os.environ.get("WORKFORCE_Q_RETRY", "180")),
+    "max_attempts": int(os.environ.get("WORKFORCE_Q_MAX_ATTEMPTS", "3")),
+    "ack_failures": True,
+    "catch_up": False,
+    "poll": 0.2,
+    "save_limit": 1000,
+    "label": "Task queue",
+}
+if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswith("rediss://"):
+    Q_CLUSTER["redis"] = WORKFORCE_BROKER_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- REST framework ---------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": (
+        ["rest_framework.authentication.TokenAuthentication", "rest_framework.authentication.SessionAuthentication"]
+        if WORKFORCE_AUTH == "token"
+        else []
+    ),
+    "DEFAULT_PERMISSION_CLASSES": (
+        ["rest_framework.permissions.IsAuthenticated"] if WORKFORCE_AUTH == "token" else ["rest_framework.permissions.AllowAny"]
+    ),
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "workforce.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Workforce server",
+    "DESCRIPTION": "Mailboxes, boards and coordinators for teams of people and AI agent seats.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("WORKFORCE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

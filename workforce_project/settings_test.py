@@ -1,0 +1,7 @@
+"""Test settings: django-q2 runs tasks synchronously (pitfalls.md: Q_CLUSTER is read at
+import, so ``override_settings`` cannot switch ``sync`` on)."""
+from .settings import *  # noqa: F401,F403
+from .settings import Q_CLUSTER
+
+Q_CLUSTER = {**Q_CLUSTER, "sync": True}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

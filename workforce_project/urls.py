@@ -1,0 +1,18 @@
+"""URL map: the HTTP contract of design.md §4, the schema, and the admin."""
+from django.contrib import admin
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from mailboxes.api import TranscriptView
+from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
+
+urlpatterns = [
+    path("api/flows/<str:kind>/<str:session_id>/actions/<str:action>", FlowActionView.as_view(), name="flow-action"),
+    path("api/requests/<str:request_id>", RequestDetailView.as_view(), name="request-detail"),
+    path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
+    path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
+    path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("admin/", admin.site.urls),
+]
