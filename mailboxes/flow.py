@@ -28,6 +28,20 @@ def post(ctx: ActionContext, data: dict) -> dict:
     return do_post_line(ctx, body=data["body"], author=data.get("author")).as_wire()
 
 
+class SeatPostInput(serializers.Serializer):
+    """Internal ``seatPost``: ``{body, author}`` where author is the seat's id, set by the
+    server (the post-to-mailbox capability), never by a model."""
+
+    body = StrictCharField()
+    author = StrictCharField()
+
+
+def seat_post(ctx: ActionContext, data: dict) -> dict:
+    """A seat's own line (``seatAuthored: true``; it wakes nobody). Internal: only a
+    dispatch reaches it. Refused like a post when the seat is not a member."""
+    return do_post_line(ctx, body=data["body"], author=data["author"], seat_authored=True).as_wire()
+
+
 def read(ctx: ActionContext, data: dict) -> dict:
     """The mailbox: ``{id, description, members, boards?, transcript}``. The transcript
     holds the lines inside the history window; ``boards`` only when it holds one."""
@@ -48,6 +62,9 @@ def build_mailbox_kind() -> FlowKind:
             "post": Action("post", post, PostInput, description="Post a line to the mailbox."),
             # read takes no input; an ``after`` cursor is accepted and ignored on a mailbox.
             "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
+        },
+        internal_actions={
+            "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
         },
         facets={"mailbox": True, "notify": None, "route": None},
     )

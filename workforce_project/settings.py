@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "mailboxes",
     "seats",
     "coordinators",
+    "workforce_project",  # the composition root: boot and the serve command
 ]
 
 MIDDLEWARE = [

@@ -15,11 +15,10 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from mailboxes.roster import TreeError, load_roster, set_current_roster
-from mailboxes.services import OpenRefused, do_open_mailboxes
+from mailboxes.roster import TreeError
+from mailboxes.services import OpenRefused
 from workforce.loader import WorkforceRootError
-from workforce.models import DEFAULT_ORG_ID
-from workforce.sessions import ensure_organization
+from workforce_project.boot import boot, open_roster
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -52,13 +51,9 @@ class Command(BaseCommand):
         call_command("check")  # stops here, naming every problem, on a bad tree or queue config
         call_command("migrate", interactive=False, verbosity=0)
         try:
-            roster = load_roster(settings.WORKFORCE_ROOT)
-            outcomes = do_open_mailboxes(
-                ensure_organization(DEFAULT_ORG_ID), roster.mailboxes, user_id=settings.WORKFORCE_OPEN_USER
-            )
+            outcomes = open_roster(boot(settings.WORKFORCE_ROOT))
         except (TreeError, WorkforceRootError, OpenRefused) as exc:
             raise CommandError(str(exc)) from None
-        set_current_roster(roster)
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
         cluster = None
