@@ -1,0 +1,53 @@
+"""Tools a seat's model can call (the spec's capabilities hand these to a kind).
+
+A Tool is a name, a description, a JSON-schema for its arguments and a function. Tools
+never raise for expected failures: they answer ``{"ok": false, "error": ...}`` (task
+tools) or ``{"refused": ...}`` (coordinator tools) so the model can read the outcome.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .models import Organization, Request, Session
+
+
+@dataclass
+class ToolContext:
+    """Who is calling a tool and from where.
+
+    Attributes:
+        org: the organization the seat runs in.
+        seat_id: the calling seat's id (the name a mailbox's ``members:`` lists).
+        session: the seat's own conversation session.
+        request: the request the seat's turn runs in, when there is one.
+        extras: turn-scoped facts (e.g. the routed post this turn answers).
+    """
+
+    org: Organization
+    seat_id: str
+    session: Session | None = None
+    request: Request | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One callable tool.
+
+    Args:
+        name: the wire name the model sees (``post-to-mailbox``, ``addTask_<suffix>``).
+        description: what it does, for the model.
+        parameters: a JSON-schema object for its arguments (``additionalProperties`` false
+            where the spec says the input is exactly a set of keys).
+        call: ``call(ctx, args) -> JSON-able dict``.
+    """
+
+    name: str
+    description: str
+    parameters: dict
+    call: Callable[[ToolContext, dict], dict]
+
+    def openai_schema(self) -> dict:
+        """The tool as an OpenAI ``tools`` entry."""
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
