@@ -58,7 +58,10 @@ def access_mailbox_session(org: Organization, mailbox_id: str) -> Session:
 
 def list_window_lines(session: Session) -> QuerySet[Line]:
     """The lines inside the session's history window (its last N requests), in order."""
-    return Line.objects.filter(session=session, request__in=window_request_ids(session)).order_by("seq")
+    # Materialize the window's request ids first: a correlated subquery makes SQLite scan
+    # every line of the mailbox (bench/posts.py), while 50 ids hit the request index.
+    request_ids = list(window_request_ids(session).values_list("pk", flat=True))
+    return Line.objects.filter(request_id__in=request_ids).order_by("seq")
 
 
 def list_transcript(session: Session, *, after: int = 0, limit: int = 100) -> QuerySet[Line]:

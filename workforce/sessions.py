@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .flows import FlowKind, registry
@@ -75,8 +74,11 @@ def emit_item(session: Session, component: str, data: dict, *, type: str = "comp
     The counter is bumped with a conditional UPDATE, which holds the session row's lock
     until commit on PostgreSQL, so two emitters never get the same number.
     """
-    Session.objects.filter(pk=session.pk).update(item_seq=F("item_seq") + 1)
-    seq = Session.objects.filter(pk=session.pk).values_list("item_seq", flat=True).get()
+    table = Session._meta.db_table
+    with connection.cursor() as cursor:
+        # One round trip on both engines (SQLite >= 3.35 and PostgreSQL have RETURNING).
+        cursor.execute(f'UPDATE "{table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"', [session.pk])
+        seq = cursor.fetchone()[0]
     return Item.objects.create(session=session, request=request, seq=seq, type=type, component=component, data=data)
 
 
@@ -146,24 +148,28 @@ def do_run_action(
                     "session-not-addressable",
                     f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
                 )
-            try:
-                with transaction.atomic():
-                    request = Request.objects.create(
-                        organization=org,
-                        session=session,
-                        action=action,
-                        internal=internal,
-                        user_id=user_id,
-                        input=input if isinstance(input, dict) else {"_": input},
-                        status=Request.Status.RUNNING,
-                        idempotency_key=idempotency_key or None,
-                        parent_request=parent_request,
-                        started_at=timezone.now(),
-                    )
-            except IntegrityError:
-                if idempotency_key:
+            request = Request(
+                organization=org,
+                session=session,
+                action=action,
+                internal=internal,
+                user_id=user_id,
+                input=input if isinstance(input, dict) else {"_": input},
+                status=Request.Status.RUNNING,
+                idempotency_key=idempotency_key or None,
+                parent_request=parent_request,
+                started_at=timezone.now(),
+            )
+            if idempotency_key:
+                # Two calls with one key at the same moment: the unique constraint picks
+                # the first; the second answers the first's request.
+                try:
+                    with transaction.atomic():
+                        request.save(force_insert=True)
+                except IntegrityError:
                     raise _IdempotentReplay(_find_idempotent(org, user_id, idempotency_key)) from None
-                raise
+            else:
+                request.save(force_insert=True)
             ctx = ActionContext(org=org, session=session, request=request, user_id=user_id, flow=flow, extras=extras or {})
             try:
                 with transaction.atomic():

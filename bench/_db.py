@@ -1,0 +1,50 @@
+"""Benchmarks run Django against a throwaway database of the configured engine: a temp
+SQLite file by default, a fresh PostgreSQL database when DATABASE_URL names one."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def throwaway_database():
+    """Point Django at an empty database, migrate it, yield, and drop it."""
+    sys.path.insert(0, str(REPO))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings_test")
+    url = os.environ.get("DATABASE_URL", "")
+    dropper = None
+    if url.startswith(("postgres://", "postgresql://")):
+        import psycopg
+
+        name = f"wf_bench_{uuid.uuid4().hex[:8]}"
+        parts = urlsplit(url)
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        os.environ["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
+
+        def dropper():
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    else:
+        os.environ["WORKFORCE_VAR_DIR"] = tempfile.mkdtemp(prefix="wf_bench_")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", interactive=False, verbosity=0)
+    try:
+        yield connection
+    finally:
+        connection.close()
+        if dropper:
+            dropper()

@@ -1,0 +1,112 @@
+"""Post and read throughput of a mailbox, as ratios against baselines in the same run
+(issue 2, "Benchmark").
+
+1. N posts into one mailbox through the service (``do_run_action(... "post" ...)``:
+   request row, row lock, line, item, commit) against N raw INSERT+COMMITs of a
+   line-sized row on the same connection settings. Prints both rates and the ratio.
+2. ``read`` at 100 lines and at 100,000 lines. The transcript is windowed (the last 50
+   requests), so the ratio should stay near 1.
+
+Usage: ``python bench/posts.py [--posts N] [--big 100000]``; set DATABASE_URL for
+PostgreSQL (a throwaway database is created and dropped).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._db import throwaway_database  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--posts", type=int, default=500)
+    parser.add_argument("--big", type=int, default=100_000)
+    parser.add_argument("--reads", type=int, default=50)
+    args = parser.parse_args()
+
+    with throwaway_database() as connection:
+        from django.db import transaction
+
+        from mailboxes.binder import BoundMailbox, Roster
+        from mailboxes.models import Line
+        from mailboxes.roster import set_current_roster
+        from mailboxes.services import do_open_mailboxes
+        from workforce.models import DEFAULT_ORG_ID, Request, Session
+        from workforce.sessions import do_run_action, ensure_organization
+
+        org = ensure_organization(DEFAULT_ORG_ID)
+        boxes = [BoundMailbox(id=f"bench.box{i}", kind="mailbox", description="bench", members=["bench.a"], charter="") for i in range(3)]
+        set_current_roster(Roster(mailboxes=boxes))
+        do_open_mailboxes(org, boxes, user_id="bench")
+        body = "x" * 120
+        print(f"database: {connection.vendor}")
+
+        # Baseline: raw INSERT + COMMIT of a line-sized row, same connection settings.
+        with connection.cursor() as cur:
+            cur.execute("CREATE TABLE bench_raw (id BIGINT PRIMARY KEY, line_id VARCHAR(64), at BIGINT, principal VARCHAR(200), body TEXT)")
+        t0 = time.perf_counter()
+        for i in range(args.posts):
+            with transaction.atomic():
+                with connection.cursor() as cur:
+                    cur.execute(
+                        "INSERT INTO bench_raw (id, line_id, at, principal, body) VALUES (%s, %s, %s, %s, %s)",
+                        [i, str(uuid.uuid4()), int(time.time() * 1000), "bench", body],
+                    )
+        raw = args.posts / (time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        for i in range(args.posts):
+            r = do_run_action(org=org, kind="mailbox", session_id="bench.box0", action="post", input={"body": body}, user_id="u")
+            assert r.status == "completed", r.error
+        posts = args.posts / (time.perf_counter() - t0)
+        print(f"raw INSERT+COMMIT: {raw:,.0f}/s")
+        print(f"service posts:     {posts:,.0f}/s")
+        print(f"ratio posts/raw:   {posts / raw:.3f}")
+
+        def time_reads(session_id: str) -> float:
+            samples = []
+            for _ in range(args.reads):
+                t = time.perf_counter()
+                r = do_run_action(org=org, kind="mailbox", session_id=session_id, action="read", input={}, user_id="u")
+                samples.append(time.perf_counter() - t)
+                assert r.status == "completed"
+            return statistics.median(samples)
+
+        def fill(session_id: str, n: int) -> None:
+            session = Session.objects.get(session_id=session_id)
+            batch = 5000
+            for start in range(0, n, batch):
+                count = min(batch, n - start)
+                reqs = Request.objects.bulk_create(
+                    [Request(organization=org, session=session, action="post", user_id="u", status="completed") for _ in range(count)]
+                )
+                if connection.vendor != "postgresql":  # SQLite's bulk_create leaves pks unset on old versions
+                    reqs = list(Request.objects.filter(session=session).order_by("-pk")[:count])[::-1]
+                Line.objects.bulk_create(
+                    [
+                        Line(session=session, seq=start + j + 1, line_id=str(uuid.uuid4()), at=0, principal="bench", body=body, request=req)
+                        for j, req in enumerate(reqs)
+                    ]
+                )
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cur:
+                    cur.execute("ANALYZE")
+
+        fill("bench.box1", 100)
+        fill("bench.box2", args.big)
+        small = time_reads("bench.box1")
+        big = time_reads("bench.box2")
+        print(f"read at 100 lines:       {small * 1000:.2f} ms (median of {args.reads})")
+        print(f"read at {args.big:,} lines:  {big * 1000:.2f} ms (median of {args.reads})")
+        print(f"ratio big/small:         {big / small:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""The main job end to end: ``manage.py serve`` as a subprocess, posted to and read over
+HTTP (issue 2, Done means)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import mailbox_md, write_tree
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return write_tree(
+        tmp_path / "tree",
+        {
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(
+                "Where the engineering team posts daily status.", members=("eng.lead", "eng.analyst")
+            ),
+        },
+    )
+
+
+def test_serve_posts_reads_refuses_and_replays(start_server, tree):
+    server = start_server(tree, "--no-cluster")
+    post = {"userId": "u_42", "input": {"body": "shipped the reader", "author": "eng.lead"}}
+
+    answer = server.call("POST", "/api/flows/mailbox/eng.standup/actions/post", post, {"Idempotency-Key": "k-1"})
+    assert answer.status == 202
+    assert answer.body["status"] == "completed"
+    assert answer.body["sessionId"] == "eng.standup" and answer.body["flowKind"] == "mailbox"
+    line = answer.body["output"]
+    assert set(line) == {"id", "at", "principal", "author", "authorVerified", "body"}
+    assert line["author"] == "eng.lead" and line["authorVerified"] is False and line["body"] == "shipped the reader"
+    location = answer.headers["Location"]
+    assert location.endswith(f"/api/requests/{answer.body['requestId']}")
+
+    again = server.call("GET", location.removeprefix(server.base))
+    assert again.status == 200 and again.body["requestId"] == answer.body["requestId"]
+
+    retry = server.call("POST", "/api/flows/mailbox/eng.standup/actions/post", post, {"Idempotency-Key": "k-1"})
+    assert retry.body["requestId"] == answer.body["requestId"]
+
+    refused = server.call(
+        "POST", "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_42", "input": {"body": "hi", "author": "mallory"}}
+    )
+    assert refused.status == 403
+    assert refused.body["status"] == "failed"
+    assert refused.body["error"]["reason"] == "author-not-a-member"
+    assert refused.body["error"]["message"].startswith("author-not-a-member: ")
+    assert refused.body["requestId"].startswith("req_")
+
+    read = server.call("POST", "/api/flows/mailbox/eng.standup/actions/read", {"userId": "u_42"})
+    assert read.status == 202
+    assert [entry["body"] for entry in read.body["output"]["transcript"]] == ["shipped the reader"]
+
+    transcript = server.call("GET", "/api/mailboxes/eng.standup/transcript")
+    assert [entry["seq"] for entry in transcript.body["lines"]] == [1]
+
+    unbound = server.call("POST", "/api/flows/mailbox/eng.nowhere/actions/post", {"userId": "u_42", "input": {"body": "hi"}})
+    assert unbound.status == 404 and unbound.body["error"]["reason"] == "mailbox-not-bound"
+
+
+def test_serve_refuses_to_start_on_a_bad_tree(start_server, tmp_path):
+    bad = write_tree(
+        tmp_path / "bad",
+        {
+            "teams/eng/mailboxes/standup/MAILBOX.md": "---\ndescription: ok\nmember: [eng.lead]\n---\n",
+            "teams/eng/mailboxes/Bad Name/MAILBOX.md": "---\ndescription: ok\n---\n",
+        },
+    )
+    with pytest.raises(AssertionError) as failed:
+        start_server(bad, "--no-cluster", timeout=30)
+    message = str(failed.value)
+    assert '"member" is not a mailbox key' in message
+    assert "Bad Name" in message

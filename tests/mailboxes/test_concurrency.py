@@ -1,0 +1,123 @@
+"""Posts on one mailbox are serialized; posts on two never wait on each other
+(spec "Posting and reading", design.md §3). Real threads on PostgreSQL: SQLite has no
+row locks to test (pitfalls.md)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from mailboxes.models import Line
+from workforce.models import Request, Session
+from workforce.sessions import ActionContext, do_run_action
+
+from ..conftest import MEMBER
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+N = 20
+
+
+def _post_from_threads(org, session_id: str, n: int) -> list[Request]:
+    results: list[Request] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(n)
+
+    def post(i: int) -> None:
+        try:
+            start.wait(timeout=30)
+            results.append(
+                do_run_action(
+                    org=org, kind="mailbox", session_id=session_id, action="post",
+                    input={"body": f"post {i}"}, user_id=MEMBER,
+                )
+            )
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    return results
+
+
+def _barrier_before_lock(monkeypatch, n: int, *, lock: bool) -> None:
+    """Make every poster reach the lock at the same moment (so the race is real), and in
+    the control skip the lock."""
+    barrier = threading.Barrier(n)
+    original = ActionContext.lock_session
+
+    def lock_session(self):
+        barrier.wait(timeout=30)
+        if lock:
+            return original(self)
+        self.session = Session.objects.get(pk=self.session.pk)
+        return self.session
+
+    monkeypatch.setattr(ActionContext, "lock_session", lock_session)
+
+
+def test_twenty_posts_at_once_all_land_in_order(open_tree, org, monkeypatch):
+    open_tree()
+    _barrier_before_lock(monkeypatch, N, lock=True)
+    results = _post_from_threads(org, "eng.standup", N)
+    assert [r.status for r in results].count("completed") == N
+    seqs = list(Line.objects.filter(session__session_id="eng.standup").order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, N + 1))
+    assert sorted(Line.objects.values_list("body", flat=True)) == sorted(f"post {i}" for i in range(N))
+
+
+def test_control_an_unlocked_write_loses_lines(open_tree, org, monkeypatch):
+    """The same posts with the row lock taken out: posters read the same last seq, so all
+    but one collide on the per-mailbox sequence and their lines are lost."""
+    open_tree()
+    _barrier_before_lock(monkeypatch, N, lock=False)
+    results = _post_from_threads(org, "eng.standup", N)
+    landed = Line.objects.filter(session__session_id="eng.standup").count()
+    assert landed < N
+    assert sum(r.status == "failed" for r in results) == N - landed
+
+
+def test_posts_on_two_mailboxes_never_wait_on_each_other(open_tree, org):
+    open_tree()
+    holding = threading.Event()
+    release = threading.Event()
+
+    def hold_standup_lock() -> None:
+        try:
+            with transaction.atomic():
+                Session.objects.select_for_update().get(session_id="eng.standup")
+                holding.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_standup_lock)
+    holder.start()
+    assert holding.wait(timeout=10)
+    done: list[Request] = []
+
+    def post_incidents() -> None:
+        try:
+            done.append(
+                do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post",
+                              input={"body": "pager went off"}, user_id=MEMBER)
+            )
+        finally:
+            connection.close()
+
+    poster = threading.Thread(target=post_incidents)
+    poster.start()
+    poster.join(timeout=10)
+    finished_while_locked = not poster.is_alive() and bool(done)
+    release.set()
+    holder.join(timeout=10)
+    poster.join(timeout=10)
+    assert finished_while_locked, "a post on eng.incidents waited for eng.standup's lock"
+    assert done[0].status == "completed"
