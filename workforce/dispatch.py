@@ -62,16 +62,23 @@ def dispatch(
 
 
 def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any) -> None:
-    """Hand ``func_path(*args, **kwargs)`` to the django-q2 cluster once the current
-    transaction commits. Arguments must be ids and JSON, never model instances.
+    """Hand ``func_path(*args, **kwargs)`` to the django-q2 cluster, never before the
+    current transaction commits. Arguments must be ids and JSON, never model instances.
 
-    Enqueueing after commit keeps a worker from running before the rows it reads exist
-    (pitfalls.md); in sync mode (tests) the task runs right after the commit.
+    With the ORM broker the task row is written inside the caller's transaction, so it
+    commits (or rolls back) with the rows it reads: nothing is lost if the process dies
+    right after the commit. With Redis, and in sync mode (tests), it is sent from
+    ``transaction.on_commit`` so a worker never runs before those rows exist
+    (pitfalls.md).
     """
+    from django_q.conf import Conf
     from django_q.tasks import async_task
 
     def _send() -> None:
         options = {"group": group} if group else {}
         async_task(func_path, *args, **kwargs, **({"q_options": options} if options else {}))
 
-    transaction.on_commit(_send)
+    if Conf.ORM and not Conf.SYNC and transaction.get_connection().in_atomic_block:
+        _send()
+    else:
+        transaction.on_commit(_send)
