@@ -7,6 +7,10 @@ class MailboxesConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the tree check)
+        from django.conf import settings
+
         from .flow import register
+        from .kinds import register_configured_kinds
 
         register()
+        register_configured_kinds(getattr(settings, "WORKFORCE_MAILBOX_KINDS", {}))
