@@ -4,10 +4,10 @@ list of keys and the registered mailbox kinds, every problem reported at once.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from boards.naming import RESERVED_BOARD_NAMES, board_id_for, board_name_problem, tool_suffix  # noqa: F401
 from workforce.loader import MailboxManifest
 from workforce.names import is_seat_id, name_problem
 
@@ -15,9 +15,6 @@ BUILTIN_KIND = "mailbox"
 DECLARABLE_KEYS = ("flow", "description", "members", "boards", "instructions", "routing", "boardActions", "mintFor")
 TEMPLATE_COLLECTIONS = ("projects",)
 TEMPLATE_FORBIDDEN_KEYS = ("flow", "boards", "routing", "boardActions")
-RESERVED_BOARD_NAMES = {"__proto__", "prototype", "constructor"}
-_BOARD_FORBIDDEN = re.compile(r"[\s./*\[\]]")
-_TOOL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -45,7 +42,7 @@ class BoundMailbox:
 
     def board_id(self, board: str) -> str:
         """The ledger id a board of this mailbox is minted under: ``<mailbox id>.<board>``."""
-        return f"{self.id}.{board}"
+        return board_id_for(self.id, board)
 
 
 @dataclass
@@ -83,26 +80,6 @@ class RosterRefused(Exception):
         refused = len({mailbox_id for mailbox_id, _ in problems})
         lines = [f"  {mailbox_id}: {message}" for mailbox_id, message in problems]
         super().__init__(f"refused {refused} of {total} mailboxes\n" + "\n".join(lines))
-
-
-def tool_suffix(board_id: str) -> str:
-    """A board ledger id with every character that can't go in a tool name turned into ``_``."""
-    return _TOOL_NAME_UNSAFE.sub("_", board_id)
-
-
-def board_name_problem(name: Any) -> str | None:
-    """Why ``name`` is not a plain local board name, or None."""
-    if not isinstance(name, str):
-        return f"board names are plain local names, and {name!r} is not text"
-    if name == "":
-        return "a board name can't be empty"
-    if _BOARD_FORBIDDEN.search(name):
-        return f'board "{name}" breaks the board name rule: no whitespace and none of . / * [ ]'
-    if name.lower() == "lock":
-        return f'board "{name}" is reserved: "lock" can\'t name a board'
-    if name in RESERVED_BOARD_NAMES:
-        return f'board "{name}" is reserved: __proto__, prototype and constructor can\'t name a board'
-    return None
 
 
 def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKindSpec]) -> Roster:
@@ -153,6 +130,9 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
         template = declared.get("mintFor")
         if template is not None:
             found.extend(_template_problems(declared, template))
+            first = next((t for t in roster.templates if t.collection == template), None)
+            if first is not None:
+                found.append(f"mintFor: {first.id} is already the template for {template}; a collection has one template")
             if not found:
                 roster.templates.append(
                     BoundTemplate(record.id, template, list(members), charter, description)  # type: ignore[arg-type]

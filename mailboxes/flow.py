@@ -5,11 +5,14 @@ Other apps extend the kind through its facets rather than by being imported here
 """
 from __future__ import annotations
 
+from functools import partial
+
 from rest_framework import serializers
 
 from workforce.flows import Action, FlowKind, StrictCharField, registry
 from workforce.sessions import ActionContext
 
+from .board_actions import FileTaskInput, ReadBoardInput, file_task, read_board, resolve_board_action
 from .queries import access_mailbox_state, held_boards, list_window_lines
 from .services import do_post_line
 
@@ -62,11 +65,16 @@ def build_mailbox_kind() -> FlowKind:
             "post": Action("post", post, PostInput, description="Post a line to the mailbox."),
             # read takes no input; an ``after`` cursor is accepted and ignored on a mailbox.
             "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
+            # A mailbox holding no board refuses both (board-not-declared).
+            "fileTask": Action("fileTask", file_task, FileTaskInput, description="File a row onto a board the mailbox holds."),
+            "readBoard": Action("readBoard", read_board, ReadBoardInput, description="Read every row on a board the mailbox holds."),
         },
         internal_actions={
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
         },
         facets={"mailbox": True, "notify": None, "route": None},
+        # boardActions: true -> the eight task tools as <tool>_<suffix> actions.
+        resolve=partial(resolve_board_action, KIND),
     )
 
 

@@ -2,8 +2,9 @@
 
 Each line also leaves a ``mailbox-post`` item on the mailbox's session (what a page
 reads); the line table is what makes the promises hold: a gap-free per-mailbox
-sequence (unique, assigned under the session's row lock) and the full transcript
-beyond the history window.
+sequence (unique, assigned under the session's row lock), the full transcript beyond
+the history window, and one answer line per routed post (unique ``answer_to``).
+Routing's record (``RouteLedger``, ``Route``) lives here too.
 """
 from __future__ import annotations
 
@@ -28,9 +29,20 @@ class Line(models.Model):
     seat_authored = models.BooleanField(default=False)
     body = models.TextField()
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="lines")
+    # A routed member's answer names the post it answers; unique, so a post gets at most
+    # one answer line (spec "The answer lands in the mailbox").
+    answer_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        help_text="The client post this line answers (a routed member's answer).",
+    )
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="line_unique_seq_per_mailbox")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="line_unique_seq_per_mailbox"),
+            models.UniqueConstraint(
+                fields=["answer_to"], condition=models.Q(answer_to__isnull=False), name="line_one_answer_per_post"
+            ),
+        ]
         ordering = ["session", "seq"]
 
     def __str__(self) -> str:
@@ -47,3 +59,67 @@ class Line(models.Model):
         if self.seat_authored:
             line["seatAuthored"] = True
         return line
+
+
+class RouteLedger(models.Model):
+    """What the route remembers of one mailbox (the spec's ``mailboxRouteLedger``, "What
+    the route remembers"): its last ``LEDGER_LINES`` lines and its last client post.
+
+    Kept for every mailbox on a kind built with a route, updated on every post whether
+    or not the mailbox declares ``routing:``, under the mailbox's row lock; never limited
+    by the history window. ``last_seq`` is the seq of the last line recorded: a line
+    whose seq does not follow it was posted while the kind ran without a route, and the
+    ledger starts afresh from the history window (that post holds nothing).
+    """
+
+    session = models.OneToOneField(Session, primary_key=True, on_delete=models.CASCADE, related_name="route_ledger")
+    lines = models.JSONField(default=list, blank=True, help_text="The last 20 lines: {id, seq, from, text, seatAuthored?}.")
+    last_seq = models.BigIntegerField(default=0)
+    last_post = models.ForeignKey(
+        Line, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="The last client post (where it went: its route).",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"route ledger of {self.session.session_id}"
+
+
+class Route(models.Model):
+    """How one client post on a routed mailbox found its member (spec "How a post finds
+    its member"). Written with the post (unique per post), decided once by the route
+    task: ``decided_at`` is set by a conditional UPDATE, so a redelivered task decides
+    nothing twice and the post leaves exactly one ``mailbox-route`` item.
+
+    ``previous`` is the mailbox's last client post before this one (None when this post
+    is the first since the kind gained a route): the post that may hold this one.
+    ``recent`` is the ledger's lines before the post, as the evaluator and the member
+    see them.
+    """
+
+    class By(models.TextChoices):
+        HELD = "held"
+        EVALUATED = "evaluated"
+        FALLBACK = "fallback"
+        FAILED = "failed"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="routes")
+    post = models.OneToOneField(Line, on_delete=models.CASCADE, related_name="route")
+    previous = models.ForeignKey(Line, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    recent = models.JSONField(default=list, blank=True)
+    fallback = models.CharField(max_length=200, help_text="The mailbox's fallback member when the post landed.")
+    member = models.CharField(max_length=200, null=True, blank=True, help_text="Who takes the post; empty when nobody could.")
+    by = models.CharField(max_length=10, choices=By.choices, blank=True, default="")
+    reason = models.CharField(max_length=40, blank=True, default="")
+    detail = models.TextField(blank=True, default="")
+    request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    delivery = models.CharField(max_length=10, blank=True, default="", help_text="What the member got: wake, call or none.")
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["decided_at", "enqueued_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.post} -> {self.member or '-'} ({self.by or 'pending'})"

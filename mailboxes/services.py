@@ -49,6 +49,8 @@ def _occupant_problem(session: Session, mailbox: BoundMailbox, user_id: str) -> 
         )
     if session.flow_kind != mailbox.kind:
         return f"the id is held by {label}, which belongs to another flow. Rename the mailbox."
+    if not session.state:
+        return None  # an empty session a premature post created (by anyone): adopted
     if session.user_id != user_id:
         return f"the id is held by {label}, which belongs to another user. Rename the mailbox."
     if session.state and not is_mailbox_state(session.state):
@@ -60,9 +62,10 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
     """Open one session per bound record, at the record's id (spec "Opening it").
 
     Idempotent: an open mailbox is left alone (members, charter and description keep
-    what they were opened with). An empty session on the mailbox's kind and owned by
-    ``user_id`` (a premature post) is adopted. Each opened mailbox gets its inventory
-    row (``inventory/mailboxes/<id>``). All or nothing, in one transaction.
+    what they were opened with). An empty session on the mailbox's kind (a premature
+    post, by whichever user) is adopted and from then on owned by ``user_id``. Each
+    opened mailbox gets its inventory row (``inventory/mailboxes/<id>``). All or
+    nothing, in one transaction.
 
     Args:
         org: the organization the sessions are created in (fixed from then on).
@@ -97,7 +100,8 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
                 outcome = "opened"
             elif not session.state:
                 session.state = state
-                session.save(update_fields=["state", "updated_at"])
+                session.user_id = user_id  # the opener owns it: every line's principal
+                session.save(update_fields=["state", "user_id", "updated_at"])
                 outcome = "adopted"
             else:
                 outcome = "already open"

@@ -82,3 +82,25 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
         _send()
     else:
         transaction.on_commit(_send)
+
+
+def dispatch_once(*, idempotency_key: str, **kwargs: Any) -> Request:
+    """``dispatch`` with an idempotency key: a second call with the same key (by the same
+    ``user_id`` in the same ``org``) answers the first call's request instead of acting
+    again. Used where a redelivered task may repeat a dispatch (a seat's tool post).
+
+    Args:
+        idempotency_key: unique per intended effect, e.g. ``"dlv_42:post-to-mailbox:1"``.
+        **kwargs: exactly ``dispatch``'s keyword arguments.
+
+    Raises:
+        Refusal("external-dispatcher"), and what ``dispatch`` raises.
+        Refusal("idempotency-key-reused"): the key was used with other input.
+    """
+    if external_dispatcher():
+        raise Refusal(
+            "external-dispatcher",
+            "This deployment hands dispatch to an external queue whose workers share no lease backend.",
+        )
+    payload = kwargs.pop("payload")
+    return do_run_action(input=payload, internal=True, idempotency_key=idempotency_key, **kwargs)

@@ -88,13 +88,20 @@ class FlowKind:
     actions: dict[str, Action] = field(default_factory=dict)
     internal_actions: dict[str, Action] = field(default_factory=dict)
     facets: dict[str, Any] = field(default_factory=dict)
+    # Actions whose names are not known when the kind is built (a mailbox's per-board
+    # task actions): ``resolve(name, internal) -> Action | None``, asked after the
+    # static tables. The action it returns still decides, per session, whether to run.
+    resolve: Callable[[str, bool], Action | None] | None = None
 
     def find(self, action: str, *, internal: bool) -> Action | None:
-        """The action called ``action``; internal ones only when ``internal`` (dispatch)."""
+        """The action called ``action``; internal ones only when ``internal`` (dispatch);
+        then whatever ``resolve`` answers for names outside the static tables."""
         if action in self.actions:
             return self.actions[action]
-        if internal:
-            return self.internal_actions.get(action)
+        if internal and action in self.internal_actions:
+            return self.internal_actions[action]
+        if self.resolve is not None:
+            return self.resolve(action, internal)
         return None
 
 
@@ -142,4 +149,14 @@ class StrictCharField(serializers.CharField):
             self.fail("invalid")
         if not self.allow_blank and not data.strip():
             self.fail("blank")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An IntegerField that refuses booleans, strings and floats (DRF's accepts ``"5"``,
+    ``5.0`` and ``True``); ``min_value``/``max_value`` work as usual."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
         return super().to_internal_value(data)

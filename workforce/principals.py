@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from .models import DEFAULT_ORG_ID, Organization
+from .models import DEFAULT_ORG_ID, Membership, Organization
 from .refusals import Refusal
 from .sessions import ensure_organization
 
@@ -36,6 +36,7 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         Refusal("invalid-input"): no authentication and no usable ``userId``.
         Refusal("not-authenticated"): authentication is on and the caller has none.
         Refusal("principal-mismatch"): ``userId`` names someone other than the caller.
+        Refusal("not-a-member"): an authenticated user with no organization membership.
     """
     if claimed_user_id is not None and (not isinstance(claimed_user_id, str) or not claimed_user_id.strip()):
         raise Refusal("invalid-input", "userId must be a non-empty string.")
@@ -51,9 +52,12 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
     user_id = user.get_username()
     if claimed_user_id and claimed_user_id != user_id:
         raise Refusal("principal-mismatch", f'userId "{claimed_user_id}" is not the authenticated caller.')
-    membership = getattr(user, "workforce_membership", None)
-    org = membership.organization if membership is not None else ensure_organization(DEFAULT_ORG_ID)
-    return Principal(user_id=user_id, org=org)
+    membership = Membership.objects.select_related("organization").filter(user=user).first()
+    if membership is None:
+        # Never fall back to the default organization: that would hand an authenticated
+        # stranger the development tenant's mailboxes.
+        raise Refusal("not-a-member", f'"{user_id}" belongs to no organization; add a Membership in the admin.')
+    return Principal(user_id=user_id, org=membership.organization)
 
 
 def org_principal(org_id: str, user_id: str) -> Principal:

@@ -24,6 +24,10 @@ HTTP_STATUS = {
     "session-not-addressable": 409,
     "external-dispatcher": 503,
     "internal-error": 500,
+    # A mailbox's board actions (boardActions: true) refuse with the task tools' codes.
+    "task_not_found": 404,
+    "unknown_assignee": 400,
+    "invalid_arguments": 400,
 }
 
 

@@ -10,21 +10,42 @@ from django.conf import settings
 from mailboxes.binder import Roster
 from mailboxes.roster import load_roster, set_current_roster
 from mailboxes.services import OpenOutcome, do_open_mailboxes
+from seats.services import configure_notify, do_hire_tree_workers, seats_to_wake, wake_member_seats
 from workforce.models import DEFAULT_ORG_ID
+from workforce.runtime import mark_booted
 from workforce.sessions import ensure_organization
+
+MAILBOX_KIND = "mailbox"
 
 
 def boot(root: str | Path | None = None) -> Roster:
-    """Read and bind the workforce tree at ``root`` (default ``WORKFORCE_ROOT``) and make
-    it the roster this process serves. Opens nothing.
+    """Read the workforce tree at ``root`` (default ``WORKFORCE_ROOT``), hire its workers,
+    give the built-in mailbox kind a notify block that wakes them, then bind the
+    mailboxes and make them the roster this process serves. Opens no mailbox.
+
+    Hiring comes first and the notify block is in place before the roster is bound
+    (spec "Waking agent seats": "hire first: the wake reaches these seats"). Hiring is
+    idempotent, so every process (``serve`` and each cluster worker) boots the same way.
+    Needs a migrated database.
 
     Raises:
-        mailboxes.roster.TreeError: the tree has errors or a record was refused.
+        seats.services.WorkerTreeError: a worker failed to load or cannot be hired.
+        mailboxes.roster.TreeError: the mailboxes have errors or a record was refused.
         workforce.loader.WorkforceRootError: the root is unreadable or a symlink.
     """
-    roster = load_roster(root or settings.WORKFORCE_ROOT)
+    root = root or settings.WORKFORCE_ROOT
+    seats = do_hire_tree_workers(root)
+    configure_notify(MAILBOX_KIND, wake_member_seats(seats_to_wake(seats)))
+    roster = load_roster(root)
     set_current_roster(roster)
+    mark_booted()
     return roster
+
+
+def boot_process() -> None:
+    """``WORKFORCE_BOOT``: how a task-cluster worker boots itself on spawn (or on its
+    first task), the same way ``serve`` booted the web process."""
+    boot(settings.WORKFORCE_ROOT)
 
 
 def open_roster(roster: Roster, *, org_id: str = DEFAULT_ORG_ID, user_id: str | None = None) -> list[OpenOutcome]:

@@ -112,6 +112,23 @@ WORKFORCE_HISTORY_WINDOW = int(os.environ.get("WORKFORCE_HISTORY_WINDOW", "50"))
 WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
 WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")
 WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
+# Seats (issue 3). Each model call and each whole turn has a deadline; the turn's must
+# stay below Q_CLUSTER["timeout"] (a system check says so).
+OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
+OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+WORKFORCE_MODEL_TIMEOUT = float(os.environ.get("WORKFORCE_MODEL_TIMEOUT", "60"))
+WORKFORCE_TURN_TIMEOUT = float(os.environ.get("WORKFORCE_TURN_TIMEOUT", "100"))
+WORKFORCE_TURN_MAX_STEPS = int(os.environ.get("WORKFORCE_TURN_MAX_STEPS", "8"))
+# Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts
+# are refused (external-dispatcher) and a client post wakes nobody.
+WORKFORCE_EXTERNAL_DISPATCHER = _env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)
+WORKFORCE_DELIVERY_MAX_ATTEMPTS = int(os.environ.get("WORKFORCE_DELIVERY_MAX_ATTEMPTS", "3"))
+WORKFORCE_SWEEP_SECONDS = float(os.environ.get("WORKFORCE_SWEEP_SECONDS", "15"))
+# How a task-cluster process boots itself (hire the tree's seats, wire the notify block).
+WORKFORCE_BOOT = os.environ.get("WORKFORCE_BOOT", "workforce_project.boot.boot_process")
+# Mailbox kinds of your own: {"my-mailbox": "myapp.flows.build_my_mailbox"} (spec
+# "Registering a kind of your own"); the built-in "mailbox" kind is always there.
+WORKFORCE_MAILBOX_KINDS: dict[str, str] = {}
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,

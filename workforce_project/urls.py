@@ -3,6 +3,7 @@ from django.contrib import admin
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from boards.api import BoardTasksView
 from mailboxes.api import TranscriptView
 from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
 
@@ -12,6 +13,7 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
+    path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),

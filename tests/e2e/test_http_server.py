@@ -74,3 +74,34 @@ def test_serve_refuses_to_start_on_a_bad_tree(start_server, tmp_path):
     message = str(failed.value)
     assert '"member" is not a mailbox key' in message
     assert "Bad Name" in message
+
+
+def _cluster_pids(serve_pid: int) -> list[int]:
+    import subprocess
+
+    out = subprocess.run(["pgrep", "-P", str(serve_pid), "-f", "qcluster"], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_sigterm_stops_serve_and_its_cluster(start_server, tree):
+    import os
+    import signal
+    import time
+
+    server = start_server(tree)
+    deadline = time.monotonic() + 20
+    while not (pids := _cluster_pids(server.process.pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pids, server.log.read_text()
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(timeout=45)
+    for pid in pids:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"cluster {pid} outlived serve:\n{server.log.read_text()}")

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
+from seats.services import HireRefused, WorkerTreeError
 from workforce.loader import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 
@@ -52,22 +53,36 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         try:
             outcomes = open_roster(boot(settings.WORKFORCE_ROOT))
-        except (TreeError, WorkforceRootError, OpenRefused) as exc:
+        except (TreeError, WorkforceRootError, OpenRefused, WorkerTreeError, HireRefused) as exc:
             raise CommandError(str(exc)) from None
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
         cluster = None
         if not no_cluster:
             manage = Path(settings.BASE_DIR) / "manage.py"
-            cluster = subprocess.Popen([sys.executable, str(manage), "qcluster"], env=os.environ.copy())
+            cluster = subprocess.Popen(
+                [sys.executable, str(manage), "qcluster"],
+                env=os.environ.copy(),
+                # Its own process group: Ctrl-C reaches serve only, which stops the
+                # cluster by signalling its main process (pitfalls.md).
+                start_new_session=True,
+            )
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
         self.stdout.write(f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/api/")
         self.stdout.flush()
+        # uvicorn re-raises the signal that stopped it once it has shut down; with the
+        # default SIGTERM action that would kill this process before the cluster is
+        # stopped, so SIGTERM exits through ``finally`` like Ctrl-C does.
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             uvicorn.run("workforce_project.asgi:application", host=host, port=port, log_level="info", lifespan="off")
         finally:
             if cluster is not None:
                 _stop_cluster(cluster)
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def _stop_cluster(cluster: subprocess.Popen) -> None:
@@ -79,5 +94,6 @@ def _stop_cluster(cluster: subprocess.Popen) -> None:
     try:
         cluster.wait(timeout=30)
     except subprocess.TimeoutExpired:
-        cluster.kill()
+        # Last resort, after a clean stop had its chance: the whole group, workers too.
+        os.killpg(cluster.pid, signal.SIGKILL)
         cluster.wait()

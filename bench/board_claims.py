@@ -1,0 +1,135 @@
+"""Board claims per second, as ratios against a raw claim loop in the same run (issue 5,
+"Done means").
+
+For 1 and for 4 drainers (separate processes, started together), N rows are claimed
+until none is left:
+
+- service: ``boards.services.do_claim_task`` (claimable query with the deps check,
+  ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, conditional UPDATE, change record, commit);
+- raw: one ``UPDATE … WHERE id = (SELECT id … ORDER BY … LIMIT 1 FOR UPDATE SKIP LOCKED)
+  RETURNING id`` per claim in autocommit, on the same table (another ledger id), so the
+  same shape and indexes. On SQLite the raw loop has no SKIP LOCKED (SQLite has no row
+  locks); the figures are then mostly about its single writer.
+
+Prints claims/s for each and the ratio service/raw. Usage:
+``python bench/board_claims.py [--rows 2000]``; set DATABASE_URL for PostgreSQL (a
+throwaway database is created and dropped).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench._db import throwaway_database  # noqa: E402
+
+ORG = "default"
+
+
+def worker(mode: str, board_id: str, start_at: float) -> None:
+    """One drainer process: wait for ``start_at``, claim until nothing is left, print
+    ``<claims> <start> <end>``."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings_test")
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from boards.services import do_claim_task
+    from workforce.models import Organization
+
+    org = Organization.objects.get(pk=ORG)
+    connection.ensure_connection()
+    pg = connection.vendor == "postgresql"
+    lock = " FOR UPDATE SKIP LOCKED" if pg else ""
+    raw_sql = (
+        "UPDATE boards_boardtask SET status = 'in_progress', attempts = attempts + 1, "
+        "claim_token = %s, lease_expires_at = %s, started_at = %s, updated_at = %s "
+        "WHERE id = (SELECT id FROM boards_boardtask WHERE organization_id = %s AND board_id = %s "
+        f"AND status = 'pending' ORDER BY created_at, id LIMIT 1{lock}) AND status = 'pending' RETURNING id"
+    )
+    while time.time() < start_at:
+        time.sleep(0.002)
+    t0 = time.time()
+    n = 0
+    if mode == "service":
+        while do_claim_task(org, board_id, worker_key=None, run="bench") is not None:
+            n += 1
+    else:
+        import secrets
+
+        from django.utils import timezone
+
+        with connection.cursor() as cur:
+            while True:
+                now = timezone.now()
+                cur.execute(raw_sql, [secrets.token_hex(16), now, now, now, ORG, board_id])
+                if cur.fetchone() is None:
+                    # SQLite: a lost conditional UPDATE also returns nothing; check for rows left
+                    cur.execute(
+                        "SELECT 1 FROM boards_boardtask WHERE organization_id = %s AND board_id = %s AND status = 'pending' LIMIT 1",
+                        [ORG, board_id],
+                    )
+                    if cur.fetchone() is None:
+                        break
+                    continue
+                n += 1
+    print(n, t0, time.time())
+
+
+def run(mode: str, drainers: int, rows: int, tag: str) -> float:
+    from boards.models import BoardTask
+    from workforce.models import Organization
+
+    org = Organization.objects.get(pk=ORG)
+    board_id = f"bench.{mode}.b{drainers}{tag}"
+    BoardTask.objects.bulk_create([BoardTask(organization=org, board_id=board_id, goal=f"row {i}") for i in range(rows)])
+    start_at = time.time() + 2.5
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", mode, "--board", board_id, "--start-at", str(start_at)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+        )
+        for _ in range(drainers)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        if p.returncode != 0:
+            raise SystemExit(err)
+    counts, starts, ends = zip(*[tuple(float(x) for x in out.split()) for out, _ in outs])
+    assert int(sum(counts)) == rows, (mode, counts)
+    assert BoardTask.objects.filter(board_id=board_id, attempts=1, status="in_progress").count() == rows
+    return rows / (max(ends) - min(starts))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--worker", choices=["service", "raw"])
+    parser.add_argument("--board")
+    parser.add_argument("--start-at", type=float)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args.worker, args.board, args.start_at)
+        return
+
+    with throwaway_database() as connection:
+        from workforce.sessions import ensure_organization
+
+        ensure_organization(ORG)
+        print(f"database: {connection.vendor}, {args.rows} rows per run")
+        connection.close()  # the drainers open their own
+        for drainers in (1, 4):
+            raw = run("raw", drainers, args.rows, "")
+            service = run("service", drainers, args.rows, "")
+            print(f"{drainers} drainer(s): raw claim loop {raw:,.0f}/s, service {service:,.0f}/s, ratio service/raw {service / raw:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Time from a post's commit to the start of each woken seat's turn (issue 3, Done means),
+on a real django-q2 cluster, for a mailbox of 1 member and one of 25.
+
+Setup: a throwaway database (temp SQLite, or a fresh PostgreSQL database when
+DATABASE_URL names one), a tree with one mailbox per size whose members are agent
+seats on ``embedded/echo`` (no tools: the turn is the model call and its records), the
+tree booted and opened in this process, and ``manage.py qcluster`` started beside it with
+the same settings (not the sync test settings).
+
+Each post is committed through the service (``do_run_action(... "post" ...)``); the
+commit time is taken by the first on-commit callback, before the fan-out's enqueues run.
+A seat's turn starts when its ``onMailboxPost`` request is created (``started_at``),
+right after its delivery is claimed. Posts go one at a time, each after the last one's
+deliveries finished, so every figure is one post's fan-out on an idle cluster.
+
+Usage: ``python bench/seat_wake.py [--posts 20] [--workers 2] [--sizes 1,25]``.
+Prints median and 95th percentile in milliseconds per size.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings")  # a real cluster, not sync
+os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
+
+from bench._db import throwaway_database  # noqa: E402
+
+WORKER = "---\ndescription: Listens.\nmodel: embedded/echo\n---\n\nYou listen.\n"
+
+
+def write_tree(root: Path, sizes: list[int]) -> Path:
+    most = max(sizes)
+    for n in range(most):
+        path = root / f"teams/bench/workers/w{n}/WORKER.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(WORKER)
+    for size in sizes:
+        members = ", ".join(f"bench.w{n}" for n in range(size))
+        path = root / f"teams/bench/mailboxes/m{size}/MAILBOX.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(f"""\
+            ---
+            description: A mailbox of {size}.
+            members: [{members}]
+            ---
+
+            Benchmark.
+            """))
+    return root
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--posts", type=int, default=20, help="posts per mailbox size")
+    parser.add_argument("--workers", type=int, default=None, help="cluster workers (default: settings)")
+    parser.add_argument("--sizes", default="1,25", help="member counts, comma-separated")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    root = write_tree(Path(tempfile.mkdtemp(prefix="wf_bench_tree_")), sizes)
+    os.environ["WORKFORCE_ROOT"] = str(root)
+    if args.workers:
+        os.environ["WORKFORCE_Q_WORKERS"] = str(args.workers)
+
+    with throwaway_database() as connection:
+        from django.conf import settings
+        from django.db import transaction
+        from django.utils import timezone
+
+        from seats.models import Delivery
+        from workforce.models import DEFAULT_ORG_ID
+        from workforce.sessions import do_run_action, ensure_organization
+        from workforce_project.boot import boot, open_roster
+
+        assert not settings.Q_CLUSTER.get("sync"), "the bench needs a real cluster"
+        open_roster(boot(root))
+        org = ensure_organization(DEFAULT_ORG_ID)
+        log = Path(tempfile.mkdtemp(prefix="wf_bench_log_")) / "cluster.log"
+        cluster = subprocess.Popen(
+            [sys.executable, str(REPO / "manage.py"), "qcluster"],
+            cwd=REPO, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+        def one_post(size: int, n: int) -> list[float]:
+            stamp: dict = {}
+            with transaction.atomic():
+                transaction.on_commit(lambda: stamp.setdefault("at", timezone.now()))
+                request = do_run_action(org=org, kind="mailbox", session_id=f"bench.m{size}", action="post",
+                                        input={"body": f"post {n}"}, user_id="u_bench")
+            post_id = request.output["id"]
+            deadline = time.monotonic() + 120
+            while True:
+                rows = list(Delivery.objects.filter(post_id=post_id).select_related("turn_request"))
+                if len(rows) == size and all(r.status in ("done", "failed") for r in rows):
+                    break
+                if time.monotonic() > deadline or cluster.poll() is not None:
+                    raise SystemExit(f"deliveries did not finish; cluster log:\n{log.read_text()[-3000:]}")
+                time.sleep(0.02)
+            assert all(r.status == "done" for r in rows), [r.error for r in rows if r.error]
+            return [(r.turn_request.started_at - stamp["at"]).total_seconds() * 1000 for r in rows]
+
+        try:
+            for size in sizes:  # warm up every worker process (boot, imports, connections)
+                for n in range(3):
+                    one_post(size, -1 - n)
+            engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+            print(f"seat wake latency: post commit -> start of each woken seat's turn "
+                  f"({engine}, {settings.Q_CLUSTER['workers']} cluster workers, ORM broker poll "
+                  f"{settings.Q_CLUSTER.get('poll')}s, {args.posts} posts per size, embedded/echo)")
+            for size in sizes:
+                latencies: list[float] = []
+                firsts: list[float] = []
+                for n in range(args.posts):
+                    got = one_post(size, n)
+                    latencies.extend(got)
+                    firsts.append(min(got))
+                print(f"  {size:>3} member(s): {len(latencies):>4} turns  median {statistics.median(latencies):7.1f} ms"
+                      f"  p95 {percentile(latencies, 0.95):7.1f} ms  (first seat per post: median "
+                      f"{statistics.median(firsts):6.1f} ms)")
+        finally:
+            cluster.send_signal(signal.SIGTERM)  # the main process only (pitfalls.md)
+            try:
+                cluster.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(cluster.pid, signal.SIGKILL)
+                cluster.wait()
+            connection.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""HTTP read of a board's rows (spec "Showing a board on screen"): the ledger a screen
+reads, paged and filtered by status and assignee, with the browser-safe fields only."""
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.request import Request as HttpRequest
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from workforce.api.views import _int_param
+from workforce.principals import resolve_principal
+from workforce.refusals import Refusal
+
+from .models import TaskStatus
+from .queries import list_board_tasks, task_wire
+
+
+class BoardTasksView(APIView):
+    """The rows of one board ledger in the caller's organization, oldest filed first."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, description="Only rows with this status", enum=list(TaskStatus.values)),
+            OpenApiParameter("assignee", str, description="Only rows assigned to this worker key"),
+            OpenApiParameter("after", str, description="A task id: only rows filed after it (the previous page's next)"),
+            OpenApiParameter("limit", int, description="At most this many rows (1-1000, default 100)"),
+        ],
+        responses={
+            200: inline_serializer(
+                "BoardTaskPage",
+                {
+                    "boardId": serializers.CharField(),
+                    "tasks": serializers.ListField(child=serializers.DictField()),
+                    "next": serializers.CharField(allow_null=True),
+                },
+            )
+        },
+        summary="Read a board's rows",
+    )
+    def get(self, request: HttpRequest, board_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        status = request.query_params.get("status") or None
+        if status is not None and status not in TaskStatus.values:
+            raise Refusal("invalid-input", f"status must be one of {', '.join(TaskStatus.values)}, not {status!r}.")
+        assignee = request.query_params.get("assignee") or None
+        after = request.query_params.get("after") or None
+        limit = _int_param(request, "limit", 100, minimum=1, maximum=1000)
+        rows = list_board_tasks(principal.org, board_id, status=status, assignee=assignee, after=after, limit=limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Response(
+            {"boardId": board_id, "tasks": [task_wire(t) for t in rows], "next": rows[-1].task_id if more else None}
+        )

@@ -1,0 +1,125 @@
+"""Capabilities: the tools a seat's kind can offer its model (spec "A seat answering in
+the mailbox"). A seat is offered only the tools its WORKER.md ``tools:`` names.
+
+``post-to-mailbox`` takes exactly ``{mailbox, body}``. The line's author is the seat's
+id, set here, never by the model; the line has ``seatAuthored: true`` and
+``authorVerified: false``. It goes through the mailbox kind's internal ``seatPost``, by
+dispatch. Answers:
+
+- ``{"ok": true, "handedOver": true, "mailbox": id, "requestId": ...}`` once the post
+  is handed over, including when the mailbox refuses the author (``author-not-a-member``
+  is a failed request on the mailbox's session; the seat is not told);
+- ``{"ok": false, "reason": ..., "error": "<reason>: <detail>"}`` when the call fails by
+  name: ``invalid-input`` (a key other than mailbox and body, an empty body),
+  ``session-not-found`` (nobody opened that id; nothing is created),
+  ``session-not-addressable`` (a session on another kind), ``external-dispatcher``, and
+  any other refusal of the mailbox (``mailbox-not-bound``, ``mailbox-is-a-template``).
+"""
+from __future__ import annotations
+
+from workforce.dispatch import dispatch_once, external_dispatcher
+from workforce.models import Session
+from workforce.refusals import Refusal
+from workforce.tools import Tool, ToolContext
+
+MAILBOX_KIND = "mailbox"
+POST_TO_MAILBOX = "post-to-mailbox"
+
+
+def refused(refusal: Refusal) -> dict:
+    """A tool's answer for a call that failed by name."""
+    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+
+
+def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
+    """The ``post-to-mailbox`` tool: see the module docstring.
+
+    ``ctx.extras`` may carry ``idempotency_prefix`` (a delivery's key): the n-th call
+    in a turn is then dispatched with key ``<prefix>:post-to-mailbox:<n>``, so a turn
+    run again after a crash hands each post over once.
+    """
+    try:
+        mailbox_id, body = _check_args(args)
+        if external_dispatcher():
+            raise Refusal(
+                "external-dispatcher",
+                "This deployment hands dispatch to an external queue whose workers share no lease backend.",
+            )
+        session = Session.objects.filter(organization=ctx.org, session_id=mailbox_id).first()
+        if session is None:
+            raise Refusal("session-not-found", f'No mailbox "{mailbox_id}" was opened; nothing was posted.')
+        if session.flow_kind != MAILBOX_KIND:
+            raise Refusal(
+                "session-not-addressable",
+                f'"{mailbox_id}" runs on the {session.flow_kind} kind; only the built-in mailbox kind takes a seat\'s post.',
+            )
+        count = ctx.extras.get("post_count", 0) + 1
+        ctx.extras["post_count"] = count
+        prefix = ctx.extras.get("idempotency_prefix") or (
+            f"{ctx.request.request_id}" if ctx.request is not None else None
+        )
+        user_id = ctx.session.user_id if ctx.session is not None else ctx.seat_id
+        kwargs = dict(
+            org=ctx.org,
+            kind=MAILBOX_KIND,
+            session_id=mailbox_id,
+            action="seatPost",
+            payload={"body": body, "author": ctx.seat_id},
+            user_id=user_id,
+            parent_request=ctx.request,
+        )
+        try:
+            if prefix:
+                request = dispatch_once(idempotency_key=f"{prefix}:{POST_TO_MAILBOX}:{count}", **kwargs)
+            else:
+                from workforce.dispatch import dispatch
+
+                request = dispatch(**kwargs)
+        except Refusal as refusal:
+            if refusal.reason != "idempotency-key-reused":
+                raise
+            return {"ok": True, "handedOver": True, "mailbox": mailbox_id, "note": "already handed over"}
+    except Refusal as refusal:
+        return refused(refusal)
+    if request.status == "failed" and request.error and request.error.get("reason") != "author-not-a-member":
+        return refused(Refusal(request.error["reason"], request.error.get("message", "").partition(": ")[2]))
+    return {"ok": True, "handedOver": True, "mailbox": mailbox_id, "requestId": request.request_id}
+
+
+def _check_args(args: object) -> tuple[str, str]:
+    if not isinstance(args, dict):
+        raise Refusal("invalid-input", "post-to-mailbox takes a JSON object {mailbox, body}.")
+    extra = sorted(set(args) - {"mailbox", "body"})
+    if extra:
+        raise Refusal(
+            "invalid-input",
+            f"post-to-mailbox takes exactly mailbox and body; it does not take {', '.join(repr(k) for k in extra)}.",
+        )
+    mailbox_id, body = args.get("mailbox"), args.get("body")
+    if not isinstance(mailbox_id, str) or not mailbox_id.strip():
+        raise Refusal("invalid-input", "mailbox: the id of the mailbox to post in is required.")
+    if not isinstance(body, str) or not body.strip():
+        raise Refusal("invalid-input", "body: what to say may not be empty.")
+    return mailbox_id, body
+
+
+POST_TO_MAILBOX_TOOL = Tool(
+    name=POST_TO_MAILBOX,
+    description=(
+        "Post a line in a mailbox, under your own name. mailbox is the mailbox's id (a woken "
+        "turn reads '<writer> in <mailbox>: <body>'); body is what to say."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {
+            "mailbox": {"type": "string", "description": "The mailbox's id, e.g. support.desk."},
+            "body": {"type": "string", "description": "What to say."},
+        },
+        "required": ["mailbox", "body"],
+        "additionalProperties": False,
+    },
+    call=post_to_mailbox,
+)
+
+# The built-in agent kind's catalog: what a worker's tools: line can name.
+AGENT_CATALOG: dict[str, Tool] = {POST_TO_MAILBOX: POST_TO_MAILBOX_TOOL}

@@ -1,0 +1,60 @@
+"""``manage.py check`` validates the tree's workers too (design.md §5): a worker that
+fails to load or cannot be hired stops ``serve`` at start-up, every problem named; and
+the turn deadline must fit inside the task cluster's ``timeout``."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core import checks
+
+from workforce.loader import UNREADABLE_SLOT, WorkforceRootError
+
+from .services import hire_problems
+from .workers import read_workforce
+
+
+def _reported_by_mailboxes(error) -> bool:
+    # A broken teams/ or team folder is named by the mailbox tree check already.
+    parts = error.path.split("/")
+    return error.kind == UNREADABLE_SLOT and parts[0] == "teams" and len(parts) <= 2
+
+
+@checks.register("workforce")
+def check_workers(app_configs=None, **kwargs):
+    """Every worker problem in ``WORKFORCE_ROOT``: load errors (seats.E001) and workers
+    that cannot be hired (seats.E002)."""
+    root = settings.WORKFORCE_ROOT
+    try:
+        workers, errors = read_workforce(root)
+    except WorkforceRootError:
+        return []  # the mailbox tree check names the root
+    found = [
+        checks.Error(f"{e.path}: [{e.kind}] {e.message}", hint="Fix the worker files named; nothing was hired.", id="seats.E001")
+        for e in errors
+        if not _reported_by_mailboxes(e)
+    ]
+    found.extend(
+        checks.Error(f"worker {worker}: {message}", id="seats.E002") for worker, message in hire_problems(workers)
+    )
+    return found
+
+
+@checks.register("workforce")
+def check_turn_timeout(app_configs=None, **kwargs):
+    """A seat's turn (``WORKFORCE_TURN_TIMEOUT``) must end before django-q2 kills its task
+    (``Q_CLUSTER["timeout"]``), or a slow model makes every delivery run out of attempts."""
+    conf = getattr(settings, "Q_CLUSTER", {})
+    if conf.get("sync"):
+        return []
+    timeout = conf.get("timeout")
+    turn = float(getattr(settings, "WORKFORCE_TURN_TIMEOUT", 100))
+    model = float(getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60))
+    errors = []
+    if isinstance(timeout, (int, float)) and turn >= timeout:
+        errors.append(checks.Error(
+            f"WORKFORCE_TURN_TIMEOUT ({turn:g}s) must be below Q_CLUSTER timeout ({timeout}s).",
+            hint="A task still running at the cluster's timeout is killed; keep the turn's deadline inside it.",
+            id="seats.E003",
+        ))
+    if model <= 0 or turn <= 0:
+        errors.append(checks.Error("WORKFORCE_MODEL_TIMEOUT and WORKFORCE_TURN_TIMEOUT must be positive.", id="seats.E004"))
+    return errors

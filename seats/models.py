@@ -1,0 +1,125 @@
+"""Seats and deliveries (design.md §3).
+
+A *seat* is a hired worker: its id (the record id a mailbox's ``members:`` lists), its
+kind (the flow it runs on), its scope and what its WORKER.md declared. One seat id may
+exist in several scopes; a caller reaches its own first, then its organization's, then a
+shared one (spec "Waking agent seats").
+
+A *delivery* is one post handed to one member: created with the post (in its
+transaction), run on the task cluster after the commit, and claimed with a conditional
+UPDATE so that a redelivered task never runs a seat's turn twice (unique per
+``(post, member)``).
+"""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from workforce.models import Organization, Request, Session
+
+
+class Seat(models.Model):
+    """One hired worker."""
+
+    class Scope(models.TextChoices):
+        OWN = "own", "a user's own"
+        ORG = "org", "the organization's"
+        SHARED = "shared", "shared by every organization"
+
+    seat_id = models.CharField(max_length=200, help_text="The record id: <team>.<name> or <name>.")
+    kind = models.CharField(max_length=100, help_text="The flow kind the seat runs on (agent, coordinator, ...).")
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    organization = models.ForeignKey(
+        Organization, null=True, blank=True, on_delete=models.CASCADE, related_name="seats",
+        help_text="Empty for a shared seat.",
+    )
+    owner_user_id = models.CharField(max_length=200, blank=True, default="", help_text="Only for a user's own seat.")
+    description = models.TextField(blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="", help_text="provider/name; empty: WORKFORCE_MODEL.")
+    tools = models.JSONField(default=list, blank=True, help_text="The tools the worker's tools: names.")
+    instructions = models.TextField(blank=True, default="", help_text="The system prompt.")
+    config = models.JSONField(default=dict, blank=True, help_text="Other declared keys (delegates, routing, ...).")
+    source = models.CharField(max_length=500, blank=True, default="", help_text="Where the WORKER.md sits in the tree.")
+    hired_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["seat_id"], condition=Q(scope="shared"), name="seat_unique_shared"),
+            models.UniqueConstraint(
+                fields=["organization", "seat_id"], condition=Q(scope="org"), name="seat_unique_per_org"
+            ),
+            models.UniqueConstraint(
+                fields=["organization", "owner_user_id", "seat_id"], condition=Q(scope="own"), name="seat_unique_per_owner"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(scope="shared", organization__isnull=True, owner_user_id="")
+                    | Q(scope="org", organization__isnull=False, owner_user_id="")
+                    | (Q(scope="own", organization__isnull=False) & ~Q(owner_user_id=""))
+                ),
+                name="seat_scope_matches_owner",
+            ),
+        ]
+        indexes = [models.Index(fields=["seat_id"])]
+
+    def __str__(self) -> str:
+        where = {"shared": "shared", "org": f"org {self.organization_id}"}.get(
+            self.scope, f"{self.owner_user_id} in {self.organization_id}"
+        )
+        return f"{self.seat_id} ({self.kind}, {where})"
+
+    def model_id(self, default: str) -> str:
+        """The seat's model id, or ``default`` when its file named none."""
+        return self.model or default
+
+
+class Delivery(models.Model):
+    """One post handed to one member (spec "Waking members").
+
+    ``mode`` says what runs: ``wake`` (the member's seat hears the post and runs its
+    turn), ``fallback`` (the fallback block, for a member whose seat cannot hear) or
+    ``call`` (a plain notify block). ``notify_input`` is the MailboxNotifyInput, so the
+    task needs nothing but this row.
+    """
+
+    class Mode(models.TextChoices):
+        WAKE = "wake"
+        FALLBACK = "fallback"
+        CALL = "call"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    mailbox = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="deliveries")
+    post_id = models.CharField(max_length=64, help_text="The line's id.")
+    member = models.CharField(max_length=200)
+    mode = models.CharField(max_length=10, choices=Mode.choices)
+    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries")
+    notify_input = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0, help_text="Times it was claimed.")
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True, help_text="A running claim older than this is abandoned.")
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When its first turn started.")
+    finished_at = models.DateTimeField(null=True, blank=True)
+    conversation = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    turn_request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True, help_text='{"reason": ..., "message": ...}')
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["post_id", "member"], name="delivery_unique_post_member"),
+        ]
+        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"])]
+        verbose_name_plural = "deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.post_id} -> {self.member} ({self.mode}, {self.status})"

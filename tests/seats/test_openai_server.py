@@ -1,0 +1,166 @@
+"""``openai/<model>`` against a fake OpenAI-compatible server on loopback: a real HTTP
+server in a thread, reached through the official ``openai`` client (not a mock object)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from mailboxes.models import Line
+from seats.models import Delivery
+from tests.conftest import OWNER
+from tests.seats.conftest import SEATS_TREE, worker_md
+from workforce.models import Request
+
+OPENAI_WORKER = worker_md("Answers with a real model.", model="openai/fake-model", tools="[post-to-mailbox]",
+                          body="You are the lead. Answer in the mailbox.")
+
+
+class FakeOpenAI:
+    """A chat-completions endpoint: asks for one post-to-mailbox call, then answers."""
+
+    def __init__(self, *, delay: float = 0.0, status: int = 200):
+        self.requests: list[dict] = []
+        self.delay = delay
+        self.status = status
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+                time.sleep(fake.delay)
+                if fake.status != 200:
+                    answer, status = {"error": {"message": "the model is overloaded", "type": "server_error"}}, fake.status
+                else:
+                    answer, status = fake.answer(body), 200
+                data = json.dumps(answer).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def answer(self, body: dict) -> dict:
+        turn = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        mailbox = turn.split(" in ", 1)[1].split(":", 1)[0]
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{
+                    "id": "call_abc123",
+                    "type": "function",
+                    "function": {"name": "post-to-mailbox",
+                                 "arguments": json.dumps({"mailbox": mailbox, "body": "Looking at the refund queue now."})},
+                }],
+            }
+            finish = "tool_calls"
+        else:
+            message, finish = {"role": "assistant", "content": "Posted my answer in the mailbox."}, "stop"
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def openai_tree(wired, settings):
+    def _wire(fake: FakeOpenAI):
+        settings.OPENAI_BASE_URL = fake.base_url
+        settings.OPENAI_API_KEY = "sk-test"
+        wired({**SEATS_TREE, "teams/eng/workers/lead/WORKER.md": OPENAI_WORKER})
+
+    return _wire
+
+
+def test_a_turn_with_one_tool_call_through_the_openai_client(openai_tree, post, org):
+    with FakeOpenAI() as fake:
+        openai_tree(fake)
+        post("eng.incidents", "can someone look at the refund queue?", author="eng.analyst")
+    first, second = (r["body"] for r in fake.requests)
+    assert [r["path"] for r in fake.requests] == ["/v1/chat/completions"] * 2
+    assert fake.requests[0]["auth"] == "Bearer sk-test"
+    assert first["model"] == "fake-model"
+    assert first["messages"] == [
+        {"role": "system", "content": "You are the lead. Answer in the mailbox."},
+        {"role": "user", "content": "eng.analyst in eng.incidents: can someone look at the refund queue?"},
+    ]
+    [tool] = first["tools"]
+    assert tool["type"] == "function" and tool["function"]["name"] == "post-to-mailbox"
+    assert tool["function"]["parameters"]["additionalProperties"] is False
+    assistant, result = second["messages"][2], second["messages"][3]
+    assert assistant["role"] == "assistant" and assistant["tool_calls"][0]["id"] == "call_abc123"
+    assert result["role"] == "tool" and result["tool_call_id"] == "call_abc123"
+    assert json.loads(result["content"])["handedOver"] is True
+    line = Line.objects.get(body="Looking at the refund queue now.")
+    assert line.author == "eng.lead" and line.seat_authored and line.principal == OWNER
+    turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
+    assert turn.status == "completed"
+    assert turn.output == {"reply": "Posted my answer in the mailbox.", "toolCalls": ["post-to-mailbox"]}
+
+
+def test_a_model_that_does_not_answer_in_time_fails_the_turn(openai_tree, post, org, settings):
+    settings.WORKFORCE_MODEL_TIMEOUT = 0.5
+    with FakeOpenAI(delay=3) as fake:
+        openai_tree(fake)
+        started = time.monotonic()
+        post("eng.incidents", "hello?")
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.5  # the turn gave up at its timeout, not when the server answered
+    turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
+    assert turn.status == "failed" and turn.error["reason"] == "model-error"
+    assert turn.error["message"] == "model-error: openai/fake-model: no answer within 0.5s"
+    assert Delivery.objects.get(member="eng.lead").status == "failed"
+    assert Request.objects.get(session__session_id="eng.incidents", action="deliverPost").error["reason"] == "model-error"
+    assert Delivery.objects.get(member="eng.analyst").status == "done"  # the others still ran
+
+
+def test_a_server_error_is_the_providers_error_recorded(openai_tree, post, org):
+    with FakeOpenAI(status=500) as fake:
+        openai_tree(fake)
+        post("eng.incidents", "hello?")
+    turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
+    assert turn.error["reason"] == "model-error"
+    assert "openai/fake-model: the server answered 500" in turn.error["message"]
+    assert "overloaded" in turn.error["message"]
+    assert len(fake.requests) == 1  # no silent retries
+
+
+def test_nothing_listening_fails_the_turn(wired, post, org, settings):
+    from tests.e2e.conftest import free_port
+
+    settings.OPENAI_BASE_URL = f"http://127.0.0.1:{free_port()}/v1"
+    wired({**SEATS_TREE, "teams/eng/workers/lead/WORKER.md": OPENAI_WORKER})
+    post("eng.incidents", "hello?")
+    turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
+    assert turn.error["reason"] == "model-error" and "APIConnectionError" in turn.error["message"]

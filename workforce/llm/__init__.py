@@ -1,0 +1,163 @@
+"""Models (design.md §7): a model id is ``provider/name``.
+
+- ``embedded/echo``: no network; answers ``<seat> heard: <turn text>`` and calls tools
+  the turn asks for (see ``workforce.llm.embedded``).
+- ``openai/<name>``: any OpenAI-compatible endpoint (``OPENAI_BASE_URL``) with tool calls.
+
+``current_resolver()`` is what agent turns use: the default resolver, or one a test put
+in place with ``use_model_resolver(...)`` (``workforce.testing.MockModelResolver``).
+
+Evaluation models (routing's evaluator, a coordinator's best fit; see
+``workforce.llm.evaluation``) come from the same resolver's ``resolve_evaluator``:
+``embedded/lexical`` (term weighting), ``openai/<name>`` (a structured choice), and
+every other known id gives a model that cannot evaluate and fails every call.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator
+
+from .base import ChatModel, ModelCall, ModelError, ModelReply, ModelResolver, ToolCall, parse_arguments
+from .embedded import EMBEDDED_MODELS, EchoModel
+from .evaluation import (
+    CannotEvaluate,
+    Choice,
+    EvaluationCall,
+    EvaluationError,
+    EvaluationModel,
+    Question,
+    Verdict,
+    evaluate,
+    resolve_evaluation_model,
+)
+from .lexical import LexicalEvaluationModel
+from .openai_provider import OpenAIChatModel, OpenAIEvaluationModel
+
+PROVIDERS = ("embedded", "openai")
+EMBEDDED_EVALUATORS = {"lexical": LexicalEvaluationModel}
+
+
+def model_problem(model_id: object) -> str | None:
+    """Why ``model_id`` is not a model the default resolver knows, or None.
+
+    ``"embedded/echo"`` and ``"openai/<anything>"`` are known; the answer is a sentence
+    naming the id and what is accepted. Never raises.
+    """
+    if not isinstance(model_id, str) or model_id.count("/") < 1:
+        return f"model {model_id!r} is not a model id: write provider/name, e.g. embedded/echo or openai/gpt-4o-mini"
+    provider, _, name = model_id.partition("/")
+    if not name:
+        return f'model "{model_id}" names no model after the provider'
+    if provider == "embedded":
+        if name not in EMBEDDED_MODELS:
+            return f'model "{model_id}": the embedded models are {", ".join("embedded/" + n for n in sorted(EMBEDDED_MODELS))}'
+        return None
+    if provider == "openai":
+        return None
+    return f'model "{model_id}": unknown provider "{provider}"; the providers are {", ".join(PROVIDERS)}'
+
+
+def evaluation_model_problem(model_id: object) -> str | None:
+    """Why ``model_id`` is not a model id the default resolver can make an evaluation
+    model of, or None: ``embedded/lexical``, every chat model id ``model_problem``
+    accepts (one that cannot evaluate fails every call, which routes to the fallback).
+    Never raises."""
+    if isinstance(model_id, str) and model_id.partition("/")[0] == "embedded":
+        name = model_id.partition("/")[2]
+        if name in EMBEDDED_EVALUATORS:
+            return None
+        if name not in EMBEDDED_MODELS:
+            known = sorted({*EMBEDDED_MODELS, *EMBEDDED_EVALUATORS})
+            return f'model "{model_id}": the embedded models are {", ".join("embedded/" + n for n in known)}'
+    return model_problem(model_id)
+
+
+class DefaultModelResolver:
+    """``embedded/<name>`` and ``openai/<name>``."""
+
+    def resolve(self, model_id: str, *, block: str = "") -> ChatModel:
+        """The model for ``model_id``. Raises ModelError for an unknown id, or for an
+        embedded evaluation model (``embedded/lexical`` cannot chat)."""
+        problem = model_problem(model_id)
+        if problem:
+            raise ModelError(problem)
+        provider, _, name = model_id.partition("/")
+        if provider == "embedded":
+            return EMBEDDED_MODELS[name]()
+        return OpenAIChatModel(name)
+
+    def resolve_evaluator(self, model_id: str, *, block: str = "") -> EvaluationModel:
+        """The evaluation model for ``model_id``: ``embedded/lexical``, ``openai/<name>``,
+        or, for a known model that cannot evaluate (``embedded/echo``), one that fails
+        every call.
+
+        Raises:
+            EvaluationError: ``model_id`` is not a known model id.
+        """
+        problem = evaluation_model_problem(model_id)
+        if problem:
+            raise EvaluationError(problem)
+        provider, _, name = model_id.partition("/")
+        if provider == "embedded":
+            factory = EMBEDDED_EVALUATORS.get(name)
+            return factory() if factory else CannotEvaluate(model_id)
+        return OpenAIEvaluationModel(name)
+
+
+_default = DefaultModelResolver()
+_override: ModelResolver | None = None
+_lock = threading.Lock()
+
+
+def current_resolver() -> ModelResolver:
+    """The resolver agent turns use now (a test's, or the default)."""
+    return _override or _default
+
+
+def set_model_resolver(resolver: ModelResolver | None) -> None:
+    """Put ``resolver`` in place for the whole process (``None`` restores the default)."""
+    global _override
+    with _lock:
+        _override = resolver
+
+
+@contextlib.contextmanager
+def use_model_resolver(resolver: ModelResolver) -> Iterator[ModelResolver]:
+    """``with use_model_resolver(mock): ...``: ``resolver`` for the block, then back."""
+    previous = _override
+    set_model_resolver(resolver)
+    try:
+        yield resolver
+    finally:
+        set_model_resolver(previous)
+
+
+__all__ = [
+    "CannotEvaluate",
+    "Choice",
+    "EvaluationCall",
+    "EvaluationError",
+    "EvaluationModel",
+    "LexicalEvaluationModel",
+    "OpenAIEvaluationModel",
+    "Question",
+    "Verdict",
+    "evaluate",
+    "evaluation_model_problem",
+    "resolve_evaluation_model",
+    "ChatModel",
+    "DefaultModelResolver",
+    "EchoModel",
+    "ModelCall",
+    "ModelError",
+    "ModelReply",
+    "ModelResolver",
+    "OpenAIChatModel",
+    "ToolCall",
+    "current_resolver",
+    "model_problem",
+    "parse_arguments",
+    "set_model_resolver",
+    "use_model_resolver",
+]

@@ -1,0 +1,56 @@
+"""Booting a process once (design.md §2, §5).
+
+``serve`` boots its own process explicitly (``workforce_project.boot.boot``). A django-q2
+cluster's worker processes run tasks that need the same configuration (hired seats,
+the mailbox kind's notify block), so they boot lazily: the seats app calls
+``ensure_booted()`` when a cluster worker spawns and before each task. The kernel never
+imports the composition root; it calls the dotted path in ``settings.WORKFORCE_BOOT``.
+"""
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+_lock = threading.RLock()  # boot() calls mark_booted() while ensure_booted() holds it
+_booted = False
+
+
+def ensure_booted() -> bool:
+    """Boot this process once, with the function named by ``settings.WORKFORCE_BOOT``
+    (default ``workforce_project.boot.boot_process``; empty disables it).
+
+    Returns:
+        True when this call ran the boot, False when the process was already booted
+        (or booting is disabled).
+
+    Raises:
+        whatever the boot function raises (a bad tree); the process is then not marked
+        booted, so the next call tries again.
+    """
+    global _booted
+    if _booted:
+        return False
+    with _lock:
+        if _booted:
+            return False
+        path = getattr(settings, "WORKFORCE_BOOT", "")
+        if path:
+            import_string(path)()
+        _booted = True
+        return bool(path)
+
+
+def mark_booted(booted: bool = True) -> None:
+    """Record that this process is configured (``serve`` after ``boot()``; tests that
+    configure kinds by hand). ``mark_booted(False)`` makes the next
+    ``ensure_booted()`` boot again."""
+    global _booted
+    with _lock:
+        _booted = booted
+
+
+def is_booted() -> bool:
+    """True once this process has been booted or marked booted."""
+    return _booted
