@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from rest_framework import serializers
 
 from .refusals import Refusal
+from .wire import name_list
 
 if TYPE_CHECKING:  # pragma: no cover
     from .sessions import ActionContext
@@ -51,10 +52,7 @@ class Action:
         extra = sorted(set(data) - declared - set(self.allow_extra))
         if extra:
             allowed = ", ".join(sorted(declared)) or "nothing"
-            raise Refusal(
-                "invalid-input",
-                f"{self.name} does not take {', '.join(repr(k) for k in extra)}; it takes {allowed}.",
-            )
+            raise Refusal("invalid-input", f"{self.name} does not take {name_list(extra)}; it takes {allowed}.")
         if not self.input_serializer:
             return {}
         serializer = self.input_serializer(data={k: v for k, v in data.items() if k in declared})

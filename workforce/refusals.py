@@ -8,7 +8,12 @@ from __future__ import annotations
 # HTTP status per reason (design.md §4). Anything not listed is a state conflict: 409.
 HTTP_STATUS = {
     "invalid-input": 400,
-    "idempotency-key-reused": 422,
+    "idempotency-key-reused": 409,
+    "payload-too-large": 413,
+    "not-found": 404,
+    "method-not-allowed": 405,
+    "not-acceptable": 406,
+    "unsupported-media-type": 415,
     "mailbox-not-bound": 404,
     "board-not-declared": 404,
     "session-not-found": 404,

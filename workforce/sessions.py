@@ -19,8 +19,12 @@ from django.utils import timezone
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .refusals import Refusal
+from .wire import MAX_USER_ID_LENGTH, check_id, check_storable
 
 logger = logging.getLogger(__name__)
+
+
+CHILD_SEPARATOR = ":"  # child session ids: "<parent id>:<child name>"
 
 
 def now_ms() -> int:
@@ -127,15 +131,27 @@ def do_run_action(
         Refusal("flow-not-found" | "action-not-found"): nothing to record a request on.
         Refusal("session-not-addressable"): the id is held by a session on another kind.
         Refusal("idempotency-key-reused"): the key was used for a different call.
+        Refusal("invalid-input"): an id or the input the store can't keep (wire.py).
     """
     flow = registry.require(kind)
     act = flow.find(action, internal=internal)
     if act is None:
         raise Refusal("action-not-found", f'The {kind} kind has no action "{action}".')
+    check_id(session_id, label="The session id")
+    check_id(user_id, label="userId", max_length=MAX_USER_ID_LENGTH)
+    check_storable(input)
+    stored_input = input if isinstance(input, dict) else {"_": input}
     if idempotency_key:
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
-            return _check_replay(existing, session_id, action, input)
+            return _check_replay(existing, session_id, action, stored_input)
+    if not internal and CHILD_SEPARATOR in session_id and not Session.objects.filter(organization=org, session_id=session_id).exists():
+        # "<mailbox>:<seat>" ids name conversations the server creates; a client that
+        # could create one first would leave the seat unable to hear that mailbox.
+        raise Refusal(
+            "session-not-found",
+            f'No session "{session_id}" exists; ids with "{CHILD_SEPARATOR}" name conversations the server creates.',
+        )
     try:
         with transaction.atomic():
             session, _ = Session.objects.get_or_create(
@@ -154,7 +170,7 @@ def do_run_action(
                 action=action,
                 internal=internal,
                 user_id=user_id,
-                input=input if isinstance(input, dict) else {"_": input},
+                input=stored_input,
                 status=Request.Status.RUNNING,
                 idempotency_key=idempotency_key or None,
                 parent_request=parent_request,
@@ -189,7 +205,7 @@ def do_run_action(
             request.save(update_fields=["status", "output", "error", "finished_at"])
             return request
     except _IdempotentReplay as replay:
-        return _check_replay(replay.request, session_id, action, input)
+        return _check_replay(replay.request, session_id, action, stored_input)
 
 
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
@@ -200,12 +216,12 @@ def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | Non
     )
 
 
-def _check_replay(existing: Request, session_id: str, action: str, input: Any) -> Request:
-    if existing.session.session_id != session_id or existing.action != action or existing.input != input:
+def _check_replay(existing: Request, session_id: str, action: str, stored_input: Any) -> Request:
+    if existing.session.session_id != session_id or existing.action != action or existing.input != stored_input:
         raise Refusal(
             "idempotency-key-reused",
             f"This Idempotency-Key was already used for {existing.action} on {existing.session.session_id} "
-            f"({existing.request_id}) with other input.",
+            f"({existing.request_id}); a retry must repeat the same session, action and input.",
         )
     existing.replayed = True
     return existing

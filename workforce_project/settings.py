@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("WORKFORCE_VAR_DIR", BASE_DIR / "var"))
@@ -22,8 +23,20 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_number(name: str, default, kind=int):
+    """A number from the environment; a value that isn't one stops start-up naming it."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a {'whole number' if kind is int else 'number'}.") from None
+
+
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-workforce-secret-key-change-me")
-DEBUG = _env_bool("DJANGO_DEBUG", True)
+# Off unless asked for: a 500 under DEBUG hands the caller the traceback and settings.
+DEBUG = _env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
 
 INSTALLED_APPS = [
@@ -49,6 +62,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "workforce.api.middleware.ApiHygieneMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -97,7 +111,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None  # only for collectstatic
 # Serve admin and browsable-API assets straight from the apps, no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
@@ -107,8 +121,13 @@ APPEND_SLASH = False  # one form for the whole API: no trailing slashes (pitfall
 # --- Workforce -------------------------------------------------------------------------
 WORKFORCE_ROOT = os.environ.get("WORKFORCE_ROOT", str(BASE_DIR / "examples" / "support-desk"))
 WORKFORCE_AUTH = os.environ.get("WORKFORCE_AUTH", "none")  # "none" (development) or "token"
+if WORKFORCE_AUTH not in {"none", "token"}:
+    raise ImproperlyConfigured(f'WORKFORCE_AUTH={WORKFORCE_AUTH!r}: use "none" (development) or "token".')
 WORKFORCE_OPEN_USER = os.environ.get("WORKFORCE_OPEN_USER", "workforce")
-WORKFORCE_HISTORY_WINDOW = int(os.environ.get("WORKFORCE_HISTORY_WINDOW", "50"))
+# Requests the web server runs at once; more wait their turn. Each running request holds a
+# database connection, so this bounds connections (PostgreSQL's default max is 100).
+WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
+WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
 WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
 WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")
 WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
@@ -116,14 +135,14 @@ WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
 # stay below Q_CLUSTER["timeout"] (a system check says so).
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
-WORKFORCE_MODEL_TIMEOUT = float(os.environ.get("WORKFORCE_MODEL_TIMEOUT", "60"))
-WORKFORCE_TURN_TIMEOUT = float(os.environ.get("WORKFORCE_TURN_TIMEOUT", "100"))
-WORKFORCE_TURN_MAX_STEPS = int(os.environ.get("WORKFORCE_TURN_MAX_STEPS", "8"))
+WORKFORCE_MODEL_TIMEOUT = _env_number("WORKFORCE_MODEL_TIMEOUT", 60, float)
+WORKFORCE_TURN_TIMEOUT = _env_number("WORKFORCE_TURN_TIMEOUT", 100, float)
+WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
 # Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts
 # are refused (external-dispatcher) and a client post wakes nobody.
 WORKFORCE_EXTERNAL_DISPATCHER = _env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)
-WORKFORCE_DELIVERY_MAX_ATTEMPTS = int(os.environ.get("WORKFORCE_DELIVERY_MAX_ATTEMPTS", "3"))
-WORKFORCE_SWEEP_SECONDS = float(os.environ.get("WORKFORCE_SWEEP_SECONDS", "15"))
+WORKFORCE_DELIVERY_MAX_ATTEMPTS = _env_number("WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3, int)
+WORKFORCE_SWEEP_SECONDS = _env_number("WORKFORCE_SWEEP_SECONDS", 15, float)
 # How a task-cluster process boots itself (hire the tree's seats, wire the notify block).
 WORKFORCE_BOOT = os.environ.get("WORKFORCE_BOOT", "workforce_project.boot.boot_process")
 # Mailbox kinds of your own: {"my-mailbox": "myapp.flows.build_my_mailbox"} (spec
@@ -135,10 +154,10 @@ WORKFORCE_MAILBOX_KINDS: dict[str, str] = {}
 # or a failing task is redelivered forever (pitfalls.md). A system check enforces both.
 Q_CLUSTER = {
     "name": "workforce",
-    "workers": int(os.environ.get("WORKFORCE_Q_WORKERS", "2")),
-    "timeout": int(os.environ.get("WORKFORCE_Q_TIMEOUT", "120")),
-    "retry": int(os.environ.get("WORKFORCE_Q_RETRY", "180")),
-    "max_attempts": int(os.environ.get("WORKFORCE_Q_MAX_ATTEMPTS", "3")),
+    "workers": _env_number("WORKFORCE_Q_WORKERS", 2, int),
+    "timeout": _env_number("WORKFORCE_Q_TIMEOUT", 120, int),
+    "retry": _env_number("WORKFORCE_Q_RETRY", 180, int),
+    "max_attempts": _env_number("WORKFORCE_Q_MAX_ATTEMPTS", 3, int),
     "ack_failures": True,
     "catch_up": False,
     "poll": 0.2,
@@ -165,6 +184,8 @@ REST_FRAMEWORK = {
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
     ],
+    "DEFAULT_PARSER_CLASSES": ["workforce.api.parsers.SafeJSONParser"],  # the contract is JSON
+    "URL_FORMAT_OVERRIDE": None,  # no ?format=: one answer format, JSON (or the browsable API)
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "workforce.api.errors.exception_handler",
 }

@@ -1,10 +1,11 @@
 """URL map: the HTTP contract of design.md §4, the schema, and the admin."""
 from django.contrib import admin
-from django.urls import path
+from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
 from mailboxes.api import TranscriptView
+from workforce.api.errors import api_not_found
 from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
 
 urlpatterns = [
@@ -17,4 +18,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),
+    # Last: any other /api/ path answers a JSON 404, never Django's HTML page.
+    re_path(r"^api/", api_not_found),
 ]

@@ -201,7 +201,7 @@ def test_a_retry_of_a_refused_call_answers_the_same_refusal(client, opened):
 def test_the_same_key_with_other_input_is_refused(client, opened):
     post(client, {"body": "once"}, **{"Idempotency-Key": "k-3"})
     response = post(client, {"body": "twice"}, **{"Idempotency-Key": "k-3"})
-    assert_failed(response, 422, "idempotency-key-reused")
+    assert_failed(response, 409, "idempotency-key-reused")
     assert [line.body for line in Line.objects.all()] == ["once"]
 
 

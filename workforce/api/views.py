@@ -20,10 +20,9 @@ def _int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Refusal("invalid-input", f"{name} must be a whole number, not {raw!r}.") from None
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise Refusal("invalid-input", f"{name} must be a whole number, not {raw[:40]!r}.")
+    value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
         raise Refusal("invalid-input", f"{name} must be {bound}.")

@@ -1,0 +1,75 @@
+"""What the store can keep: checks applied to everything a caller sends before any row
+is written, so bad input is a clean ``invalid-input`` (400) on SQLite and PostgreSQL
+alike, never a database error (PostgreSQL's JSON refuses NUL and lone surrogates,
+Python's json reads ``1e400`` as infinity, deep nesting overflows the stack)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .refusals import Refusal
+
+MAX_DEPTH = 64
+MAX_ID_LENGTH = 300
+MAX_USER_ID_LENGTH = 200
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` can't be stored as text, or None: a NUL or a lone surrogate."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (not valid Unicode)"
+    return None
+
+
+def check_storable(value: Any, *, label: str = "input") -> None:
+    """Refuse a JSON value the store can't keep.
+
+    Raises:
+        Refusal("invalid-input"): nested deeper than 64, a non-finite number, or text
+            (a value or a key) with a NUL or a lone surrogate.
+    """
+    stack = [(value, 1, label)]
+    while stack:
+        item, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            raise Refusal("invalid-input", f"{label} is nested deeper than {MAX_DEPTH} levels.")
+        if isinstance(item, str):
+            problem = text_problem(item)
+            if problem:
+                raise Refusal("invalid-input", f"{where} {problem}.")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise Refusal("invalid-input", f"{where} is not a finite number.")
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                problem = text_problem(str(key))
+                if problem:
+                    raise Refusal("invalid-input", f"a key in {where} {problem}.")
+                stack.append((child, depth + 1, f"{where}.{key}"))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1, f"{where}[{i}]") for i, child in enumerate(item))
+
+
+def check_id(value: str, *, label: str, max_length: int = MAX_ID_LENGTH) -> None:
+    """Refuse an id (session id, user id) that is empty, too long, or not storable text.
+
+    Raises:
+        Refusal("invalid-input").
+    """
+    if not value:
+        raise Refusal("invalid-input", f"{label} can't be empty.")
+    if len(value) > max_length:
+        raise Refusal("invalid-input", f"{label} is longer than {max_length} characters.")
+    problem = text_problem(value)
+    if problem or any(ord(c) < 32 for c in value):
+        raise Refusal("invalid-input", f"{label} {problem or 'contains a control character'}.")
+
+
+def name_list(names: list[str], *, most: int = 10) -> str:
+    """``'a', 'b' and 3 more``: a bounded list for messages (never echo a whole input)."""
+    shown = ", ".join(repr(n[:80]) for n in names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
