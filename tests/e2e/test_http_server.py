@@ -105,3 +105,24 @@ def test_sigterm_stops_serve_and_its_cluster(start_server, tree):
             time.sleep(0.2)
         else:
             raise AssertionError(f"cluster {pid} outlived serve:\n{server.log.read_text()}")
+
+
+def test_a_burst_of_requests_waits_for_a_slot_instead_of_failing(start_server, tree):
+    """At most WORKFORCE_WEB_CONCURRENCY requests run at once, each holding one database
+    connection; a burst far larger than that queues and every call is answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = start_server(tree, "--no-cluster", env={"WORKFORCE_WEB_CONCURRENCY": "4"})
+
+    def call(i: int) -> int:
+        if i % 2:
+            return server.call("GET", "/api/mailboxes/eng.standup/transcript").status
+        return server.call(
+            "POST", "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_42", "input": {"body": f"p{i}"}}
+        ).status
+
+    with ThreadPoolExecutor(max_workers=120) as pool:
+        statuses = list(pool.map(call, range(240)))
+    assert statuses.count(202) == 120 and statuses.count(200) == 120, sorted(set(statuses))
+    lines = server.call("GET", "/api/mailboxes/eng.standup/transcript?limit=1000").body["lines"]
+    assert [line["seq"] for line in lines] == list(range(1, 121))
