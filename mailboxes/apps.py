@@ -14,3 +14,9 @@ class MailboxesConfig(AppConfig):
 
         register()
         register_configured_kinds(getattr(settings, "WORKFORCE_MAILBOX_KINDS", {}))
+
+        from django_q.signals import post_spawn
+
+        from .sweeper import on_worker_spawn
+
+        post_spawn.connect(on_worker_spawn, dispatch_uid="mailboxes.sweeper.on_worker_spawn")

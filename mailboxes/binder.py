@@ -5,7 +5,7 @@ list of keys and the registered mailbox kinds, every problem reported at once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from boards.naming import RESERVED_BOARD_NAMES, board_id_for, board_name_problem, tool_suffix  # noqa: F401
 from workforce.loader import MailboxManifest
@@ -24,6 +24,9 @@ class MailboxKindSpec:
     kind: str
     builtin: bool = False
     has_route: bool = False
+    # What the kind's route knows of the hired seats: why a member can't be a routed
+    # mailbox's fallback (its seat can't hear a post), or None. Absent: not checked.
+    fallback_problem: Callable[[str], str | None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -152,9 +155,7 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
         if not isinstance(board_actions, bool):
             found.append("boardActions: must be true or false")
             board_actions = False
-        routing = declared.get("routing")
-        if routing is not None and kind is not None and not kind.has_route:
-            found.append(f'routing: needs a kind built with a route, and "{kind.kind}" has none')
+        routing = _bind_routing(declared, members, kind, found)
         if not found and kind is not None:
             roster.mailboxes.append(
                 BoundMailbox(
@@ -165,7 +166,7 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
                     charter=charter,
                     boards=boards,
                     board_actions=board_actions,
-                    routing=routing if isinstance(routing, dict) else None,
+                    routing=routing,
                     declared=dict(declared),
                 )
             )
@@ -174,6 +175,40 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
     if problems:
         raise RosterRefused(problems, len(records))
     return roster
+
+
+ROUTING_KEYS = ("fallback",)
+ROUTING_RULE = "the fallback has to be a member whose hired seat can hear a post"
+
+
+def _bind_routing(declared: dict, members: list, kind: MailboxKindSpec | None, found: list[str]) -> dict | None:
+    """``routing:`` checked (spec "Routing a mailbox"): a mapping whose only key is
+    ``fallback:``, naming a member whose hired seat can hear a post, on a kind built
+    with a route. Appends every problem to ``found``; returns the bound routing."""
+    if "routing" not in declared:
+        return None
+    routing = declared["routing"]
+    if kind is not None and not kind.has_route:
+        found.append(f'routing: needs a kind built with a route, and "{kind.kind}" has none')
+    if not isinstance(routing, dict):
+        found.append(f"routing: must be a mapping with fallback:, the member who takes a post the route can't place, not {routing!r}")
+        return None
+    problems = len(found)
+    for key in routing:
+        if key not in ROUTING_KEYS:
+            found.append(f'routing: "{key}" is not a routing key; the only key is fallback')
+    fallback = routing.get("fallback")
+    if "fallback" not in routing:
+        found.append("routing: names no fallback:, the member who takes a post the route can't place")
+    elif not isinstance(fallback, str) or not fallback.strip():
+        found.append(f"routing: fallback: must name a member, not {fallback!r}")
+    elif fallback not in members:
+        found.append(f'routing: fallback "{fallback}" is not a member of this mailbox; {ROUTING_RULE}')
+    elif kind is not None and kind.has_route and kind.fallback_problem is not None:
+        problem = kind.fallback_problem(fallback)
+        if problem:
+            found.append(f"routing: {problem}")
+    return {"fallback": fallback} if len(found) == problems else None
 
 
 def _bind_boards(declared: dict, kind: MailboxKindSpec | None, found: list[str]) -> list[str]:

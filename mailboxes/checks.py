@@ -20,3 +20,16 @@ def check_workforce_tree(app_configs=None, **kwargs):
     except TreeError as exc:
         return [checks.Error(str(exc), hint="Fix the files named above; nothing was opened.", id="workforce.E002")]
     return []
+
+
+@checks.register("workforce")
+def check_route_model(app_configs=None, **kwargs):
+    """``WORKFORCE_ROUTE_MODEL`` must be a model id an evaluation model can be made of
+    (``embedded/lexical``, ``openai/<name>``, ...), or empty (no route)."""
+    from workforce.llm import evaluation_model_problem
+
+    model = getattr(settings, "WORKFORCE_ROUTE_MODEL", "")
+    problem = evaluation_model_problem(model) if model else None
+    if problem:
+        return [checks.Error(f"WORKFORCE_ROUTE_MODEL: {problem}", id="workforce.E003")]
+    return []

@@ -45,6 +45,24 @@ def seat_post(ctx: ActionContext, data: dict) -> dict:
     return do_post_line(ctx, body=data["body"], author=data["author"], seat_authored=True).as_wire()
 
 
+class AnswerInput(serializers.Serializer):
+    """Internal ``answer``: ``{postId, body, author}``: a routed member's answer to the
+    client post ``postId``; author is the seat's id, set by the server, never a model."""
+
+    postId = StrictCharField()
+    body = StrictCharField()
+    author = StrictCharField()
+
+
+def answer(ctx: ActionContext, data: dict) -> dict:
+    """A routed member's answer (spec "The answer lands in the mailbox"): the seat's line,
+    at most one per post. Internal: only a dispatch reaches it, so no client can answer
+    for a member. See ``mailboxes.routing.do_answer_post``."""
+    from .routing import do_answer_post
+
+    return do_answer_post(ctx, post_id=data["postId"], body=data["body"], author=data["author"])
+
+
 def read(ctx: ActionContext, data: dict) -> dict:
     """The mailbox: ``{id, description, members, boards?, transcript}``. The transcript
     holds the lines inside the history window; ``boards`` only when it holds one."""
@@ -71,6 +89,7 @@ def build_mailbox_kind() -> FlowKind:
         },
         internal_actions={
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
+            "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
         },
         facets={"mailbox": True, "notify": None, "route": None},
         # boardActions: true -> the eight task tools as <tool>_<suffix> actions.

@@ -33,13 +33,27 @@ class TreeError(Exception):
 
 
 def mailbox_kind_specs() -> dict[str, MailboxKindSpec]:
-    """Every registered kind that runs mailboxes (facet ``mailbox``), by name."""
+    """Every registered kind that runs mailboxes (facet ``mailbox``), by name.
+
+    A kind is built with a route when its ``route`` facet holds one (the composition
+    root puts ``route_by_purpose(seats, ...)`` there at boot, and the binder then checks
+    each fallback against those seats). The built-in kind also counts as built with a
+    route whenever ``WORKFORCE_ROUTE_MODEL`` is set, because every process that serves
+    it boots with one: that lets ``manage.py check`` and ``open_mailboxes``, which run
+    before boot, bind a tree that declares ``routing:``. With ``WORKFORCE_ROUTE_MODEL``
+    empty, ``routing:`` on the built-in kind is refused.
+    """
     specs = {}
     for name in registry.kinds():
         flow = registry.get(name)
         if flow is not None and flow.facets.get("mailbox"):
+            route = flow.facets.get("route")
+            planned = name == BUILTIN_KIND and bool(getattr(settings, "WORKFORCE_ROUTE_MODEL", ""))
             specs[name] = MailboxKindSpec(
-                kind=name, builtin=name == BUILTIN_KIND, has_route=flow.facets.get("route") is not None
+                kind=name,
+                builtin=name == BUILTIN_KIND,
+                has_route=route is not None or planned,
+                fallback_problem=getattr(route, "fallback_problem", None),
             )
     return specs
 

@@ -115,17 +115,24 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
     return outcomes
 
 
-def do_post_line(ctx: ActionContext, *, body: str, author: str | None = None, seat_authored: bool = False) -> Line:
+def do_post_line(
+    ctx: ActionContext, *, body: str, author: str | None = None, seat_authored: bool = False,
+    answer_to: Line | None = None,
+) -> Line:
     """Append one line to the mailbox ``ctx.session`` (spec "Posting and reading").
 
     Takes the mailbox session's row lock, so posts on one mailbox are serialized and
     each line gets the next gap-free ``seq``; posts on two mailboxes never wait on each
-    other. Leaves one ``mailbox-post`` item carrying the line, and hands the committed
-    line to the kind's notify block (its fan-out runs after commit).
+    other. Leaves one ``mailbox-post`` item carrying the line. On a kind built with a
+    route, the route's ledger records the line and a client post on a mailbox that
+    declares ``routing:`` goes to the route (``mailboxes.routing``); every other line is
+    handed to the kind's notify block (its fan-out runs after commit).
 
     Args:
         body: the text, verbatim; author: an unverified label that must name a member.
         seat_authored: True only for a seat's own line (it wakes nobody).
+        answer_to: the client post this line answers (a routed answer; unique, so a
+            second answer raises IntegrityError: call inside a savepoint).
 
     Raises:
         Refusal("mailbox-not-bound" | "mailbox-is-a-template" | "author-not-a-member").
@@ -148,8 +155,12 @@ def do_post_line(ctx: ActionContext, *, body: str, author: str | None = None, se
         seat_authored=seat_authored,
         body=body,
         request=ctx.request,
+        answer_to=answer_to,
     )
     ctx.emit("mailbox-post", line.as_wire())
+    route = ctx.flow.facets.get("route")
+    if route is not None and route.on_line(ctx, line):
+        return line  # the route hands the post to its one member
     notify = ctx.flow.facets.get("notify")
     if notify is not None:
         notify(ctx, line)

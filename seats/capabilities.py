@@ -9,6 +9,9 @@ dispatch. Answers:
 - ``{"ok": true, "handedOver": true, "mailbox": id, "requestId": ...}`` once the post
   is handed over, including when the mailbox refuses the author (``author-not-a-member``
   is a failed request on the mailbox's session; the seat is not told);
+- on a turn answering a routed post, the first call into that post's mailbox is the
+  post's answer: it goes through the mailbox's internal ``answer`` (at most one answer
+  line per post); a later call there posts nothing and answers ``already-answered``;
 - ``{"ok": false, "reason": ..., "error": "<reason>: <detail>"}`` when the call fails by
   name: ``invalid-input`` (a key other than mailbox and body, an empty body),
   ``session-not-found`` (nobody opened that id; nothing is created),
@@ -53,24 +56,36 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
                 "session-not-addressable",
                 f'"{mailbox_id}" runs on the {session.flow_kind} kind; only the built-in mailbox kind takes a seat\'s post.',
             )
-        count = ctx.extras.get("post_count", 0) + 1
-        ctx.extras["post_count"] = count
         prefix = ctx.extras.get("idempotency_prefix") or (
             f"{ctx.request.request_id}" if ctx.request is not None else None
         )
         user_id = ctx.session.user_id if ctx.session is not None else ctx.seat_id
+        answering = _answers_routed_post(ctx, mailbox_id)
+        if answering and ctx.extras.get("answer_handed"):
+            raise Refusal(
+                "already-answered",
+                f"your answer to this post was already handed to {mailbox_id}; nothing was posted.",
+            )
+        if answering:
+            key = f"{prefix}:{POST_TO_MAILBOX}:answer"
+            action, payload = "answer", {"postId": ctx.extras["answer_post_id"], "body": body, "author": ctx.seat_id}
+        else:
+            count = ctx.extras.get("post_count", 0) + 1
+            ctx.extras["post_count"] = count
+            key = f"{prefix}:{POST_TO_MAILBOX}:{count}"
+            action, payload = "seatPost", {"body": body, "author": ctx.seat_id}
         kwargs = dict(
             org=ctx.org,
             kind=MAILBOX_KIND,
             session_id=mailbox_id,
-            action="seatPost",
-            payload={"body": body, "author": ctx.seat_id},
+            action=action,
+            payload=payload,
             user_id=user_id,
             parent_request=ctx.request,
         )
         try:
             if prefix:
-                request = dispatch_once(idempotency_key=f"{prefix}:{POST_TO_MAILBOX}:{count}", **kwargs)
+                request = dispatch_once(idempotency_key=key, **kwargs)
             else:
                 from workforce.dispatch import dispatch
 
@@ -78,12 +93,24 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
         except Refusal as refusal:
             if refusal.reason != "idempotency-key-reused":
                 raise
+            if answering:
+                ctx.extras["answer_handed"] = True
             return {"ok": True, "handedOver": True, "mailbox": mailbox_id, "note": "already handed over"}
+        if answering:
+            ctx.extras["answer_handed"] = True
     except Refusal as refusal:
         return refused(refusal)
     if request.status == "failed" and request.error and request.error.get("reason") != "author-not-a-member":
         return refused(Refusal(request.error["reason"], request.error.get("message", "").partition(": ")[2]))
     return {"ok": True, "handedOver": True, "mailbox": mailbox_id, "requestId": request.request_id}
+
+
+def _answers_routed_post(ctx: ToolContext, mailbox_id: str) -> bool:
+    """True when this call is a routed member's answer: the turn answers a routed post
+    (``answer_post_id``) and the call goes into that post's mailbox (spec "A seat
+    answering in the mailbox": "the first call into that post's mailbox is the post's
+    answer")."""
+    return bool(ctx.extras.get("answer_post_id")) and mailbox_id == ctx.extras.get("mailbox_id")
 
 
 def _check_args(args: object) -> tuple[str, str]:

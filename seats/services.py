@@ -34,15 +34,16 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from workforce.dispatch import dispatch, enqueue, external_dispatcher
+from workforce.dispatch import dispatch, dispatch_once, enqueue, external_dispatcher
 from workforce.flows import registry
 from workforce.llm import model_problem
 from workforce.models import Organization, Request, Session
-from workforce.notify import ON_MAILBOX_POST, build_notify_input, turn_text
+from workforce.notify import ON_MAILBOX_POST, build_notify_input, recent_text, turn_text
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_failed_request, emit_item
 from workforce.tools import ToolContext
 
+from .boards import board_hire_problems
 from .models import Delivery, Seat
 from .queries import conversation_id, list_conversation_messages, resolve_seat
 from .turn import TurnResult, offered_tools, run_turn
@@ -81,10 +82,13 @@ class WorkerTreeError(Exception):
 
 def hire_problems(workers: Iterable[WorkerManifest]) -> list[tuple[str, str]]:
     """Why each worker cannot be hired: its flow is not a registered worker kind, its
-    ``tools:`` names a tool the kind does not offer, its ``model:`` is unknown, or its
-    id is declared twice. Empty when all can be hired."""
+    ``tools:`` names a tool the kind does not offer, its ``model:`` is unknown, its
+    ``drains:``/``boardTools:`` name boards its kind can't hold
+    (``seats.boards.board_hire_problems``), its kind's ``validate_worker`` facet refuses
+    it (a coordinator's keys), or its id is declared twice. Empty when all can be hired."""
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
+    workers = list(workers)
     for worker in workers:
         if worker.id in seen:
             problems.append((worker.id, f'the worker id "{worker.id}" is declared twice'))
@@ -101,6 +105,12 @@ def hire_problems(workers: Iterable[WorkerManifest]) -> list[tuple[str, str]]:
                     problems.append(
                         (worker.id, f'tools: names "{tool}", which the {worker.flow} kind does not offer (it offers {offered})')
                     )
+            problems.extend(board_hire_problems(worker, flow))  # drains:/boardTools: need a kind that can hold a board
+            # A kind's own checks of what its workers declare (the coordinator's delegates:,
+            # routing:, fallback:, rounds:): ``validate_worker(worker, workers) -> [sentence]``.
+            validate = flow.facets.get("validate_worker")
+            if validate is not None:
+                problems.extend((worker.id, message) for message in validate(worker, workers))
         if worker.model:
             problem = model_problem(worker.model)
             if problem:
@@ -255,6 +265,12 @@ class NotifyFanOut:
     def __call__(self, ctx: ActionContext, line: Any) -> list[Delivery]:
         return do_fan_out(ctx, line, self)
 
+    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict]) -> str:
+        """Hand a routed post to its one member (called by the mailbox's route once it
+        decided; nobody else is told). Returns what the member got: ``wake``,
+        ``fallback``, ``call`` or ``none``. See ``do_routed_delivery``."""
+        return do_routed_delivery(ctx, line, member, recent, self)
+
 
 class WakeMemberSeats(NotifyFanOut):
     """What ``wake_member_seats`` returns. Per member, for each post:
@@ -407,6 +423,42 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
     for delivery in deliveries:
         enqueue(DELIVER_TASK, delivery.pk)
     return deliveries
+
+
+def do_routed_delivery(ctx: ActionContext, line: Any, member: str, recent: list[dict], fan_out: NotifyFanOut) -> str:
+    """One delivery of a routed post, to the member the route chose (spec "Routing a
+    mailbox": "Only that member receives the post"). Runs inside the route's
+    transaction; the delivery's task is enqueued with it.
+
+    The delivery's MailboxNotifyInput carries ``routed: true`` and ``recent`` (the
+    mailbox's lines before the post, ``[{from, text}]``, at most 20). A seat of the
+    built-in agent kind then answers in the mailbox; a kind of your own gets the input
+    and its reply is not posted for it.
+
+    Args:
+        ctx: the route's context (the mailbox session, the route request).
+        line: the client post; member: the chosen member; recent: as above.
+
+    Returns:
+        ``wake``, ``fallback``, ``call`` (what the member gets) or ``none``.
+    """
+    mailbox = ctx.session
+    notify_input = build_notify_input(mailbox_id=mailbox.session_id, member=member, line=line, routed=True, recent=recent)
+    plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
+    if plan is None:
+        return "none"
+    delivery = Delivery.objects.create(
+        organization_id=mailbox.organization_id,
+        mailbox=mailbox,
+        post_id=line.line_id,
+        member=member,
+        mode=plan.mode,
+        seat=plan.seat,
+        notify_input=notify_input,
+        enqueued_at=timezone.now(),
+    )
+    enqueue(DELIVER_TASK, delivery.pk)
+    return plan.mode
 
 
 # ----------------------------------------------------------------------------- deliveries
@@ -648,6 +700,7 @@ def run_agent_post_turn(*, delivery: Delivery, seat: Seat, conversation: Session
     notify_input = delivery.notify_input
     text = turn_text(notify_input)
     principal = delivery.mailbox.user_id
+    routed = bool(notify_input.get("routed"))
     with transaction.atomic():
         request = Request.objects.create(
             organization_id=delivery.organization_id,
@@ -673,6 +726,8 @@ def run_agent_post_turn(*, delivery: Delivery, seat: Seat, conversation: Session
         extras={"idempotency_prefix": f"dlv{delivery.pk}", "post_id": delivery.post_id,
                 "mailbox_id": delivery.mailbox.session_id},
     )
+    if routed:
+        tool_ctx.extras["answer_post_id"] = delivery.post_id
     result = run_turn(
         seat=seat,
         text=text,
@@ -680,10 +735,18 @@ def run_agent_post_turn(*, delivery: Delivery, seat: Seat, conversation: Session
         tools=agent_tools(seat),
         tool_ctx=tool_ctx,
         on_tool_call=lambda record: _emit(conversation, TOOL_CALL, record, type="component", request=request),
+        context=routed_context(notify_input) if routed else None,
     )
+    if routed:
+        check_routed_reply(result, tool_ctx, seat, delivery.post_id)
     try:
         with transaction.atomic():
             _finish_turn(conversation, request, seat, result)
+            if routed and result.error is None and result.reply.strip():
+                hand_over_answer(
+                    org=delivery.organization, mailbox=delivery.mailbox, post_id=delivery.post_id, body=result.reply,
+                    seat_id=seat.seat_id, parent_request=request, idempotency_key=f"dlv{delivery.pk}:answer:reply",
+                )
             if result.error is None:
                 _settle(delivery, token, output={"requestId": request.request_id})
             else:
@@ -695,6 +758,47 @@ def run_agent_post_turn(*, delivery: Delivery, seat: Seat, conversation: Session
         )
         raise
     return "done" if result.error is None else "failed"
+
+
+def routed_context(notify_input: dict) -> list[dict]:
+    """What a routed member's model sees with the post, for that one answer (spec "What
+    the member sees when it answers"): one message listing the mailbox's last lines
+    before the post. Never stored in the member's conversation."""
+    return [{"role": "user", "content": recent_text(notify_input.get("recent") or [], notify_input["mailboxId"])}]
+
+
+def check_routed_reply(result: TurnResult, tool_ctx: ToolContext, seat: Seat, post_id: str) -> None:
+    """A routed turn whose reply is empty fails (``empty-reply``), unless the
+    post-to-mailbox tool already handed an answer over in that turn (spec "The answer
+    lands in the mailbox"). Sets ``result.error``; posts nothing."""
+    if result.error is None and not result.reply.strip() and not tool_ctx.extras.get("answer_handed"):
+        result.error = Refusal(
+            "empty-reply", f"{seat.seat_id} answered the routed post {post_id} with nothing; nothing was posted."
+        )
+
+
+def hand_over_answer(
+    *, org: Organization, mailbox: Session, post_id: str, body: str, seat_id: str,
+    parent_request: Request | None, idempotency_key: str | None = None,
+) -> Request | None:
+    """Hand a routed member's answer to its mailbox's internal ``answer`` entry, by
+    dispatch (author = the seat's id). With ``idempotency_key`` a repeated hand-over
+    (a redelivered task) answers the first one's request. The mailbox decides whether
+    it lands (one answer line per post); a refusal is a failed request on the mailbox's
+    session and the seat is not told. Returns the mailbox's request, or None when the
+    dispatch itself was refused (logged)."""
+    kwargs = dict(
+        org=org, kind=mailbox.flow_kind, session_id=mailbox.session_id, action="answer",
+        payload={"postId": post_id, "body": body, "author": seat_id}, user_id=mailbox.user_id,
+        parent_request=parent_request,
+    )
+    try:
+        if idempotency_key:
+            return dispatch_once(idempotency_key=idempotency_key, **kwargs)
+        return dispatch(**kwargs)
+    except Refusal as refusal:
+        logger.warning("the answer of %s to post %s was not handed over: %s", seat_id, post_id, refusal.message)
+        return None
 
 
 def _finish_turn(conversation: Session, request: Request, seat: Seat, result: TurnResult) -> None:
@@ -726,18 +830,29 @@ def run_agent_turn_inline(ctx: ActionContext, data: dict) -> dict:
 
     seat = access_seat(ctx.org, session.user_id, seat_id)
     text = turn_text(data)
+    routed = bool(data.get("routed"))
     history = list_conversation_messages(session, exclude_request_id=ctx.request.pk)
     ctx.emit("", {"role": "user", "text": text, "postId": data["postId"], "mailboxId": data["mailboxId"]}, type=MESSAGE)
     tool_ctx = ToolContext(org=ctx.org, seat_id=seat.seat_id, session=session, request=ctx.request,
                            extras={"post_id": data["postId"], "mailbox_id": data["mailboxId"]})
+    if routed:
+        tool_ctx.extras["answer_post_id"] = data["postId"]
     result = run_turn(
         seat=seat, text=text, history=history, tools=agent_tools(seat), tool_ctx=tool_ctx,
         on_tool_call=lambda record: ctx.emit(TOOL_CALL, record),
+        context=routed_context(data) if routed else None,
     )
+    if routed:
+        check_routed_reply(result, tool_ctx, seat, data["postId"])
     if result.error is not None:
         raise result.error
     if result.reply:
         ctx.emit("", {"role": "assistant", "text": result.reply, "agentName": seat.seat_id}, type=MESSAGE)
+    if routed and result.reply.strip():
+        mailbox = Session.objects.filter(organization=ctx.org, session_id=data["mailboxId"]).first()
+        if mailbox is not None:
+            hand_over_answer(org=ctx.org, mailbox=mailbox, post_id=data["postId"], body=result.reply,
+                             seat_id=seat.seat_id, parent_request=ctx.request)
     return {"reply": result.reply, "toolCalls": [c["name"] for c in result.tool_calls]}
 
 

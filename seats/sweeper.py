@@ -3,9 +3,10 @@ has no receipts, and a worker killed mid-task leaves its delivery claimed).
 
 Each cluster worker process, when django-q2 spawns it (the ``post_spawn`` signal),
 boots the process (``workforce.runtime.ensure_booted``: hired seats, the mailbox kind's
-notify block) and starts one daemon thread that runs ``do_sweep_deliveries`` every
-``WORKFORCE_SWEEP_SECONDS`` (default 15). Sweeps from several workers at once are safe:
-each re-enqueue is a conditional UPDATE.
+notify block) and starts one daemon thread that runs ``do_sweep_deliveries`` and
+``seats.drains.do_sweep_board_drains`` every ``WORKFORCE_SWEEP_SECONDS`` (default 15).
+Sweeps from several workers at once are safe: each re-enqueue is a conditional UPDATE,
+and a board drain is decided by its claim.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from django.db import close_old_connections, connection
 
 from workforce.runtime import ensure_booted
 
+from .drains import do_sweep_board_drains
 from .services import do_sweep_deliveries
 
 logger = logging.getLogger(__name__)
@@ -68,6 +70,16 @@ def _loop(interval: float) -> None:
                 logger.info("sweeper: requeued %s, abandoned %s", result.requeued, result.abandoned)
         except Exception:
             logger.exception("sweeping deliveries failed")
+            try:
+                connection.close()
+            except Exception:
+                pass
+        try:  # board rows nothing picked up (seats.drains)
+            woken = do_sweep_board_drains()
+            if woken:
+                logger.info("sweeper: woke board drains %s", woken)
+        except Exception:
+            logger.exception("sweeping board drains failed")
             try:
                 connection.close()
             except Exception:

@@ -38,3 +38,22 @@ def sweep_deliveries() -> dict:
     _boot()
     result = do_sweep_deliveries()
     return {"requeued": result.requeued, "abandoned": result.abandoned}
+
+
+def drain_board_as_seat(org_id: str, board_id: str, seat_id: str, worker_key: str | None = None) -> dict:
+    """One step of seat ``seat_id``'s drain of board ``board_id`` in ``org_id``: run at
+    most one claimed row as the seat's turn and enqueue the next step while rows remain
+    (``seats.drains.do_seat_drain``). Idempotent: the claim decides who works a row."""
+    _boot()
+    from .drains import do_seat_drain
+
+    return do_seat_drain(org_id, board_id, seat_id, worker_key)
+
+
+def sweep_board_drains() -> list:
+    """Wake drains for board rows nothing picked up (``seats.drains.do_sweep_board_drains``);
+    returns ``[[org id, board id, seat id, worker key], ...]`` enqueued."""
+    _boot()
+    from .drains import do_sweep_board_drains
+
+    return [list(woken) for woken in do_sweep_board_drains()]

@@ -76,6 +76,7 @@ def run_turn(
     tool_ctx: ToolContext,
     on_tool_call: Callable[[dict], None] | None = None,
     timeout: float | None = None,
+    context: list[dict] | None = None,
 ) -> TurnResult:
     """Run one turn of ``seat`` on ``text``; never raises for a failed turn.
 
@@ -87,6 +88,8 @@ def run_turn(
         tool_ctx: handed to every tool call.
         on_tool_call: called with each ``{name, arguments, result}`` as it finishes.
         timeout: seconds the turn may take (default ``turn_timeout()``).
+        context: chat messages the model sees right before the turn text, for this
+            turn only (a routed member's recent lines); they are not history.
 
     Returns:
         TurnResult; ``error`` is set (reason ``model-error``, ``turn-timeout``,
@@ -97,6 +100,7 @@ def run_turn(
     if seat.instructions:
         messages.append({"role": "system", "content": seat.instructions})
     messages.extend(history)
+    messages.extend(context or ())
     messages.append({"role": "user", "content": text})
     by_name = {tool.name: tool for tool in tools}
     schemas = [tool.openai_schema() for tool in tools]

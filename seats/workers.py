@@ -9,8 +9,10 @@ links are never followed, frontmatter is strict YAML. Every problem is collected
 A worker file declares ``description``, ``flow`` (default ``agent``), ``model``
 (``provider/name``; default ``WORKFORCE_MODEL``), ``tools`` (the tools it may call,
 e.g. ``[post-to-mailbox]``), ``instructions`` or a body (the system prompt, one or the
-other), and the coordinator keys ``delegates``, ``routing``, ``fallback`` and
-``rounds``, which the coordinator flow reads. Anything else is refused by name.
+other), the coordinator keys ``delegates``, ``routing``, ``fallback`` and
+``rounds``, which the coordinator flow reads, and the board keys ``drains`` and
+``boardTools`` (the boards it drains and the boards whose task tools it holds, as
+ledger ids; see ``seats.boards``). Anything else is refused by name.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from workforce.loader import (
 )
 from workforce.names import is_seat_id, name_problem
 
+from .boards import BOARD_KEYS, check_board_keys
+
 WORKER_FILE = "WORKER.md"
 WORKERS_DIR = "workers"
 TEAMS_DIR = "teams"
@@ -37,7 +41,7 @@ WORKER_LOAD_FAILED = "worker-load-failed"
 DEFAULT_FLOW = "agent"
 AGENT_KEYS = ("description", "flow", "model", "tools", "instructions")
 COORDINATOR_KEYS = ("delegates", "routing", "fallback", "rounds")
-WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS
+WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS + BOARD_KEYS
 _LINK_ADVICE = "Links are never followed in a workforce tree"
 
 
@@ -82,7 +86,8 @@ class WorkerManifest:
 
     @property
     def config(self) -> dict:
-        """The declared keys other than the agent's own (the coordinator's)."""
+        """The declared keys other than the agent's own (the coordinator's, and the
+        board keys ``drains``/``boardTools`` that ``seats.boards`` reads)."""
         return {k: v for k, v in self.declared.items() if k not in AGENT_KEYS}
 
 
@@ -234,6 +239,8 @@ def check_worker_declared(declared: dict, body: str, folder_rel: str, file_rel: 
             bad(f"{key}: must be text")
     if "rounds" in declared and (not isinstance(declared["rounds"], int) or isinstance(declared["rounds"], bool)):
         bad("rounds: must be a whole number")
+    for problem in check_board_keys(declared):
+        bad(problem)
     return found
 
 

@@ -61,6 +61,19 @@ def make_tree(tmp_path):
 
 
 @pytest.fixture(autouse=True)
+def _restore_mailbox_facets():
+    """A test that boots (or wires a route or a notify block by hand) leaves the built-in
+    mailbox kind as it found it."""
+    from workforce.flows import registry
+
+    flow = registry.get("mailbox")
+    saved = {key: flow.facets.get(key) for key in ("notify", "route")} if flow is not None else {}
+    yield
+    if flow is not None:
+        flow.facets.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _reset_roster():
     """Each test starts from the configured tree and leaves no roster behind."""
     set_current_roster(None)

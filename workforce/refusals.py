@@ -33,6 +33,15 @@ HTTP_STATUS = {
     "task_not_found": 404,
     "unknown_assignee": 400,
     "invalid_arguments": 400,
+    # Coordinators (spec 004 "Who can be a delegate", "Changing the delegates").
+    "state-field-reserved": 400,
+    "worker-not-on-roster": 404,
+    "coordinator-not-found": 404,
+    "delegate-cannot-take-work": 409,
+    "delegate-already-listed": 409,
+    "delegates-full": 409,
+    "delegate-not-listed": 409,
+    "fallback-not-a-delegate": 409,
 }
 
 

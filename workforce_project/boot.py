@@ -7,9 +7,13 @@ from pathlib import Path
 
 from django.conf import settings
 
+from coordinators.config import configure_from_settings as configure_coordinator_from_settings
+from coordinators.services import ensure_sweep_schedule as ensure_coordinator_sweep
 from mailboxes.binder import Roster
 from mailboxes.roster import load_roster, set_current_roster
+from mailboxes.routing import configure_route, route_by_purpose
 from mailboxes.services import OpenOutcome, do_open_mailboxes
+from seats.drains import configure_board_drains
 from seats.services import configure_notify, do_hire_tree_workers, seats_to_wake, wake_member_seats
 from workforce.models import DEFAULT_ORG_ID
 from workforce.runtime import mark_booted
@@ -20,8 +24,9 @@ MAILBOX_KIND = "mailbox"
 
 def boot(root: str | Path | None = None) -> Roster:
     """Read the workforce tree at ``root`` (default ``WORKFORCE_ROOT``), hire its workers,
-    give the built-in mailbox kind a notify block that wakes them, then bind the
-    mailboxes and make them the roster this process serves. Opens no mailbox.
+    give the built-in mailbox kind a notify block that wakes them and a route
+    (``route_by_purpose`` with ``WORKFORCE_ROUTE_MODEL``; none when that is empty), then
+    bind the mailboxes and make them the roster this process serves. Opens no mailbox.
 
     Hiring comes first and the notify block is in place before the roster is bound
     (spec "Waking agent seats": "hire first: the wake reaches these seats"). Hiring is
@@ -34,10 +39,23 @@ def boot(root: str | Path | None = None) -> Roster:
         workforce.loader.WorkforceRootError: the root is unreadable or a symlink.
     """
     root = root or settings.WORKFORCE_ROOT
-    seats = do_hire_tree_workers(root)
-    configure_notify(MAILBOX_KIND, wake_member_seats(seats_to_wake(seats)))
+    seats = seats_to_wake(do_hire_tree_workers(root))
+    configure_notify(MAILBOX_KIND, wake_member_seats(seats))
+    # The route (spec "Routing a mailbox"): built with the same seats, before binding,
+    # so the binder accepts routing: and checks each fallback against those seats.
+    route_model = getattr(settings, "WORKFORCE_ROUTE_MODEL", "")
+    configure_route(MAILBOX_KIND, route_by_purpose(seats, model=route_model) if route_model else None)
     roster = load_roster(root)
     set_current_roster(roster)
+    # Boards drained by seats (spec "Working the rows"): who drains what, a drain woken
+    # per filed row, and the hire-time board warnings (logged; serve prints them).
+    held_boards = [m.board_id(b) for m in roster.mailboxes for b in m.boards]
+    configure_board_drains(MAILBOX_KIND, seats, held_boards)
+    # Coordinators (spec 004 "Setting one up"): the flow's options from the settings
+    # (delegate flows, route model, round deadline), and the sweep that recovers
+    # dropped deliveries and deadlines (a django-q2 schedule, every minute).
+    configure_coordinator_from_settings()
+    ensure_coordinator_sweep()
     mark_booted()
     return roster
 

@@ -148,6 +148,12 @@ WORKFORCE_BOOT = os.environ.get("WORKFORCE_BOOT", "workforce_project.boot.boot_p
 # Mailbox kinds of your own: {"my-mailbox": "myapp.flows.build_my_mailbox"} (spec
 # "Registering a kind of your own"); the built-in "mailbox" kind is always there.
 WORKFORCE_MAILBOX_KINDS: dict[str, str] = {}
+# Coordinators (spec 004 "Setting one up"): how long a round waits for its answers
+# (milliseconds; a positive whole number), best fit's evaluator (default: the route
+# model), and the flows a post can be delivered to.
+WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS = _env_number("WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS", 300_000, int)
+WORKFORCE_COORDINATOR_ROUTE_MODEL = os.environ.get("WORKFORCE_COORDINATOR_ROUTE_MODEL", "")
+WORKFORCE_COORDINATOR_DELEGATE_FLOWS = ["agent"]
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,

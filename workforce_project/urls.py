@@ -4,6 +4,7 @@ from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
+from coordinators.api import WorkerSessionsView
 from mailboxes.api import TranscriptView
 from workforce.api.errors import api_not_found
 from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
@@ -15,6 +16,7 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
+    path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),

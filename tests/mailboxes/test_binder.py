@@ -133,10 +133,17 @@ def test_flow_naming_a_registered_kind_runs_there():
     assert mailbox.kind == "my-mailbox"
 
 
-def test_the_registry_offers_the_builtin_kind():
+def test_the_registry_offers_the_builtin_kind(settings):
+    settings.WORKFORCE_ROUTE_MODEL = ""
     specs = mailbox_kind_specs()
     assert specs["mailbox"].builtin is True
     assert specs["mailbox"].has_route is False
+
+
+def test_the_builtin_kind_is_built_with_a_route_when_a_route_model_is_set(settings):
+    # Every process serving it boots with route_by_purpose (workforce_project.boot).
+    settings.WORKFORCE_ROUTE_MODEL = "embedded/lexical"
+    assert mailbox_kind_specs()["mailbox"].has_route is True
 
 
 def test_a_mailbox_id_declared_twice_is_refused():

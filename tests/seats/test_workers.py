@@ -106,7 +106,7 @@ def test_every_problem_is_collected_and_the_rest_load(tmp_path):
     assert errors["teams/support/workers/extra"] == (
         REFUSED_DECLARATION,
         'teams/support/workers/extra/WORKER.md: declares "system", which a worker cannot declare; the keys are '
-        "description, flow, model, tools, instructions, delegates, routing, fallback, rounds",
+        "description, flow, model, tools, instructions, delegates, routing, fallback, rounds, drains, boardTools",
     )
     assert "both given" in errors["teams/support/workers/both"][1]
     assert "UTF-8" in errors["teams/support/workers/latin1"][1]
@@ -163,6 +163,8 @@ def test_the_example_tree_reads_and_hires(settings):
     root = Path(settings.BASE_DIR) / "examples" / "support-desk"
     workers, errors = read_workforce(root)
     assert errors == []
-    assert [w.id for w in workers] == ["support.accounts", "support.devices", "support.general", "support.lead"]
+    assert [w.id for w in workers] == [
+        "support.accounts", "support.devices", "support.general", "support.help", "support.lead"
+    ]  # support.help: the coordinator over the three answering workers (issue 6)
     assert all(w.model == "embedded/echo" for w in workers)
     assert hire_problems(workers) == []

@@ -7,11 +7,12 @@ choice one document (its description and the last part of its value, so
 dropped and the rest stemmed (Snowball, English), so "printers" meets "printer" and
 "charging" meets "charge".
 
-What it reads: the call's ``focus`` (the post) at full weight, and the last
-``CONTEXT_LINES`` entries of ``context`` (the recent lines) at ``CONTEXT_WEIGHT``, newest
-weighing most, so a follow-up such as "it fails right after that" can still find the
-member the earlier lines were about. It answers ``none`` when the best score is below
-``threshold`` or ties the second best: the fallback then takes the post.
+What it reads: the call's ``focus`` (the post) first. When the post alone picks no
+choice, the last ``CONTEXT_LINES`` entries of ``context`` (the recent lines) join it at
+``CONTEXT_WEIGHT``, newest weighing most, so a follow-up such as "it fails right after
+that" can still find the member the earlier lines were about, while a post that says
+what it is about is never pulled elsewhere by them. It answers ``none`` when the best
+score is below ``threshold`` or ties the second best: the fallback then takes the post.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from functools import lru_cache
 from .evaluation import EvaluationCall, Verdict
 
 DEFAULT_THRESHOLD = 0.6
-CONTEXT_WEIGHT = 0.35
+CONTEXT_WEIGHT = 0.7
 CONTEXT_LINES = 4
 K1 = 1.2
 B = 0.5
@@ -81,8 +82,9 @@ class LexicalEvaluationModel:
         self.threshold = threshold
         self.model_id = model_id
 
-    def scores(self, call: EvaluationCall) -> dict[str, float]:
-        """Each offered value's score for ``call`` (0 for no words in common)."""
+    def scores(self, call: EvaluationCall, *, with_context: bool = True) -> dict[str, float]:
+        """Each offered value's score for ``call`` (0 for no words in common): the
+        focus's terms, plus (``with_context``) the recent context's at lower weight."""
         choices = call.question.choices
         if not choices:
             return {}
@@ -96,11 +98,12 @@ class LexicalEvaluationModel:
         query: Counter = Counter()
         for term in terms(call.focus):
             query[term] += 1.0
-        recent = [text for text in call.context if text][-CONTEXT_LINES:]
-        for age, text in enumerate(reversed(recent)):
-            weight = CONTEXT_WEIGHT / (age + 1)
-            for term in set(terms(text)):
-                query[term] += weight
+        if with_context:
+            recent = [text for text in call.context if text][-CONTEXT_LINES:]
+            for age, text in enumerate(reversed(recent)):
+                weight = CONTEXT_WEIGHT / (age + 1)
+                for term in set(terms(text)):
+                    query[term] += weight
         result = {}
         for choice, doc, length in zip(choices, docs, lengths):
             score = 0.0
@@ -114,14 +117,22 @@ class LexicalEvaluationModel:
         return result
 
     def evaluate(self, call: EvaluationCall) -> dict[str, Verdict]:
-        """``{question name: Verdict}``: the best-scoring choice, or none when the best
-        score is below the threshold or tied. Never raises for a well-formed call."""
-        scores = self.scores(call)
+        """``{question name: Verdict}``: the choice the focus (the post) picks on its own
+        when it clears the threshold; otherwise the choice the focus and the recent
+        context pick together; none when neither clears the threshold untied. Never
+        raises for a well-formed call."""
+        name = call.question.name
+        verdict = self._pick(self.scores(call, with_context=False))
+        if verdict.type == "none" and call.context:
+            verdict = self._pick(self.scores(call, with_context=True))
+        return {name: verdict}
+
+    def _pick(self, scores: dict[str, float]) -> Verdict:
         ranked = sorted(scores.items(), key=lambda kv: kv[1], reverse=True)
         if not ranked:
-            return {call.question.name: Verdict.none(0.0)}
+            return Verdict.none(0.0)
         best, score = ranked[0]
         runner_up = ranked[1][1] if len(ranked) > 1 else -1.0
         if score < self.threshold or math.isclose(score, runner_up):
-            return {call.question.name: Verdict.none(score)}
-        return {call.question.name: Verdict.choose(best, score)}
+            return Verdict.none(score)
+        return Verdict.choose(best, score)

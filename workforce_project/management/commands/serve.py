@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
+from seats.drains import board_warnings
 from seats.services import HireRefused, WorkerTreeError
 from workforce.loader import WorkforceRootError
 from workforce_project.boot import boot, open_roster
@@ -57,6 +58,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
+        for warning in board_warnings():  # a board nobody drains, a drain of a board nobody holds
+            self.stdout.write(f"warning: {warning.message}")
         cluster = None
         if not no_cluster:
             manage = Path(settings.BASE_DIR) / "manage.py"

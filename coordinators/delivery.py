@@ -1,0 +1,263 @@
+"""Delegates at work (spec 004 "Talking to it", "Making your own flow a delegate",
+"Letting delegates answer each other").
+
+``do_deliver_delegated(delivery_id)`` (the ``deliver_delegated_post`` task's body) runs
+one delivery once:
+
+1. claims it with a conditional UPDATE (pending, or running with a lapsed lease, and
+   fewer than ``max_attempts()`` claims), so a redelivered task does nothing;
+2. finds the delegate's own session for this conversation (by worker and filing session
+   id; created on its first post, a child of the conversation's session);
+3. runs the delegate flow's delegated-post entry on it, outside any transaction, in a
+   request of the delegate's session (``onDelegatedPost``, input ``{message}``);
+4. in one transaction, settles that request and reports to the conversation
+   (``onDelegateReport``, a request of its own): the answer lands there under the
+   delegate's worker id, once per delivery. A failed turn reports at once; a cancelled
+   one reports at once only when the flow sets ``delegated_post_on_finished``.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from seats.models import Seat
+from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
+from workforce.flows import registry
+from workforce.models import Request, Session
+from workforce.refusals import Refusal
+from workforce.sessions import ActionContext
+
+from .config import current_setup, takes_posts
+from .constants import cannot_take_post, no_worker_on_roster
+from .models import DelegatedPost, DelegateSession
+from .queries import reachable_seats
+from .services import max_attempts, report
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseLost(Exception):
+    """Our claim on a delivery lapsed and another task took it over."""
+
+
+def lease_seconds() -> float:
+    """How long a claim holds: the task cluster's ``timeout`` plus a small margin."""
+    return float(settings.Q_CLUSTER.get("timeout") or 60) + 2
+
+
+def delegate_session_id(filing_session_id: str, worker: str) -> str:
+    """The id of ``worker``'s session for the conversation ``filing_session_id``:
+    ``<filing session id>:<worker>``."""
+    return f"{filing_session_id}:{worker}"
+
+
+def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
+    """The session ``seat`` works this conversation's posts in: one per delegate per
+    conversation, found by worker and filing session id, created on its first post (a
+    child of the conversation's session, owned by its owner, on the seat's kind, its
+    state naming the seat, the coordinator and the filing session).
+
+    Raises:
+        Refusal("session-not-addressable"): the id is held by a session on another kind.
+    """
+    conv = delivery.conversation
+    found = DelegateSession.objects.filter(conversation=conv, worker=seat.seat_id).select_related("session").first()
+    if found is not None:
+        return found.session
+    filing = conv.session
+    with transaction.atomic():
+        session, _ = Session.objects.get_or_create(
+            organization_id=filing.organization_id,
+            session_id=delegate_session_id(filing.session_id, seat.seat_id),
+            defaults={
+                "flow_kind": seat.kind,
+                "user_id": filing.user_id,
+                "parent": filing,
+                "state": {"seat": seat.seat_id, "coordinator": conv.worker, "filingSessionId": filing.session_id},
+            },
+        )
+        if session.flow_kind != seat.kind:
+            raise Refusal("session-not-addressable", f'"{session.session_id}" runs on the {session.flow_kind} kind, not {seat.kind}.')
+        try:
+            with transaction.atomic():
+                DelegateSession.objects.create(conversation=conv, worker=seat.seat_id, session=session)
+        except IntegrityError:
+            pass  # another task made it at the same moment: same session
+    return session
+
+
+def _claim(delivery_id: int) -> str | None:
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    claimed = (
+        DelegatedPost.objects.filter(pk=delivery_id, attempts__lt=max_attempts())
+        .filter(Q(status=DelegatedPost.Status.PENDING) | Q(status=DelegatedPost.Status.RUNNING, lease_until__lt=now))
+        .update(
+            status=DelegatedPost.Status.RUNNING,
+            attempts=F("attempts") + 1,
+            claim_token=token,
+            lease_until=now + timedelta(seconds=lease_seconds()),
+            started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
+        )
+    )
+    return token if claimed else None
+
+
+def do_deliver_delegated(delivery_id: int) -> str:
+    """Run delivery ``delivery_id`` once (see the module docstring). Never raises.
+
+    Returns:
+        ``"answered"``, ``"failed"``, ``"cancelled"``, ``"not-claimed"`` or
+        ``"lease-lost"``.
+    """
+    token = _claim(delivery_id)
+    if token is None:
+        return "not-claimed"
+    delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post", "turn_request").get(
+        pk=delivery_id
+    )
+    if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
+        Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(
+            status=Request.Status.ABORTED, finished_at=timezone.now(),
+            error=Refusal("aborted", "the task running this delegated turn stopped; the post was delivered again.").as_error(),
+        )
+    try:
+        return _run(delivery, token)
+    except LeaseLost:
+        logger.warning("delegated post %s: the claim lapsed and another task took it over", delivery_id)
+        return "lease-lost"
+    except Exception as exc:  # a bug: report it, keep the cluster going
+        logger.exception("delegated post %s failed", delivery_id)
+        try:
+            with transaction.atomic():
+                _report(delivery, token, "failed", error=Refusal("internal-error", f"{type(exc).__name__}: {exc}"))
+        except LeaseLost:
+            return "lease-lost"
+        return "failed"
+
+
+def _report(delivery: DelegatedPost, token: str, outcome: str, *, text: str = "", error: Refusal | None = None,
+            parent: Request | None = None) -> Request:
+    request = report(delivery=delivery, token=token, outcome=outcome, text=text, error=error, parent_request=parent)
+    if request.status != Request.Status.COMPLETED:
+        raise RuntimeError(f"the conversation refused the report: {request.error}")
+    if not (request.output or {}).get("claimed"):
+        raise LeaseLost()
+    return request
+
+
+def _run(delivery: DelegatedPost, token: str) -> str:
+    conv_session = delivery.conversation.session
+    setup = current_setup(conv_session.flow_kind)
+    seat = reachable_seats(conv_session.organization_id, conv_session.user_id, [delivery.worker]).get(delivery.worker)
+    problem = None
+    if seat is None:
+        problem = Refusal("delegate-fired", no_worker_on_roster(delivery.worker))
+    elif not takes_posts(seat.kind, setup):
+        problem = Refusal("delegate-cannot-take-post", cannot_take_post(delivery.worker, seat.kind))
+    if problem is None:
+        try:
+            session = ensure_delegate_session(delivery, seat)
+        except Refusal as refusal:
+            problem = refusal
+    if problem is not None:
+        with transaction.atomic():
+            _report(delivery, token, "failed", error=problem)
+        return "failed"
+    flow = registry.require(seat.kind)
+    action = flow.internal_actions[DELEGATED_POST_ENTRY]
+    payload = {"message": delivery.message}
+    with transaction.atomic():
+        request = Request.objects.create(
+            organization_id=conv_session.organization_id, session=session, action=DELEGATED_POST_ENTRY, internal=True,
+            user_id=conv_session.user_id, input=payload, status=Request.Status.RUNNING, started_at=timezone.now(),
+        )
+        if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token).update(
+            turn_request=request, delegate_session=session
+        ):
+            raise LeaseLost()
+    ctx = ActionContext(
+        org=conv_session.organization, session=session, request=request, user_id=conv_session.user_id, flow=flow,
+        extras={"delegated": {
+            "postId": delivery.post.post_id, "round": delivery.round, "coordinator": delivery.conversation.worker,
+            "filingSessionId": conv_session.session_id, "deliveryId": delivery.pk,
+            "idempotencyPrefix": f"cdp{delivery.pk}",
+        }},
+    )
+    text, error, cancelled = "", None, False
+    try:
+        output = action.handler(ctx, action.validate(payload))
+        text = reply_text(output)
+        if not text.strip():
+            error = Refusal("empty-reply", f"{delivery.worker} answered the delegated post with nothing; nothing is answered.")
+    except DelegatedRunCancelled as exc:
+        cancelled = True
+        error = Refusal("cancelled", str(exc) or f"{delivery.worker}'s delegated run was cancelled.")
+    except Refusal as refusal:
+        error = refusal
+    except Exception as exc:  # the door's bug fails the turn, not the cluster
+        logger.exception("the delegated-post entry of %s failed", seat.kind)
+        error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
+    if not cancelled and Request.objects.filter(pk=request.pk, status=Request.Status.ABORTED).exists():
+        cancelled = True  # someone cancelled the run while it ran
+        error = error or Refusal("cancelled", f"{delivery.worker}'s delegated run was cancelled.")
+    try:
+        with transaction.atomic():
+            _finish(request, text=text, error=error, cancelled=cancelled)
+            if cancelled and not reports_cancellation(seat.kind):
+                # Its flow doesn't say so: the round waits for its deadline.
+                if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING).update(
+                    status=DelegatedPost.Status.CANCELLED, finished_at=timezone.now(), error=error.as_error()
+                ):
+                    raise LeaseLost()
+                return "cancelled"
+            outcome = "cancelled" if cancelled else ("failed" if error else "answered")
+            _report(delivery, token, outcome, text=text if outcome == "answered" else "", error=error, parent=request)
+            return outcome
+    except LeaseLost:
+        Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(
+            status=Request.Status.ABORTED, finished_at=timezone.now(),
+            error=Refusal("aborted", "another task took this delegated post over").as_error(),
+        )
+        raise
+
+
+def _finish(request: Request, *, text: str, error: Refusal | None, cancelled: bool) -> None:
+    now = timezone.now()
+    if cancelled:
+        fields = {"status": Request.Status.ABORTED, "error": (error or Refusal("cancelled", "cancelled")).as_error()}
+    elif error is not None:
+        fields = {"status": Request.Status.FAILED, "error": error.as_error()}
+    else:
+        fields = {"status": Request.Status.COMPLETED, "output": {"text": text}}
+    Request.objects.filter(pk=request.pk).exclude(status__in=[Request.Status.COMPLETED, Request.Status.FAILED]).update(
+        finished_at=now, **fields
+    )
+
+
+def do_abandon_delivery(delivery_id: int) -> bool:
+    """Settle a delivery that ran out of attempts as failed (``delivery-abandoned``),
+    reported, so its round does not wait on it. Returns True when it did."""
+    delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post").filter(
+        pk=delivery_id, status=DelegatedPost.Status.RUNNING
+    ).first()
+    if delivery is None:
+        return False
+    try:
+        with transaction.atomic():
+            _report(delivery, delivery.claim_token, "failed",
+                    error=Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts"))
+    except LeaseLost:
+        return False
+    if delivery.turn_request_id:
+        Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(
+            status=Request.Status.ABORTED, finished_at=timezone.now()
+        )
+    return True

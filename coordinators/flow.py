@@ -1,0 +1,146 @@
+"""The ``coordinator`` kind (spec 004): a worker like any other, run by the coordinator
+flow, that hands each post to its delegates.
+
+Public actions (a client's, over ``POST /api/flows/coordinator/{session}/actions/...``):
+
+- ``run`` ``{message}``: a post (``coordinators.services.do_post``);
+- ``addDelegate`` ``{worker, note?}``, ``removeDelegate`` ``{worker}``, ``setFallback``
+  ``{worker}`` (``null`` clears it), ``listDelegates`` ``{}``: each answers
+  ``{delegates, fallback, max: 25, filingSessionId}``.
+
+Internal actions (dispatch only): ``onDelegateReport`` (a delegate's turn ended) and
+``closeRound`` (a round's deadline passed).
+
+Facets: ``worker`` (hiring accepts ``flow: coordinator``), ``tools`` (the catalog a
+coordinator's ``tools:`` is read against), ``coordinator`` (the ``CoordinatorSetup``),
+``validate_worker`` (what hiring refuses in a coordinator's file) and ``state_fields``
+(the session state only this flow writes).
+"""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from workforce.flows import Action, FlowKind, StrictCharField, StrictIntegerField, registry
+from workforce.sessions import ActionContext
+
+from .config import coordinator_worker_problems
+from .constants import (
+    ADD_DELEGATE,
+    CLOSE_ROUND,
+    KIND,
+    LIST_DELEGATES,
+    REMOVE_DELEGATE,
+    REPORT,
+    RESERVED_STATE_FIELDS,
+    RUN,
+    SET_FALLBACK,
+)
+
+
+class RunInput(serializers.Serializer):
+    """``{message}``: what the person says to the coordinator."""
+
+    message = StrictCharField()
+
+
+class WorkerInput(serializers.Serializer):
+    """``{worker}``: a worker id."""
+
+    worker = StrictCharField()
+
+
+class AddDelegateInput(serializers.Serializer):
+    """``{worker, note?}``: best fit picks by the note before the worker's description."""
+
+    worker = StrictCharField()
+    note = StrictCharField(required=False, allow_blank=True)
+
+
+class SetFallbackInput(serializers.Serializer):
+    """``{worker}``: a delegate, or ``null`` to clear the fallback."""
+
+    worker = StrictCharField(allow_null=True)
+
+
+class ReportInput(serializers.Serializer):
+    """Internal ``onDelegateReport``: ``{deliveryId, outcome, text?, error?}``."""
+
+    deliveryId = StrictIntegerField(min_value=1)
+    outcome = serializers.ChoiceField(choices=["answered", "failed", "cancelled"])
+    text = StrictCharField(required=False)
+    error = serializers.DictField(required=False)
+
+
+class CloseRoundInput(serializers.Serializer):
+    """Internal ``closeRound``: ``{roundId}``."""
+
+    roundId = StrictIntegerField(min_value=1)
+
+
+def run(ctx: ActionContext, data: dict) -> dict:
+    """A post to the coordinator (see ``coordinators.services.do_post``)."""
+    from .services import do_post
+
+    return do_post(ctx, data["message"])
+
+
+def _change(change: str):
+    def handler(ctx: ActionContext, data: dict) -> dict:
+        from .services import do_change_delegates
+
+        return do_change_delegates(ctx.org, ctx.session, ctx.user_id, change, data)
+
+    handler.__doc__ = f"The {change} delegate action (coordinators.services.do_change_delegates)."
+    return handler
+
+
+def on_delegate_report(ctx: ActionContext, data: dict) -> dict:
+    """A delegate's turn ended (see ``coordinators.services.do_report``)."""
+    from .services import do_report
+
+    return do_report(ctx, data)
+
+
+def close_round(ctx: ActionContext, data: dict) -> dict:
+    """A round's deadline passed (see ``coordinators.services.do_close_round``)."""
+    from .services import do_close_round
+
+    return do_close_round(ctx, data)
+
+
+def build_coordinator_kind() -> FlowKind:
+    """The coordinator kind, registered once per process (configured by
+    ``coordinators.config.configure_coordinator``)."""
+    return FlowKind(
+        kind=KIND,
+        actions={
+            RUN: Action(RUN, run, RunInput, description="Send the coordinator a post."),
+            ADD_DELEGATE: Action(ADD_DELEGATE, _change("add"), AddDelegateInput, description="Add a delegate."),
+            REMOVE_DELEGATE: Action(REMOVE_DELEGATE, _change("remove"), WorkerInput, description="Remove a delegate."),
+            SET_FALLBACK: Action(SET_FALLBACK, _change("fallback"), SetFallbackInput, description="Set or clear the fallback."),
+            LIST_DELEGATES: Action(LIST_DELEGATES, _change("list"), None, description="List the delegates."),
+        },
+        internal_actions={
+            REPORT: Action(REPORT, on_delegate_report, ReportInput, description="A delegate's turn ended."),
+            CLOSE_ROUND: Action(CLOSE_ROUND, close_round, CloseRoundInput, description="A round's deadline passed."),
+        },
+        facets={
+            "worker": True,
+            "tools": {},
+            "coordinator": None,
+            "validate_worker": coordinator_worker_problems,
+            "state_fields": RESERVED_STATE_FIELDS,
+        },
+    )
+
+
+def register() -> FlowKind:
+    """Register the kind and configure it from the settings."""
+    from .config import configure_from_settings
+
+    flow = registry.register(build_coordinator_kind())
+    try:
+        configure_from_settings(KIND)
+    except Exception:  # a bad setting: the system check names it (coordinators.E001)
+        pass
+    return flow

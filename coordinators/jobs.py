@@ -1,0 +1,205 @@
+"""Decisions that need a model (spec 004 "Choosing how it routes"): best fit's evaluator
+call and the coordinator's own turn, run on the task cluster by ``do_run_job`` with the
+model called outside any transaction and the outcome recorded once.
+
+- ``place`` (best fit): one evaluator call picks the delegate; the fallback takes what it
+  can't place; with no fallback (or one that can't be reached) the coordinator's own
+  turn takes it, as under judgment; if that fails too, nobody takes it and the
+  conversation says so: ``Nobody took this post: best fit couldn't place it, and the
+  coordinator's own turn failed: <error>.``
+- ``judgment``: the coordinator's own turn on a post (round 0), or on a closed round's
+  answers (its hand-offs go out in the next round).
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from workforce.models import Request
+
+from . import policies, rounds
+from .config import current_setup
+from .constants import (
+    ANSWERED_ITSELF,
+    BY_JUDGMENT,
+    BY_UNPLACED,
+    DELIVERED,
+    ROUTE_ACTION,
+    judgment_agent_name,
+    nobody_best_fit,
+    nobody_judgment,
+)
+from .delivery import lease_seconds
+from .judgment import TurnOutcome, run_own_turn
+from .models import Conversation, Job
+from .policies import Handing, Record, entry
+from .queries import round_answers
+from .services import max_attempts
+
+logger = logging.getLogger(__name__)
+
+
+class JobLeaseLost(Exception):
+    """Our claim on a job lapsed and another task took it over."""
+
+
+def _claim(job_id: int) -> str | None:
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    claimed = (
+        Job.objects.filter(pk=job_id, attempts__lt=max_attempts())
+        .filter(Q(status=Job.Status.PENDING) | Q(status=Job.Status.RUNNING, lease_until__lt=now))
+        .update(status=Job.Status.RUNNING, attempts=F("attempts") + 1, claim_token=token,
+                lease_until=now + timedelta(seconds=lease_seconds()))
+    )
+    return token if claimed else None
+
+
+def handing_of(job: Job) -> Handing:
+    """What the job places: the person's post (round 0) or the answer it routes on."""
+    if job.source_id is not None:
+        return policies.handing_for_answer(job.source)
+    return policies.handing_for_post(job.post)
+
+
+def do_run_job(job_id: int) -> str:
+    """Run job ``job_id`` once (the ``run_job`` task's body). Never raises.
+
+    Returns:
+        The record's ``by`` (``evaluated``, ``fallback``, ``judgment``, ``unplaced``),
+        ``"not-claimed"`` or ``"lease-lost"``.
+    """
+    token = _claim(job_id)
+    if token is None:
+        return "not-claimed"
+    job = Job.objects.select_related("conversation__session__organization", "post", "source", "request").get(pk=job_id)
+    if job.request_id and job.request.status == Request.Status.RUNNING:  # a turn a crashed worker left behind
+        Request.objects.filter(pk=job.request_id, status=Request.Status.RUNNING).update(
+            status=Request.Status.ABORTED, finished_at=timezone.now())
+    conv = job.conversation
+    setup = current_setup(conv.session.flow_kind)
+    outcome: TurnOutcome | None = None
+    try:
+        pick = None
+        if job.kind == Job.Kind.PLACE:
+            pick = policies.best_fit_pick(conv, setup, handing_of(job))
+        if pick is None or pick.worker is None:
+            outcome = run_own_turn(
+                conv, policies.coordinator_seat(conv), setup, job.post, job.round,
+                on_started=lambda request: Job.objects.filter(pk=job.pk, claim_token=token).update(request=request),
+            )
+        return _record(job, token, pick, outcome)
+    except JobLeaseLost:
+        if outcome is not None:
+            Request.objects.filter(pk=outcome.request.pk, status=Request.Status.RUNNING).update(
+                status=Request.Status.ABORTED, finished_at=timezone.now())
+        logger.warning("coordinator job %s: the claim lapsed and another task took it over", job_id)
+        return "lease-lost"
+    except Exception:
+        logger.exception("coordinator job %s failed", job_id)
+        if outcome is not None:
+            Request.objects.filter(pk=outcome.request.pk, status=Request.Status.RUNNING).update(
+                status=Request.Status.FAILED, finished_at=timezone.now())
+        return "failed"
+
+
+def _record(job: Job, token: str, pick, outcome: TurnOutcome | None) -> str:
+    with transaction.atomic():
+        session = policies.lock_conversation(job.conversation.session)
+        conv = Conversation.objects.get(pk=job.conversation_id)
+        conv.session = session
+        if not Job.objects.filter(pk=job.pk, claim_token=token, status=Job.Status.RUNNING).update(
+            status=Job.Status.DONE, finished_at=timezone.now()
+        ):
+            raise JobLeaseLost()
+        request = outcome.request if outcome is not None else _route_request(conv, job)
+        desk = policies.make_desk(conv, request, current_setup(session.flow_kind))
+        rounds.close_due_rounds(desk)
+        handing = handing_of(job)
+        if pick is not None and pick.worker is not None:
+            record = policies.record_pick(desk, handing, pick)
+        else:
+            record = record_turn(desk, job, outcome, skipped=list(pick.skipped) if pick is not None else [],
+                                 best_fit=pick is not None)
+        Job.objects.filter(pk=job.pk).update(request=request)
+        if outcome is None:
+            Request.objects.filter(pk=request.pk).update(output=record.as_item())
+        rounds.check_round(desk, job.post, job.round)
+    return record.by
+
+
+def _route_request(conv: Conversation, job: Job) -> Request:
+    now = timezone.now()
+    session = conv.session
+    return Request.objects.create(
+        organization_id=session.organization_id, session=session, action=ROUTE_ACTION, internal=True,
+        user_id=session.user_id, input={"postId": job.post.post_id, "round": job.round},
+        status=Request.Status.COMPLETED, started_at=job.created_at, finished_at=now,
+    )
+
+
+def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], best_fit: bool) -> Record:
+    """Record the coordinator's own turn (inside the transaction): its hand-offs are
+    delivered, its reply lands under ``coordinator-judgment:<worker>``, and the record
+    says ``judgment``; a failed turn hands nothing on, and nobody takes the post."""
+    post, number = job.post, job.round
+    request = outcome.request
+    entries = list(skipped) + list(outcome.skipped)
+    now = timezone.now()
+    if outcome.error is not None:
+        Request.objects.filter(pk=request.pk).update(status=Request.Status.FAILED, finished_at=now,
+                                                     error=outcome.error.as_error())
+        error = outcome.error.message.rstrip(".")
+        none = nobody_best_fit(error) if best_fit else nobody_judgment(error)
+        return policies.record_failed(desk, post, number, BY_UNPLACED, entries, none)
+    answers = round_answers(post.pk, number - 1) if number > 0 else []
+    seats_rows = []
+    for worker in outcome.handoffs:
+        handing = policies.handing_for_post(post) if number == 0 else policies.passing_on(post, number, answers, worker)
+        seat = policies.reachable_seats(desk.conv.session.organization_id, desk.owner, [worker]).get(worker)
+        problem = policies.delegate_problem(worker, seat, desk.setup) if handing is not None else None
+        if handing is None or problem:
+            entries.append(entry(worker, "skipped", problem or "It has nothing to get."))
+            continue
+        seats_rows.append(policies.deliver(desk, handing, worker, seat, entries)[1])
+    if outcome.reply.strip():
+        desk.emit("", {"role": "assistant", "text": outcome.reply, "agentName": judgment_agent_name(desk.conv.worker),
+                       "postId": post.post_id, "round": number}, type=policies.MESSAGE)
+    Request.objects.filter(pk=request.pk).update(
+        status=Request.Status.COMPLETED, finished_at=now,
+        output={"reply": outcome.reply, "handedOff": [e["worker"] for e in entries if e["outcome"] == DELIVERED]},
+    )
+    record = Record(post.post_id, number, desk.policy, BY_JUDGMENT, entries, note=policies.note_for(seats_rows))
+    if not record.delivered():
+        record.none = ANSWERED_ITSELF
+    return desk.record(record)
+
+
+def do_abandon_job(job_id: int) -> bool:
+    """Settle a job that ran out of attempts: nobody takes its post, and the record
+    says so. Returns True when it did."""
+    job = Job.objects.select_related("conversation__session", "post").filter(pk=job_id, status=Job.Status.RUNNING).first()
+    if job is None:
+        return False
+    with transaction.atomic():
+        session = policies.lock_conversation(job.conversation.session)
+        if not Job.objects.filter(pk=job.pk, claim_token=job.claim_token, status=Job.Status.RUNNING).update(
+            status=Job.Status.DONE, finished_at=timezone.now()
+        ):
+            return False
+        conv = Conversation.objects.get(pk=job.conversation_id)
+        conv.session = session
+        desk = policies.make_desk(conv, _route_request(conv, job), current_setup(session.flow_kind))
+        error = f"it never finished in {job.attempts} attempts"
+        none = nobody_best_fit(error) if job.kind == Job.Kind.PLACE else nobody_judgment(error)
+        policies.record_failed(desk, job.post, job.round, BY_UNPLACED, [], none)
+        rounds.check_round(desk, job.post, job.round)
+    return True
+
+
+__all__ = ["do_abandon_job", "do_run_job", "record_turn"]

@@ -1,0 +1,458 @@
+"""Write side of coordinators (spec 004): opening conversations, their delegates, posts,
+delegates' reports and round deadlines.
+
+- ``do_ensure_worker_session``: a session with a worker (the spec's
+  ``ensureWorkerSession``); a session whose state carries ``delegates`` or ``fallback``
+  is refused (400).
+- ``open_conversation``: a conversation takes its own copy of the file's ``delegates:``
+  and ``fallback:`` on its first post or first delegate action (or tool call).
+- ``do_change_delegates``: ``addDelegate``, ``removeDelegate``, ``setFallback``,
+  ``listDelegates`` (actions and tools alike), each answering the list as it stands.
+- ``do_post``: the ``run`` action: the post lands, then round robin and everyone
+  deliver at once, best fit holds or queues its evaluator call, judgment queues the
+  coordinator's own turn.
+- ``do_report``: the internal ``onDelegateReport``: a delegate's turn ended; its answer
+  lands under its worker id (once per delivery) and goes on, or the failure is noted.
+- ``do_close_round``: the internal ``closeRound``: a round's deadline passed.
+
+Every one of them holds the conversation session's row lock while it writes.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from seats.queries import access_seat
+from workforce.dispatch import dispatch, enqueue
+from workforce.models import Organization, Request, Session
+from workforce.refusals import Refusal
+from workforce.sessions import CHILD_SEPARATOR, ActionContext
+from workforce.wire import MAX_USER_ID_LENGTH, check_id, check_storable
+
+from . import policies, rounds
+from .config import current_setup, takes_posts, takes_tasks
+from .constants import (
+    ALREADY_A_DELEGATE,
+    BEST_FIT,
+    CANNOT_TAKE_WORK,
+    CLOSE_ROUND,
+    COORDINATOR_NOT_FOUND,
+    DELEGATES_FULL,
+    EVERYONE,
+    FALLBACK_NOT_A_DELEGATE,
+    MAX_DELEGATES,
+    NOT_A_DELEGATE,
+    NOT_ON_ROSTER,
+    REPORT,
+    RESERVED_STATE_FIELDS,
+    ROUND_ROBIN,
+    STATE_FIELD_RESERVED,
+    already_a_delegate,
+    delegates_full,
+    fallback_not_a_delegate,
+    no_worker_on_roster,
+    not_a_delegate,
+    state_field_reserved,
+    takes_neither,
+)
+from .models import Answer, Conversation, DelegatedPost, Delegate, Job, Post, Round
+from .queries import delegates_answer, find_conversation, list_delegates, reachable_seats
+
+logger = logging.getLogger(__name__)
+
+MESSAGE = "message"
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+def reserved_state_problem(state: dict) -> Refusal | None:
+    """The refusal for a session state a caller may not set: ``delegates`` and
+    ``fallback`` are written only by the coordinator flow (spec "Changing the
+    delegates"). None when the state is fine."""
+    for key in RESERVED_STATE_FIELDS:
+        if key in state:
+            return Refusal(STATE_FIELD_RESERVED, state_field_reserved(key))
+    return None
+
+
+def do_ensure_worker_session(
+    org: Organization, user_id: str, worker: str, *, session_id: str | None = None, state: dict | None = None
+) -> tuple[Session, bool]:
+    """The caller's session with ``worker`` (the spec's ``ensureWorkerSession``),
+    created on first use on the worker's flow kind, with ``state`` (plus ``worker``).
+
+    Args:
+        worker: a worker id the caller reaches (own, organization's, shared).
+        session_id: default ``<worker>:<user id>``; a caller's own id may not hold ``:``
+            (those name sessions the server creates).
+        state: the new session's state; ``delegates`` and ``fallback`` are refused.
+
+    Returns:
+        ``(session, created)``.
+
+    Raises:
+        Refusal("state-field-reserved"): the state carries ``delegates`` or ``fallback`` (400).
+        Refusal("invalid-input"): the state is not an object (or not storable), or an
+            id is empty, too long or holds ``:``.
+        Refusal("worker-not-on-roster"): no such worker on the caller's roster (404).
+        Refusal("session-not-addressable"): the id is held by another kind or user (409).
+    """
+    state = {} if state is None else state
+    if not isinstance(state, dict):
+        raise Refusal("invalid-input", "state must be a JSON object.")
+    check_id(user_id, label="userId", max_length=MAX_USER_ID_LENGTH)
+    check_storable(state, label="state")
+    if session_id is not None:
+        check_id(session_id, label="sessionId")
+        if CHILD_SEPARATOR in session_id:
+            # "<parent>:<child>" ids name sessions the server creates (a seat's conversation).
+            raise Refusal("invalid-input", f'sessionId may not contain "{CHILD_SEPARATOR}"; leave it out for the default.')
+    problem = reserved_state_problem(state)
+    if problem is not None:
+        raise problem
+    try:
+        seat = access_seat(org, user_id, worker)
+    except Refusal:
+        raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(worker)) from None
+    session_id = session_id or f"{worker}:{user_id}"
+    with transaction.atomic():
+        session, created = Session.objects.get_or_create(
+            organization=org, session_id=session_id,
+            defaults={"flow_kind": seat.kind, "user_id": user_id, "state": {**state, "worker": worker}},
+        )
+    if not created and (session.flow_kind != seat.kind or session.user_id != user_id
+                        or (session.state or {}).get("worker", worker) != worker):
+        raise Refusal("session-not-addressable", f'Session "{session_id}" is held by another conversation.')
+    return session, created
+
+
+def coordinator_worker(session: Session) -> str:
+    """The coordinator a conversation talks to: its state's ``worker``, or, for a
+    session opened by a post, the part of its id before the first colon
+    (``support.help:u_42``)."""
+    return (session.state or {}).get("worker") or session.session_id.split(":", 1)[0]
+
+
+def open_conversation(org: Organization, session: Session, user_id: str) -> Conversation:
+    """The conversation kept for ``session``; on its first post or delegate action it
+    takes its own copy of the coordinator's ``delegates:`` and ``fallback:`` (spec
+    "Changing the delegates"). Call with the session's row lock held.
+
+    Raises:
+        Refusal("session-not-found"): the session is another user's (404).
+        Refusal("coordinator-not-found"): it names no coordinator on the owner's roster.
+    """
+    if session.user_id != user_id:
+        raise Refusal("session-not-found", f'No session "{session.session_id}" exists.')
+    conv = find_conversation(session)
+    if conv is not None:
+        conv.session = session
+        return conv
+    worker = coordinator_worker(session)
+    seat = reachable_seats(org.pk, user_id, [worker]).get(worker)
+    if seat is None or seat.kind != session.flow_kind:
+        raise Refusal(
+            COORDINATOR_NOT_FOUND,
+            f'No coordinator "{worker}" on your roster; open a conversation with POST /api/workers/<worker>/sessions.',
+        )
+    config = seat.config or {}
+    workers = list(dict.fromkeys(w for w in (config.get("delegates") or []) if isinstance(w, str)))[:MAX_DELEGATES]
+    fallback = config.get("fallback") if config.get("fallback") in workers else ""
+    conv = Conversation.objects.create(
+        organization=org, session=session, worker=worker, fallback=fallback or "", copied_at=timezone.now()
+    )
+    Delegate.objects.bulk_create([Delegate(conversation=conv, worker=w, position=i) for i, w in enumerate(workers)])
+    if (session.state or {}).get("worker") != worker:
+        session.state = {**(session.state or {}), "worker": worker}
+        Session.objects.filter(pk=session.pk).update(state=session.state)
+    return conv
+
+
+# ----------------------------------------------------------------------------- delegates
+
+
+def do_change_delegates(org: Organization, session: Session, user_id: str, change: str, data: dict) -> dict:
+    """One delegate action or tool call (spec "Changing the delegates", "Who can be a
+    delegate"), inside the caller's transaction; a refusal writes nothing.
+
+    Args:
+        change: ``add`` (``{worker, note?}``), ``remove`` (``{worker}``), ``fallback``
+            (``{worker}``; ``None`` clears it) or ``list`` (``{}``).
+
+    Returns:
+        The list as it stands: ``{delegates, fallback, max: 25, filingSessionId}``.
+
+    Raises:
+        Refusal: the spec's refusals, each with its sentence: ``worker-not-on-roster``,
+            ``delegate-cannot-take-work``, ``delegate-already-listed``, ``delegates-full``,
+            ``delegate-not-listed``, ``fallback-not-a-delegate``; ``invalid-input`` for a
+            malformed tool call.
+    """
+    session = policies.lock_conversation(session)
+    conv = open_conversation(org, session, user_id)
+    delegates = list_delegates(conv)
+    listed = [d.worker for d in delegates]
+    if change == "list":
+        return delegates_answer(conv, delegates)
+    worker = data.get("worker") if isinstance(data, dict) else None
+    if change == "fallback" and worker is None and "worker" in data:
+        conv.fallback = ""
+        conv.save(update_fields=["fallback"])
+        return delegates_answer(conv, delegates)
+    if not isinstance(worker, str) or not worker.strip():
+        raise Refusal("invalid-input", "worker: the id of a worker is required.")
+    if change == "add":
+        note = data.get("note") or ""
+        if not isinstance(note, str):
+            raise Refusal("invalid-input", "note: must be text.")
+        setup = current_setup(session.flow_kind)
+        seat = reachable_seats(org.pk, session.user_id, [worker]).get(worker)
+        if seat is None:
+            raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(worker))
+        if not takes_posts(seat.kind, setup) and not takes_tasks(seat.kind):
+            raise Refusal(CANNOT_TAKE_WORK, takes_neither(worker, seat.kind))
+        if worker in listed:
+            raise Refusal(ALREADY_A_DELEGATE, already_a_delegate(worker))
+        if len(listed) >= MAX_DELEGATES:
+            raise Refusal(DELEGATES_FULL, delegates_full())
+        position = max((d.position for d in delegates), default=-1) + 1
+        Delegate.objects.create(conversation=conv, worker=worker, note=note, position=position)
+        return delegates_answer(conv)
+    if change == "remove":
+        if worker not in listed:
+            raise Refusal(NOT_A_DELEGATE, not_a_delegate(worker))
+        Delegate.objects.filter(conversation=conv, worker=worker).delete()
+        if conv.fallback == worker:  # removing the fallback clears it
+            conv.fallback = ""
+            conv.save(update_fields=["fallback"])
+        return delegates_answer(conv)
+    if change == "fallback":
+        if worker not in listed:
+            raise Refusal(FALLBACK_NOT_A_DELEGATE, fallback_not_a_delegate(worker))
+        conv.fallback = worker
+        conv.save(update_fields=["fallback"])
+        return delegates_answer(conv, delegates)
+    raise ValueError(f"unknown delegate change {change!r}")
+
+
+# ----------------------------------------------------------------------------- posts
+
+
+def do_post(ctx: ActionContext, message: str) -> dict:
+    """The ``run`` action: the person's post lands in the conversation (a user message
+    item; its id is the request's), then it is routed by the conversation's
+    ``routing:`` (spec "Choosing how it routes"). Round robin and everyone deliver in
+    this transaction; best fit holds (no call) or queues its evaluator call; judgment
+    queues the coordinator's own turn. Delegates' answers arrive later, each in a
+    request of its own.
+
+    Returns:
+        ``{"postId", "policy", "round": 0, "route": record | None}`` (``route`` is the
+        ``coordinator-route`` item when the decision was made here).
+
+    Raises:
+        Refusal: the session is another user's, or names no coordinator; the
+            coordinator was fired (``worker-not-on-roster``).
+    """
+    session = policies.lock_conversation(ctx.session)
+    ctx.session = session
+    conv = open_conversation(ctx.org, session, ctx.user_id)
+    desk = policies.make_desk(conv, ctx.request, current_setup(session.flow_kind))
+    if desk.coordinator is None:
+        raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker))
+    rounds.close_due_rounds(desk)
+    post = Post.objects.create(conversation=conv, post_id=ctx.request.request_id, author=ctx.user_id, text=message,
+                               request=ctx.request)
+    ctx.emit("", {"role": "user", "text": message, "postId": post.post_id}, type=MESSAGE)
+    handing = policies.handing_for_post(post)
+    policy = desk.policy
+    record = None
+    if policy == ROUND_ROBIN:
+        record = policies.round_robin(desk, handing)
+    elif policy == EVERYONE:
+        record = policies.everyone(desk, handing)
+    elif policy == BEST_FIT:
+        record = policies.hold(desk, handing)
+        if record is None:
+            policies.queue_job(desk, post, 0, Job.Kind.PLACE)
+    else:
+        policies.queue_job(desk, post, 0, Job.Kind.JUDGMENT)
+    rounds.check_round(desk, post, 0)
+    return {"postId": post.post_id, "policy": policy, "round": 0, "route": record.as_item() if record else None}
+
+
+# ----------------------------------------------------------------------------- reports
+
+
+def do_report(ctx: ActionContext, data: dict) -> dict:
+    """The internal ``onDelegateReport``: delivery ``deliveryId``'s turn ended
+    (``outcome`` answered, failed or cancelled). Settles the delivery if the caller's
+    claim (``ctx.extras["claim_token"]``) still holds it; then an answer lands in the
+    conversation under the delegate's worker id, once per delivery (a one-to-one row),
+    and goes back out when its round is open; a reported delivery may close its round.
+
+    Returns:
+        ``{"claimed": False}`` when the claim lapsed (nothing written), else
+        ``{"claimed": True, "outcome", "landed", "goesFurther"}``.
+    """
+    session = policies.lock_conversation(ctx.session)
+    ctx.session = session
+    conv = Conversation.objects.get(session=session)
+    conv.session = session
+    delivery = DelegatedPost.objects.select_related("post").get(pk=data["deliveryId"], conversation=conv)
+    outcome = data["outcome"]
+    status = {"answered": DelegatedPost.Status.ANSWERED, "failed": DelegatedPost.Status.FAILED,
+              "cancelled": DelegatedPost.Status.CANCELLED}[outcome]
+    desk = policies.make_desk(conv, ctx.request, current_setup(session.flow_kind))
+    claimed = DelegatedPost.objects.filter(
+        pk=delivery.pk, claim_token=ctx.extras.get("claim_token", ""), status=DelegatedPost.Status.RUNNING
+    ).update(status=status, reported=True, finished_at=desk.now, error=data.get("error"))
+    if not claimed:
+        return {"claimed": False}
+    rounds.close_due_rounds(desk)
+    post = delivery.post
+    result = {"claimed": True, "outcome": outcome, "landed": False, "goesFurther": False}
+    if status == DelegatedPost.Status.ANSWERED:
+        row = Round.objects.filter(post=post, number=delivery.round).first()
+        further = rounds.goes_further(row)
+        ctx.emit("", {"role": "assistant", "text": data["text"], "agentName": delivery.worker,
+                      "postId": post.post_id, "round": delivery.round}, type=MESSAGE)
+        answer = Answer.objects.create(delivery=delivery, conversation=conv, post=post, round=delivery.round,
+                                       worker=delivery.worker, text=data["text"], goes_further=further,
+                                       request=ctx.request)
+        result.update(landed=True, goesFurther=further)
+        if further:
+            if desk.policy == BEST_FIT:
+                policies.queue_job(desk, post, delivery.round + 1, Job.Kind.PLACE, source=answer)
+            elif desk.policy == ROUND_ROBIN:
+                policies.round_robin(desk, policies.handing_for_answer(answer))
+    rounds.check_round(desk, post, delivery.round)
+    return result
+
+
+def report(
+    *, delivery: DelegatedPost, token: str, outcome: str, text: str = "", error: Refusal | None = None,
+    parent_request: Request | None = None,
+) -> Request:
+    """Tell the conversation how ``delivery`` ended, in a request of its own on the
+    conversation's session (dispatch to ``onDelegateReport``), as holder of claim
+    ``token``. Call inside the transaction that settles the delegate's turn."""
+    payload: dict = {"deliveryId": delivery.pk, "outcome": outcome}
+    if text:
+        payload["text"] = text
+    if error is not None:
+        payload["error"] = error.as_error()
+    conv_session = delivery.conversation.session
+    return dispatch(
+        org=conv_session.organization, kind=conv_session.flow_kind, session_id=conv_session.session_id,
+        action=REPORT, payload=payload, user_id=conv_session.user_id, parent_request=parent_request,
+        extras={"claim_token": token},
+    )
+
+
+# ----------------------------------------------------------------------------- deadlines
+
+
+def do_close_round(ctx: ActionContext, data: dict) -> dict:
+    """The internal ``closeRound``: close round ``roundId`` if it is still open and its
+    deadline has passed (and anything else past due in the conversation).
+
+    Returns:
+        ``{"closed": [round ids]}``.
+    """
+    session = policies.lock_conversation(ctx.session)
+    ctx.session = session
+    conv = Conversation.objects.get(session=session)
+    conv.session = session
+    desk = policies.make_desk(conv, ctx.request, current_setup(session.flow_kind))
+    return {"closed": rounds.close_due_rounds(desk)}
+
+
+def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
+    """The deadline's scheduled check (``coordinators.tasks.close_round_at_deadline``):
+    when round ``round_id`` is still open and past its deadline, close it in a request of
+    its own on the conversation (``closeRound``). Idempotent.
+
+    Returns:
+        ``"closed"``, ``"not-due"`` or ``"not-open"``.
+    """
+    now = now or timezone.now()
+    row = Round.objects.select_related("conversation__session").filter(pk=round_id).first()
+    if row is None or row.status != Round.Status.OPEN:
+        return "not-open"
+    if row.deadline_at and row.deadline_at > now:
+        return "not-due"
+    session = row.conversation.session
+    request = dispatch(org=session.organization, kind=session.flow_kind, session_id=session.session_id,
+                       action=CLOSE_ROUND, payload={"roundId": round_id}, user_id=session.user_id)
+    closed = (request.output or {}).get("closed") or []
+    return "closed" if round_id in closed else "not-open"
+
+
+# ----------------------------------------------------------------------------- sweeping
+
+
+def max_attempts() -> int:
+    """Claims a delivery or a job gets (``WORKFORCE_DELIVERY_MAX_ATTEMPTS``, default 3)."""
+    return int(getattr(settings, "WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3))
+
+
+def do_sweep(*, now=None) -> dict:
+    """Recover what a crashed worker or a lossy broker dropped (the sweep schedule's
+    body). Idempotent; each re-enqueue is a conditional UPDATE.
+
+    - deliveries and jobs pending longer than ``Q_CLUSTER["retry"]`` seconds, or running
+      with a lapsed lease, are enqueued again (a delivery or job out of attempts is
+      settled as failed, so its round doesn't wait for it);
+    - open rounds past their deadline get their check enqueued.
+
+    Returns:
+        ``{"deliveries": [ids], "jobs": [ids], "rounds": [ids], "abandoned": [ids]}``.
+    """
+    from .delivery import do_abandon_delivery
+    from .jobs import do_abandon_job
+
+    now = now or timezone.now()
+    horizon = now - timedelta(seconds=float(settings.Q_CLUSTER.get("retry") or 60))
+    result: dict = {"deliveries": [], "jobs": [], "rounds": [], "abandoned": []}
+    for model, task, key in ((DelegatedPost, policies.DELIVER_TASK, "deliveries"), (Job, policies.JOB_TASK, "jobs")):
+        stale = model.objects.filter(status="pending", enqueued_at__lt=horizon) | model.objects.filter(
+            status="running", lease_until__lt=now, enqueued_at__lt=horizon
+        )
+        for pk, enqueued_at, attempts, status in stale.values_list("pk", "enqueued_at", "attempts", "status"):
+            if status == "running" and attempts >= max_attempts():
+                abandon = do_abandon_delivery if model is DelegatedPost else do_abandon_job
+                if abandon(pk):
+                    result["abandoned"].append(pk)
+                continue
+            if model.objects.filter(pk=pk, enqueued_at=enqueued_at).update(enqueued_at=now):
+                enqueue(task, pk)
+                result[key].append(pk)
+    for pk in Round.objects.filter(status=Round.Status.OPEN, deadline_at__lt=now).values_list("pk", flat=True):
+        enqueue(rounds.DEADLINE_TASK, pk)
+        result["rounds"].append(pk)
+    return result
+
+
+SWEEP_SCHEDULE = "coordinators-sweep"
+SWEEP_TASK = "coordinators.tasks.sweep"
+
+
+def ensure_sweep_schedule(minutes: int = 1) -> None:
+    """The django-q2 Schedule that runs ``do_sweep`` every ``minutes`` (created once;
+    what boot does)."""
+    from django_q.models import Schedule
+
+    try:
+        with transaction.atomic():
+            Schedule.objects.get_or_create(
+                name=SWEEP_SCHEDULE,
+                defaults={"func": SWEEP_TASK, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+            )
+    except IntegrityError:  # another process created it at the same moment
+        pass

@@ -1,0 +1,525 @@
+"""Routing a mailbox (spec "Routing a mailbox", "How a post finds its member", "What the
+route remembers", "The answer lands in the mailbox", "What routing can't do").
+
+A mailbox kind is *built with a route* when its ``route`` facet holds a ``MailboxRoute``
+(``configure_route("mailbox", route_by_purpose(seats, model=...))``, which the
+composition root does at boot). Then, for every line posted on a mailbox of that kind:
+
+1. **The ledger** (``RouteLedger``, the spec's ``mailboxRouteLedger``) is updated inside
+   the post's transaction, under the mailbox's row lock, whether or not the mailbox
+   declares ``routing:``: the last 20 lines, and the last client post.
+2. **A client post on a mailbox that declares** ``routing:`` gets a ``Route`` row and a
+   route task (``mailboxes.tasks.route_post``), enqueued with the post; nobody else is
+   woken for it. A seat's line (``seatAuthored``) is never routed: it goes to the kind's
+   notify block as usual, which wakes nobody for it.
+3. **The route task** (``do_route_post``) decides, once: the member still on the last
+   client post (``held``, no model call); else one evaluator call (block
+   ``mailbox-route``, question ``member``; ``evaluated``); else the fallback
+   (``fallback``, with the reason), or nobody (``failed``, with the reason). The model is
+   called outside any transaction. It records the decision (one ``mailbox-route`` item
+   and one ``route`` request on the mailbox's session) and hands the post to the chosen
+   member only, through the notify facet's ``deliver_routed`` with ``routed: true`` and
+   the recent lines.
+4. **The answer** comes back through the internal ``answer`` entry (``answer``): at most
+   one answer line per post, enforced by a unique constraint.
+
+The seats a route reads are duck-typed (``seat_id``, ``kind``, ``description``,
+``scope``, ``organization_id``, ``owner_user_id``): the mailboxes app never imports the
+seats app; the composition root hands the hired seats in.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Iterable
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from workforce.dispatch import enqueue, external_dispatcher
+from workforce.flows import registry
+from workforce.llm.evaluation import (
+    Choice,
+    EvaluationCall,
+    EvaluationError,
+    Question,
+    evaluate,
+    resolve_evaluation_model,
+)
+from workforce.models import Request, Session
+from workforce.notify import kind_hears_posts, recent_entry
+from workforce.refusals import Refusal
+from workforce.sessions import ActionContext, emit_item
+
+from .models import Line, Route, RouteLedger
+from .queries import access_mailbox_state, list_window_lines
+from .roster import current_roster
+
+logger = logging.getLogger(__name__)
+
+ROUTE_ITEM = "mailbox-route"
+ROUTE_BLOCK = "mailbox-route"
+ROUTE_QUESTION = "member"
+ROUTE_QUESTION_TEXT = "Which member should answer this post?"
+ROUTE_ACTION = "route"
+ANSWER_ACTION = "answer"
+ROUTE_TASK = "mailboxes.tasks.route_post"
+LEDGER_LINES = 20
+ROUTING_KEYS = ("fallback",)
+
+# Why the fallback took a post, or why nobody could (a mailbox-route item's ``reason``).
+NO_CHOICES = "no-choices"
+EVALUATOR_FAILED = "evaluator-failed"
+NO_CHOICE = "no-choice"
+CHOICE_NOT_OFFERED = "choice-not-offered"
+FALLBACK_UNREACHABLE = "fallback-unreachable"
+FALLBACK_CANNOT_HEAR = "fallback-cannot-hear"
+ROUTE_NOT_CONFIGURED = "route-not-configured"
+
+SCOPE_ORDER = {"own": 0, "org": 1, "shared": 2}
+
+
+# ----------------------------------------------------------------------------- seats, duck-typed
+
+
+def seat_reachable(seat: Any, *, org_id: str, user_id: str) -> bool:
+    """True when ``user_id`` in ``org_id`` can reach ``seat`` (their own, their
+    organization's, or a shared one). Seats without a ``scope`` count as shared."""
+    scope = getattr(seat, "scope", "shared") or "shared"
+    if scope == "shared":
+        return True
+    if getattr(seat, "organization_id", None) != org_id:
+        return False
+    return scope == "org" or getattr(seat, "owner_user_id", "") == user_id
+
+
+def resolve_member_seat(seats: Iterable[Any], member: str, *, org_id: str, user_id: str) -> Any | None:
+    """The seat called ``member`` that ``user_id`` in ``org_id`` reaches first: their
+    own, then the organization's, then a shared one (spec "Waking agent seats")."""
+    best = None
+    for seat in seats:
+        if seat.seat_id != member or not seat_reachable(seat, org_id=org_id, user_id=user_id):
+            continue
+        if best is None or SCOPE_ORDER.get(seat.scope, 2) < SCOPE_ORDER.get(best.scope, 2):
+            best = seat
+    return best
+
+
+# ----------------------------------------------------------------------------- the route
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """Where one client post went: ``member`` (None when nobody could take it), ``by``
+    (``held``, ``evaluated``, ``fallback``, ``failed``), and for ``fallback``/``failed``
+    the ``reason`` code and a ``detail`` sentence."""
+
+    member: str | None
+    by: str
+    reason: str = ""
+    detail: str = ""
+
+    def as_item(self, post_id: str) -> dict:
+        """The ``mailbox-route`` item's data: ``{postId, member, by, reason?, detail?}``."""
+        data: dict = {"postId": post_id, "member": self.member, "by": self.by}
+        if self.reason:
+            data["reason"] = self.reason
+            data["detail"] = self.detail
+        return data
+
+
+class MailboxRoute:
+    """A mailbox kind's route facet. Subclasses decide where a post goes (``decide``);
+    this class keeps the ledger and runs the shared procedure."""
+
+    def fallback_problem(self, member: str) -> str | None:
+        """Why ``member`` cannot be a routed mailbox's fallback (checked when the roster
+        is bound), or None. The base class knows no seats and accepts anyone."""
+        return None
+
+    def on_line(self, ctx: ActionContext, line: Line) -> bool:
+        """Called by ``do_post_line`` for every line, inside the post's transaction with
+        the mailbox's row lock held. Updates the ledger; for a client post on a mailbox
+        that declares ``routing:``, writes its Route and enqueues the route task.
+
+        Returns:
+            True when the route took the post (the notify block must not run for it).
+        """
+        recent, previous = record_line(ctx.session, line)
+        if line.seat_authored:
+            return False
+        routing = declared_routing(ctx.session.session_id)
+        if routing is None:
+            return False
+        if external_dispatcher():
+            refusal = Refusal(
+                "external-dispatcher",
+                f"post {line.line_id} was written, but no member was picked or woken: this deployment hands "
+                "dispatch to an external queue whose workers share no lease backend.",
+            )
+            _record_route_request(ctx.session, line.line_id, error=refusal.as_error(), parent=ctx.request)
+            return True
+        route = Route.objects.create(
+            session=ctx.session,
+            post=line,
+            previous=previous,
+            recent=recent,
+            fallback=routing["fallback"],
+            enqueued_at=timezone.now(),
+        )
+        enqueue(ROUTE_TASK, route.pk)
+        return True
+
+    def decide(self, route: Route) -> RouteDecision:
+        """Where ``route``'s post goes. Called outside any transaction (it may call a
+        model). Never raises for a model's failure: that is a decision too."""
+        raise NotImplementedError
+
+
+class RouteByPurpose(MailboxRoute):
+    """What ``route_by_purpose`` returns: see ``decide``."""
+
+    def __init__(self, seats: Iterable[Any] | None, model: Any):
+        self.seats = list(seats) if seats is not None else None
+        self.model = model
+
+    def fallback_problem(self, member: str) -> str | None:
+        """None when some hired seat called ``member`` can hear a post; a sentence
+        otherwise. With no seats handed in (``seats=None``) nothing can be checked."""
+        if self.seats is None:
+            return None
+        found = [s for s in self.seats if s.seat_id == member]
+        if not found:
+            return f'fallback "{member}" has no hired seat; the fallback has to be a member whose hired seat can hear a post'
+        if not any(kind_hears_posts(s.kind) for s in found):
+            kinds = ", ".join(sorted({s.kind for s in found}))
+            return (
+                f'fallback "{member}" runs on the {kinds} kind, which can\'t hear a post; the fallback has to be a '
+                "member whose hired seat can hear a post"
+            )
+        return None
+
+    def _seat(self, member: str, session: Session) -> Any | None:
+        return resolve_member_seat(self.seats or [], member, org_id=session.organization_id, user_id=session.user_id)
+
+    def held_member(self, route: Route) -> str | None:
+        """The member still on the last client post, or None (spec step 1): the post
+        before this one was routed by the evaluator or the fallback, its route is
+        recorded, and no answer to it has landed."""
+        previous = route.previous
+        if previous is None:
+            return None
+        before = Route.objects.filter(post=previous).values("member", "by", "decided_at").first()
+        if before is None or before["decided_at"] is None or not before["member"]:
+            return None
+        if before["by"] not in (Route.By.EVALUATED, Route.By.FALLBACK):
+            return None
+        if Line.objects.filter(answer_to=previous).exists():
+            return None
+        return before["member"]
+
+    def choices(self, session: Session) -> list[Choice]:
+        """The evaluator's choices (spec step 2): the members whose seat (as the
+        mailbox's principal reaches it) can hear a post and has a description, each
+        described by that description, in roster order."""
+        found = []
+        for member in access_mailbox_state(session)["members"]:
+            seat = self._seat(member, session)
+            description = (getattr(seat, "description", "") or "").strip() if seat is not None else ""
+            if seat is not None and description and kind_hears_posts(seat.kind):
+                found.append(Choice(member, description))
+        return found
+
+    def decide(self, route: Route) -> RouteDecision:
+        """The hold, then one evaluator call, then the fallback (spec "How a post finds
+        its member"). Reasons: ``no-choices`` (no member has a description; no call),
+        ``evaluator-failed`` (the call failed, including a model that can't evaluate),
+        ``no-choice`` (the evaluator answered none), ``choice-not-offered`` (it answered
+        something outside the choices); and when nobody could take it,
+        ``fallback-unreachable`` / ``fallback-cannot-hear``."""
+        session = route.session
+        held = self.held_member(route)
+        if held is not None and self._seat(held, session) is not None:
+            return RouteDecision(held, Route.By.HELD)
+        choices = self.choices(session)
+        if not choices:
+            return self.fallback(route, NO_CHOICES, "no member's seat can hear a post and has a description, so nothing was asked")
+        question = Question(ROUTE_QUESTION, ROUTE_QUESTION_TEXT, tuple(choices))
+        post = recent_entry(route.post)
+        recent = [recent_entry(entry) for entry in route.recent]
+        call = EvaluationCall(
+            block=ROUTE_BLOCK,
+            question=question,
+            state={"recent": recent, "post": post},
+            focus=post["text"],
+            context=tuple(entry["text"] for entry in recent),
+            instructions=_route_instructions(session),
+            timeout=route_timeout(),
+        )
+        try:
+            verdict = evaluate(resolve_evaluation_model(self.model, block=ROUTE_BLOCK), call)
+        except EvaluationError as exc:
+            return self.fallback(route, EVALUATOR_FAILED, f"the evaluator call failed: {exc}")
+        if verdict.choice is None:
+            return self.fallback(route, NO_CHOICE, "the evaluator answered none of the members")
+        if not question.offers(verdict.choice):
+            offered = ", ".join(question.values())
+            return self.fallback(
+                route, CHOICE_NOT_OFFERED, f'the evaluator answered "{verdict.choice}", which is not one of {offered}'
+            )
+        return RouteDecision(verdict.choice, Route.By.EVALUATED)
+
+    def fallback(self, route: Route, reason: str, detail: str) -> RouteDecision:
+        """The fallback takes the post, or nobody can: the principal reaches no seat of
+        the fallback's, or that seat can't hear a post."""
+        member = route.fallback
+        seat = self._seat(member, route.session)
+        if seat is None:
+            return RouteDecision(
+                None, Route.By.FAILED, FALLBACK_UNREACHABLE,
+                f'{detail}; and {route.session.user_id} can reach no seat of the fallback "{member}", so nobody answers',
+            )
+        if not kind_hears_posts(seat.kind):
+            return RouteDecision(
+                None, Route.By.FAILED, FALLBACK_CANNOT_HEAR,
+                f'{detail}; and the fallback "{member}" runs on the {seat.kind} kind, which can\'t hear a post',
+            )
+        return RouteDecision(member, Route.By.FALLBACK, reason, detail)
+
+
+def route_by_purpose(seats: Iterable[Any] | None, *, model: Any) -> RouteByPurpose:
+    """The route that sends each client post to the one member whose job fits it (the
+    spec's ``routeByPurpose(seats, { model })``).
+
+    Args:
+        seats: the hired seats (``seats.services.hire_workforce``; the composition root
+            passes what the notify block wakes). A seat hired later is not in the list
+            until the process boots again, and never a choice: it has no description.
+            ``None``: seats not known here (the fallback check at bind is skipped).
+        model: the evaluator: a model id the resolver knows (``embedded/lexical``,
+            ``openai/<name>``; one that can't evaluate fails every call, so every post
+            goes to the fallback), or an evaluation model object. One model per kind.
+    """
+    return RouteByPurpose(seats, model)
+
+
+def configure_route(kind: str, route: MailboxRoute | None) -> None:
+    """Build mailbox kind ``kind`` with ``route`` (its ``route`` facet; ``None`` removes
+    it). Bind the roster after this: binding reads the facet to accept ``routing:``
+    and to check each fallback against the route's seats.
+
+    Raises:
+        Refusal("flow-not-found"): no such kind.
+    """
+    registry.require(kind).facets["route"] = route
+
+
+def declared_routing(mailbox_id: str) -> dict | None:
+    """The ``routing:`` the served roster bound for ``mailbox_id`` (read from the file
+    at this start), or None when it declares none."""
+    bound = current_roster().mailbox(mailbox_id)
+    return bound.routing if bound is not None and bound.routing else None
+
+
+def route_timeout() -> float:
+    """Seconds the evaluator call may take (``WORKFORCE_ROUTE_TIMEOUT``, default
+    ``WORKFORCE_MODEL_TIMEOUT``)."""
+    return float(getattr(settings, "WORKFORCE_ROUTE_TIMEOUT", getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60)))
+
+
+def _route_instructions(session: Session) -> str:
+    state = session.state or {}
+    return (
+        f"You route posts in the mailbox {session.session_id} ({state.get('description', '')}). "
+        "Pick the member whose job fits the post; the recent lines show what the post may refer to."
+    )
+
+
+# ----------------------------------------------------------------------------- the ledger
+
+
+def ledger_entry(line: Line) -> dict:
+    """A line as the ledger keeps it: ``{id, seq, from, text}`` plus ``seatAuthored:
+    true`` on a seat's line."""
+    entry = {"id": line.line_id, "seq": line.seq, "from": line.author or line.principal, "text": line.body}
+    if line.seat_authored:
+        entry["seatAuthored"] = True
+    return entry
+
+
+def record_line(session: Session, line: Line) -> tuple[list[dict], Line | None]:
+    """Add ``line`` to ``session``'s ledger (inside the post's transaction, the
+    mailbox's row lock held).
+
+    When the mailbox has no ledger yet, or the line's seq does not follow the last one
+    recorded (lines were posted while the kind ran without a route), the ledger starts
+    from the lines still inside the history window, and the line holds nothing.
+
+    Returns:
+        ``(recent, previous)``: the ledger's lines before ``line`` (at most 20) and the
+        last client post before it (None after a fresh start).
+    """
+    ledger = RouteLedger.objects.filter(session=session).first()
+    if ledger is None or ledger.last_seq != line.seq - 1:
+        earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
+        lines = [ledger_entry(entry) for entry in earlier[-LEDGER_LINES:]]
+        previous = None
+        ledger = ledger or RouteLedger(session=session)
+    else:
+        lines = list(ledger.lines)
+        previous = ledger.last_post
+    recent = lines[-LEDGER_LINES:]
+    ledger.lines = (recent + [ledger_entry(line)])[-LEDGER_LINES:]
+    ledger.last_seq = line.seq
+    if not line.seat_authored:
+        ledger.last_post = line
+    ledger.save()
+    return recent, previous
+
+
+def read_route_ledger(session: Session) -> dict | None:
+    """The mailbox's ``mailboxRouteLedger``: ``{"lines": [...], "lastPost": {"id",
+    "member", "by"} | None}``, or None when it keeps none (a kind without a route)."""
+    ledger = RouteLedger.objects.filter(session=session).select_related("last_post").first()
+    if ledger is None:
+        return None
+    last = None
+    if ledger.last_post is not None:
+        route = Route.objects.filter(post=ledger.last_post).values("member", "by").first()
+        last = {"id": ledger.last_post.line_id, "member": route["member"] if route else None,
+                "by": (route["by"] or None) if route else None}
+    return {"lines": list(ledger.lines), "lastPost": last}
+
+
+# ----------------------------------------------------------------------------- deciding
+
+
+def do_route_post(route_id: int) -> str:
+    """Decide route ``route_id`` once and hand its post to the chosen member (the route
+    task's body). Never raises.
+
+    The decision is made outside any transaction (the evaluator may be slow), then
+    recorded with a conditional UPDATE: a redelivered task, or two at once, record it
+    once, so each client post leaves exactly one ``mailbox-route`` item and one
+    ``route`` request on the mailbox's session. The chosen member (only it) is then
+    handed the post through the kind's notify facet (``deliver_routed``), in the same
+    transaction.
+
+    Returns:
+        ``"held"``, ``"evaluated"``, ``"fallback"``, ``"failed"`` or ``"not-claimed"``.
+    """
+    route = Route.objects.select_related("session", "post", "previous").filter(pk=route_id).first()
+    if route is None or route.decided_at is not None:
+        return "not-claimed"
+    started = timezone.now()
+    flow = registry.get(route.session.flow_kind)
+    router = flow.facets.get("route") if flow is not None else None
+    if not isinstance(router, MailboxRoute):
+        decision = RouteDecision(None, Route.By.FAILED, ROUTE_NOT_CONFIGURED, "this process runs the mailbox kind without a route")
+    else:
+        try:
+            decision = router.decide(route)
+        except Exception as exc:  # a bug must not lose the post: nobody takes it, and it says why
+            logger.exception("routing post %s failed", route.post.line_id)
+            decision = RouteDecision(None, Route.By.FAILED, "internal-error", f"{type(exc).__name__}: {exc}")
+    return _record_decision(route, decision, started, flow)
+
+
+def _record_decision(route: Route, decision: RouteDecision, started, flow) -> str:
+    session = route.session
+    with transaction.atomic():
+        now = timezone.now()
+        claimed = Route.objects.filter(pk=route.pk, decided_at__isnull=True).update(
+            member=decision.member, by=decision.by, reason=decision.reason, detail=decision.detail, decided_at=now
+        )
+        if not claimed:
+            return "not-claimed"
+        output = decision.as_item(route.post.line_id)
+        request = _record_route_request(session, route.post.line_id, output=output, started=started)
+        emit_item(session, ROUTE_ITEM, output, request=request)
+        delivered = "none"
+        notify = flow.facets.get("notify") if flow is not None else None
+        if decision.member and notify is not None and hasattr(notify, "deliver_routed"):
+            ctx = ActionContext(org=session.organization, session=session, request=request, user_id=session.user_id, flow=flow)
+            recent = [recent_entry(entry) for entry in route.recent]
+            delivered = notify.deliver_routed(ctx, route.post, decision.member, recent) or "none"
+        request.output = {**output, "delivery": delivered}
+        request.save(update_fields=["output"])
+        Route.objects.filter(pk=route.pk).update(request=request, delivery=delivered)
+    return decision.by
+
+
+def _record_route_request(session: Session, post_id: str, *, output=None, error=None, started=None, parent=None) -> Request:
+    now = timezone.now()
+    return Request.objects.create(
+        organization_id=session.organization_id,
+        session=session,
+        action=ROUTE_ACTION,
+        internal=True,
+        user_id=session.user_id,
+        input={"postId": post_id},
+        status=Request.Status.FAILED if error else Request.Status.COMPLETED,
+        output=output,
+        error=error,
+        parent_request=parent,
+        started_at=started or now,
+        finished_at=now,
+    )
+
+
+def do_sweep_routes(*, now=None) -> list[int]:
+    """Enqueue again every route still undecided ``Q_CLUSTER["retry"]`` seconds after it
+    was enqueued (a lossy broker or a crashed worker dropped its task). Idempotent:
+    each re-enqueue is a conditional UPDATE. Returns the route ids enqueued."""
+    now = now or timezone.now()
+    horizon = now - timedelta(seconds=float(settings.Q_CLUSTER.get("retry") or 60))
+    requeued = []
+    for pk, enqueued_at in Route.objects.filter(decided_at__isnull=True, enqueued_at__lt=horizon).values_list("pk", "enqueued_at"):
+        if Route.objects.filter(pk=pk, enqueued_at=enqueued_at, decided_at__isnull=True).update(enqueued_at=now):
+            enqueue(ROUTE_TASK, pk)
+            requeued.append(pk)
+    return requeued
+
+
+# ----------------------------------------------------------------------------- the answer
+
+
+def do_answer_post(ctx: ActionContext, *, post_id: str, body: str, author: str) -> dict:
+    """Land a routed member's answer to ``post_id`` as its line (the mailbox's internal
+    ``answer`` entry; spec "The answer lands in the mailbox").
+
+    The line is the seat's (``seatAuthored: true``, author = the seat id, checked
+    against the members like a post's) and names the post it answers. A post gets at
+    most one answer line: once one landed, any other lands nothing, even one sent at
+    the same moment (the mailbox's row lock, and a unique constraint behind it).
+
+    Returns:
+        ``{"landed": true, "postId", "line": {...}}``, or ``{"landed": false, "postId",
+        "answerId"}`` when the post was already answered.
+
+    Raises:
+        Refusal("post-not-found"): ``post_id`` is not a client post of this mailbox.
+        Refusal("author-not-a-member" | "mailbox-not-bound" | ...): as ``post`` refuses;
+            nothing is written and the post's one answer line is not used up.
+    """
+    from .services import do_post_line
+
+    session = ctx.lock_session()
+    access_mailbox_state(session)
+    post = Line.objects.filter(session=session, line_id=post_id).first()
+    if post is None or post.seat_authored:
+        raise Refusal("post-not-found", f'"{post_id}" is not a client post of {session.session_id}.')
+    existing = Line.objects.filter(answer_to=post).values_list("line_id", flat=True).first()
+    if existing:
+        return {"landed": False, "postId": post_id, "answerId": existing}
+    try:
+        with transaction.atomic():
+            line = do_post_line(ctx, body=body, author=author, seat_authored=True, answer_to=post)
+    except IntegrityError:
+        existing = Line.objects.filter(answer_to=post).values_list("line_id", flat=True).first()
+        if existing is None:
+            raise
+        return {"landed": False, "postId": post_id, "answerId": existing}
+    return {"landed": True, "postId": post_id, "line": line.as_wire()}

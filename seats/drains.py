@@ -1,0 +1,427 @@
+"""Boards drained by seats on the task cluster (spec "Working the rows"; issue 5, item 4).
+
+At hire (``configure_board_drains``, called by the composition root) the hired seats'
+``drains:`` become the process's board drains (``boards.drains.set_board_drains``), the
+mailbox kind's ``on_task_filed`` facet is set, and the board warnings are logged: a
+seat's drain naming a board no mailbox holds, a seat holding the task tools of such a
+board, and a held board no hired seat drains. Nothing is refused.
+
+A drain runs on the cluster as ``seats.tasks.drain_board_as_seat(org_id, board_id,
+seat_id, worker_key)``:
+
+1. enqueued once per seat draining the board when a row is filed (``fileTask``, or a
+   seat's ``addTask_…``), and by the periodic sweep (``do_sweep_board_drains``) for rows
+   nothing picked up: a dropped task, a lapsed lease, a row whose deps just completed;
+2. ``do_seat_drain`` runs ``boards.tasks.drain_board`` with ``max_rows=1`` and the
+   runner ``run_board_row``, so each task runs one row's turn, well inside the cluster's
+   ``timeout``; while it claimed a row it enqueues itself again;
+3. the claim decides who works a row (exactly one claimer wins), so redelivered or
+   duplicate drains are harmless; a row whose turn a crash cut short is claimed again
+   once its lease (the cluster's ``timeout`` plus a margin) lapses.
+
+The row's turn runs outside any transaction in the seat's board session, ``run`` on the
+row (``<ledger id>:<seat id>``, a child of the mailbox's session): one ``runTask``
+request per claim, with the turn text as a user message and the reply as an assistant
+message. The reply becomes the row's ``output`` and completes it; a failed turn fails
+the row (pending again while attempts remain, else errored).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from datetime import timedelta
+from typing import Any, Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from boards.drains import (
+    BoardDrain,
+    BoardWarning,
+    current_board_drains,
+    set_board_drains,
+    unattended_board_warnings,
+    unknown_drain_warnings,
+)
+from boards.models import BoardTask, TaskStatus
+from boards.naming import split_board_id
+from workforce.dispatch import enqueue
+from workforce.flows import registry
+from workforce.models import Organization, Request, Session
+from workforce.refusals import Refusal
+from workforce.sessions import emit_item
+from workforce.tools import ToolContext
+
+from .boards import BOARD_ROW_TURN_FACET, default_worker_key, seat_boards
+from .models import Seat
+from .queries import access_seat
+from .services import agent_tools, lease_seconds
+from .turn import run_turn
+
+logger = logging.getLogger(__name__)
+
+SEAT_DRAIN_TASK = "seats.tasks.drain_board_as_seat"
+ROW_RUNNER = "seats.drains.run_board_row"
+RUN_TASK_ACTION = "runTask"
+ON_TASK_FILED_FACET = "on_task_filed"
+RUN_ID_MAX = 200  # BoardTask.run
+
+_lock = threading.Lock()
+_warnings: tuple[BoardWarning, ...] = ()
+
+
+# ----------------------------------------------------------------------------- hiring
+
+
+def seat_board_drains(seats: Iterable[Seat]) -> list[BoardDrain]:
+    """The board drains the hired ``seats`` declare, one per (seat, board), in seat order:
+    ``BoardDrain(seat_id, board_id, (worker key,))``. Only shared seats count (the tree's
+    workers, which ``serve`` hires); a seat id hired twice gives its drains once."""
+    drains: list[BoardDrain] = []
+    seen: set[tuple[str, str]] = set()
+    for seat in seats:
+        if seat.scope != Seat.Scope.SHARED:
+            continue
+        for board_id, worker in seat_boards(seat.config).drains:
+            if (seat.seat_id, board_id) in seen:
+                continue
+            seen.add((seat.seat_id, board_id))
+            drains.append(BoardDrain(seat.seat_id, board_id, (worker or default_worker_key(seat.seat_id),)))
+    return drains
+
+
+def unknown_board_tools_warnings(seats: Iterable[Seat], held_board_ids: Iterable[str]) -> list[BoardWarning]:
+    """One ``unknown-board-tools`` warning per board a hired seat holds the task tools of
+    (``boardTools:``) that no mailbox holds, naming the mailbox and the board."""
+    held = set(held_board_ids)
+    by_mailbox: dict[str, list[str]] = {}
+    for board_id in held:
+        mailbox_id, board = split_board_id(board_id)
+        by_mailbox.setdefault(mailbox_id, []).append(board)
+    pairs = sorted({(b, s.seat_id) for s in seats if s.scope == Seat.Scope.SHARED for b in seat_boards(s.config).tool_boards})
+    warnings = []
+    for board_id, seat_id in pairs:
+        if board_id in held:
+            continue
+        mailbox_id, board = split_board_id(board_id)
+        holds = sorted(by_mailbox.get(mailbox_id, []))
+        what = (f"mailbox {mailbox_id} holds {', '.join(holds)}, not \"{board}\"" if holds
+                else f"no mailbox {mailbox_id} holds a board \"{board}\"")
+        warnings.append(BoardWarning(
+            code="unknown-board-tools", mailbox_id=mailbox_id, board=board, board_id=board_id, seat_id=seat_id,
+            message=(f"seat {seat_id} holds the task tools of board {board_id}, which no mailbox holds: {what}. "
+                     "Its tools write to a second, empty ledger; fix the mailbox id or board name it names."),
+        ))
+    return warnings
+
+
+def configure_board_drains(mailbox_kind: str, seats: Iterable[Seat], held_board_ids: Iterable[str]) -> list[BoardWarning]:
+    """Wire boards drained by the hired seats into this process (called at boot, after
+    hiring and binding).
+
+    Records the seats' drains (``set_board_drains``: the task tools read each board's
+    worker keys from it), sets mailbox kind ``mailbox_kind``'s ``on_task_filed`` facet to
+    ``on_task_filed``, and logs (``logger.warning``) and keeps the board warnings, which
+    ``board_warnings()`` returns (``serve`` prints them).
+
+    Args:
+        seats: the hired seats (non-shared ones are passed over).
+        held_board_ids: the ledger ids the bound mailboxes hold.
+
+    Returns:
+        The warnings, in order: drains of a board no mailbox holds
+        (``unknown-board-drain``), task tools of such a board (``unknown-board-tools``),
+        held boards no hired seat drains (``unattended-board``). Nothing is refused.
+    """
+    global _warnings
+    seats = list(seats)
+    held = list(held_board_ids)
+    drains = seat_board_drains(seats)
+    set_board_drains(drains)
+    registry.require(mailbox_kind).facets[ON_TASK_FILED_FACET] = on_task_filed
+    warnings = (
+        unknown_drain_warnings(drains, held)
+        + unknown_board_tools_warnings(seats, held)
+        + unattended_board_warnings(held, [d.board_id for d in drains])
+    )
+    for warning in warnings:
+        logger.warning("%s", warning.message)
+    with _lock:
+        _warnings = tuple(warnings)
+    return warnings
+
+
+def board_warnings() -> list[BoardWarning]:
+    """The board warnings of this process's last ``configure_board_drains``."""
+    return list(_warnings)
+
+
+# ----------------------------------------------------------------------------- waking drains
+
+
+def on_task_filed(ctx, board_id: str, task: BoardTask) -> list[BoardDrain]:
+    """The mailbox kind's ``on_task_filed`` facet: ``fileTask`` calls it inside its
+    transaction after filing ``task`` on ``board_id``; wakes the board's drains."""
+    return wake_board_drains(ctx.org, board_id, assignee=task.assignee)
+
+
+def wake_board_drains(org: Organization, board_id: str, *, assignee: str | None = None) -> list[BoardDrain]:
+    """Enqueue one ``drain_board_as_seat`` per hired seat draining ``board_id`` that could
+    claim a row assigned to ``assignee`` (every drain for an unassigned row; those whose
+    worker key is the assignee otherwise). Inside a transaction the tasks go with its
+    commit (``workforce.dispatch.enqueue``). Returns the drains woken."""
+    woken = []
+    for drain in current_board_drains():
+        if drain.board_id != board_id:
+            continue
+        for key in drain.worker_keys or (None,):
+            if assignee is None or key is None or key == assignee:
+                enqueue(SEAT_DRAIN_TASK, org.pk, board_id, drain.seat_id, key)
+                woken.append(drain)
+    return woken
+
+
+def sweep_grace_seconds() -> float:
+    """A pending row the sweep wakes a drain for has waited this long since its last
+    change (``WORKFORCE_SWEEP_SECONDS``): a fresher one has a drain on its way."""
+    return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
+
+
+def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]:
+    """Wake drains for rows nothing picked up: a task the broker dropped, a row whose
+    lease lapsed (its worker died), a row whose deps completed or that was unblocked,
+    added by a board action. Idempotent; safe from several processes (claims decide).
+
+    For each hired drain and each organization with a row on its board that is pending
+    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, one
+    drain is enqueued when the board has a row that drain can claim and none of its rows
+    is in progress under a live claim of that seat (its chain is running).
+
+    Returns:
+        ``(org id, board id, seat id, worker key)`` per drain enqueued.
+    """
+    now = now or timezone.now()
+    drains = current_board_drains()
+    if not drains:
+        return []
+    from boards.queries import claimable_tasks
+
+    grace = now - timedelta(seconds=sweep_grace_seconds())
+    waiting = (
+        BoardTask.objects.filter(board_id__in={d.board_id for d in drains})
+        .filter(Q(status=TaskStatus.PENDING, updated_at__lt=grace) | Q(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now))
+        .order_by()
+        .values_list("organization_id", "board_id")
+        .distinct()
+    )
+    woken = []
+    for org_id, board_id in sorted(waiting):
+        org = Organization(pk=org_id)
+        for drain in drains:
+            if drain.board_id != board_id:
+                continue
+            live = BoardTask.objects.filter(
+                organization_id=org_id, board_id=board_id, status=TaskStatus.IN_PROGRESS,
+                run=board_run_id(board_id, drain.seat_id), lease_expires_at__gte=now,
+            )
+            if live.exists():
+                continue
+            for key in drain.worker_keys or (None,):
+                if claimable_tasks(org, board_id, now=now, worker_key=key).exists():
+                    enqueue(SEAT_DRAIN_TASK, org_id, board_id, drain.seat_id, key)
+                    woken.append((org_id, board_id, drain.seat_id, key))
+    return woken
+
+
+# ----------------------------------------------------------------------------- the drain
+
+
+def board_run_id(board_id: str, seat_id: str) -> str:
+    """The id of ``seat_id``'s board session on ``board_id``, which claimed rows carry as
+    ``run``: ``<ledger id>:<seat id>`` (``support.desk.escalations:support.lead``), or,
+    past 200 characters, ``run_`` and a digest of it. A ledger id has two dots and a
+    mailbox id one, so it never collides with a mailbox conversation."""
+    run = f"{board_id}:{seat_id}"
+    if len(run) <= RUN_ID_MAX:
+        return run
+    return f"run_{hashlib.sha256(run.encode()).hexdigest()[:32]}"
+
+
+def ensure_board_session(org: Organization, board_id: str, seat: Seat, *, user_id: str) -> Session:
+    """``seat``'s board session on ``board_id`` (``board_run_id``): created on its first
+    drain, owned by ``user_id`` (the board's mailbox's principal), a child of that
+    mailbox's session when it is open; its state names the seat and the board.
+
+    Raises:
+        Refusal("session-not-addressable"): the id is held by another kind's session or
+            another seat's.
+    """
+    mailbox_id, _ = split_board_id(board_id)
+    parent = Session.objects.filter(organization=org, session_id=mailbox_id).first()
+    with transaction.atomic():
+        session, _ = Session.objects.get_or_create(
+            organization=org,
+            session_id=board_run_id(board_id, seat.seat_id),
+            defaults={"flow_kind": seat.kind, "user_id": user_id, "parent": parent,
+                      "state": {"seat": seat.seat_id, "boardId": board_id}},
+        )
+    state = session.state or {}
+    if session.flow_kind != seat.kind or state.get("seat") != seat.seat_id or state.get("boardId") != board_id:
+        raise Refusal(
+            "session-not-addressable",
+            f'"{session.session_id}" is not {seat.seat_id}\'s session on board {board_id}.',
+        )
+    return session
+
+
+def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> dict:
+    """One step of ``seat_id``'s drain of ``board_id`` in ``org_id`` (the
+    ``drain_board_as_seat`` task's body): claim at most one row and run it as the seat's
+    turn (``boards.tasks.drain_board`` with ``run_board_row``, ``max_rows=1``, a lease
+    of ``seats.services.lease_seconds()``), then, when it claimed one, enqueue the next
+    step. Never raises for a row's failure (the row is failed).
+
+    Returns:
+        The drain report (``{boardId, run, claimed, completed, retried, errored, parked,
+        lost, taskIds}``) with ``seat``; or ``{boardId, seat, skipped: <reason>}`` when
+        the seat can't be reached in the organization or its kind can't run a row (the
+        rows stay pending).
+    """
+    from boards.tasks import drain_board
+
+    org = Organization.objects.get(pk=org_id)
+    mailbox_id, _ = split_board_id(board_id)
+    principal = Session.objects.filter(organization=org, session_id=mailbox_id).values_list("user_id", flat=True).first()
+    try:
+        seat = access_seat(org, principal or "", seat_id)
+        flow = registry.require(seat.kind)
+        if not callable(flow.facets.get(BOARD_ROW_TURN_FACET)):
+            raise Refusal("cannot-drain", f"the {seat.kind} kind can't run a board's rows")
+        session = ensure_board_session(org, board_id, seat, user_id=principal or seat_id)
+    except Refusal as refusal:
+        logger.warning("board %s: %s does not drain it in %s: %s", board_id, seat_id, org_id, refusal.message)
+        return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
+    report = drain_board(
+        org_id, board_id, worker_key, ROW_RUNNER, run=session.session_id, lease_seconds=lease_seconds(), max_rows=1,
+    )
+    if report["claimed"]:
+        enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+    return {**report, "seat": seat_id}
+
+
+class TurnFailed(Exception):
+    """A seat's turn on a row failed; the message is the turn's refusal
+    (``model-error: …``), so the row's error reads ``TurnFailed: model-error: …``."""
+
+
+def run_board_row(task: BoardTask) -> Any:
+    """The drain's runner (``boards.tasks.drain_board``'s ``runner``): run the claimed
+    ``task`` as the turn of the seat whose board session ``task.run`` names, through its
+    kind's ``board_row_turn`` facet. Returns the row's output.
+
+    Raises:
+        TurnFailed: the seat can't be reached or its turn failed (the row is failed).
+    """
+    session = Session.objects.select_related("organization").filter(
+        organization_id=task.organization_id, session_id=task.run
+    ).first()
+    if session is None or not (session.state or {}).get("seat"):
+        raise TurnFailed(f'session-not-found: no seat\'s board session "{task.run}"')
+    try:
+        seat = access_seat(session.organization, session.user_id, session.state["seat"])
+    except Refusal as refusal:
+        raise TurnFailed(refusal.message) from None
+    turn = registry.require(seat.kind).facets.get(BOARD_ROW_TURN_FACET)
+    if not callable(turn):
+        raise TurnFailed(f"cannot-drain: the {seat.kind} kind can't run a board's rows")
+    return turn(task=task, seat=seat, session=session)
+
+
+def row_turn_text(task: BoardTask) -> str:
+    """The turn a seat runs on a row: a first line naming the row, its board and the
+    attempt, then ``Title:``, ``Goal:``, ``Context:`` and ``Input:`` (JSON) lines for what
+    the row carries, then what the reply is for::
+
+        Task task_… on board support.desk.escalations (attempt 1 of 3).
+        Title: Refund over the limit
+        Goal: Decide on the refund.
+        Input: {"amount": 120}
+        Your reply is the task's output.
+    """
+    lines = [f"Task {task.task_id} on board {task.board_id} (attempt {task.attempts} of {task.max_attempts})."]
+    if task.title:
+        lines.append(f"Title: {task.title}")
+    lines.append(f"Goal: {task.goal}")
+    if task.context:
+        lines.append(f"Context: {task.context}")
+    if task.input is not None:
+        lines.append(f"Input: {json.dumps(task.input, sort_keys=True, ensure_ascii=False)}")
+    lines.append("Your reply is the task's output.")
+    return "\n".join(lines)
+
+
+MESSAGE = "message"
+TOOL_CALL = "tool-call"
+
+
+def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str:
+    """The built-in agent kind's ``board_row_turn``: run ``task`` as ``seat``'s turn, with
+    the model outside any transaction, and return the reply (the row's output).
+
+    Records a ``runTask`` request on the seat's board ``session`` (input ``{taskId,
+    boardId, attempt}``) with the turn text as a user message; a ``runTask`` of the same
+    row left running by a crashed worker is marked aborted first. The model sees the
+    seat's instructions and the turn text only (each row is its own turn) and is offered
+    ``agent_tools(seat)``: its ``tools:`` and every board's task tools it holds. Tool
+    posts are dispatched with keys derived from the row, so a turn run again hands each
+    post over once. The request ends completed (``{taskId, reply, toolCalls}``) or failed.
+
+    Raises:
+        TurnFailed: the turn failed (``model-error``, ``turn-timeout``, ...).
+    """
+    text = row_turn_text(task)
+    now = timezone.now()
+    with transaction.atomic():
+        Request.objects.filter(
+            session=session, action=RUN_TASK_ACTION, status=Request.Status.RUNNING, input__taskId=task.task_id
+        ).update(
+            status=Request.Status.ABORTED, finished_at=now,
+            error=Refusal("aborted", "the task running this row stopped before it finished; the row was claimed again.").as_error(),
+        )
+        request = Request.objects.create(
+            organization_id=task.organization_id, session=session, action=RUN_TASK_ACTION, internal=True,
+            user_id=session.user_id, input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
+            status=Request.Status.RUNNING, started_at=now,
+        )
+        emit_item(session, "", {"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
+                  type=MESSAGE, request=request)
+    tool_ctx = ToolContext(
+        org=session.organization, seat_id=seat.seat_id, session=session, request=request,
+        extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
+    )
+
+    def record(call: dict) -> None:
+        with transaction.atomic():
+            emit_item(session, TOOL_CALL, call, type="component", request=request)
+
+    result = run_turn(seat=seat, text=text, history=[], tools=agent_tools(seat), tool_ctx=tool_ctx, on_tool_call=record)
+    with transaction.atomic():
+        request.finished_at = timezone.now()
+        if result.error is None:
+            if result.reply:
+                emit_item(session, "", {"role": "assistant", "text": result.reply, "agentName": seat.seat_id,
+                                        "taskId": task.task_id}, type=MESSAGE, request=request)
+            request.status = Request.Status.COMPLETED
+            request.output = {"taskId": task.task_id, "reply": result.reply,
+                              "toolCalls": [c["name"] for c in result.tool_calls]}
+        else:
+            request.status = Request.Status.FAILED
+            request.error = result.error.as_error()
+        request.save(update_fields=["status", "output", "error", "finished_at"])
+    if result.error is not None:
+        raise TurnFailed(result.error.message)
+    return result.reply

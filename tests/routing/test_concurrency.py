@@ -1,0 +1,95 @@
+"""One answer line per post, even for answers sent at the same moment (spec "The answer
+lands in the mailbox"; design.md §3). Real threads on PostgreSQL: SQLite serializes
+every writer and has no row locks to test (pitfalls.md)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from mailboxes.models import Line
+from mailboxes.routing import configure_route
+from workforce.models import Request, Session
+from workforce.sessions import ActionContext, do_run_action
+from workforce.dispatch import dispatch
+
+from .conftest import DESK, DEVICES, MEMBER, OWNER
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+N = 8
+
+
+@pytest.fixture
+def a_post(routed, org):
+    """An opened routed desk and one client post on it, with nothing run for it (the
+    kind is built without a route and without a notify block here, so only the answer
+    entry is exercised)."""
+    routed()
+    configure_route("mailbox", None)
+    from seats.services import configure_notify
+
+    configure_notify("mailbox", None)
+    request = do_run_action(org=org, kind="mailbox", session_id=DESK, action="post",
+                            input={"body": "my printer is jammed"}, user_id=MEMBER)
+    assert request.status == "completed"
+    return Line.objects.get(body="my printer is jammed")
+
+
+def _answer_from_threads(org, post_id: str, n: int, monkeypatch, *, lock: bool) -> list[Request]:
+    barrier = threading.Barrier(n)
+    original = ActionContext.lock_session
+    local = threading.local()
+
+    def lock_session(self):
+        if not getattr(local, "waited", False):  # every answer reaches its first lock at the same moment
+            local.waited = True
+            barrier.wait(timeout=30)
+        if lock:
+            return original(self)
+        self.session = Session.objects.get(pk=self.session.pk)
+        return self.session
+
+    monkeypatch.setattr(ActionContext, "lock_session", lock_session)
+    results: list[Request] = []
+    errors: list[BaseException] = []
+
+    def send(i: int) -> None:
+        try:
+            results.append(dispatch(org=org, kind="mailbox", session_id=DESK, action="answer",
+                                    payload={"postId": post_id, "body": f"answer {i}", "author": DEVICES},
+                                    user_id=OWNER))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    return results
+
+
+def test_several_answers_to_one_post_at_once_land_one_line(a_post, org, monkeypatch):
+    results = _answer_from_threads(org, a_post.line_id, N, monkeypatch, lock=True)
+    assert [r.status for r in results] == ["completed"] * N
+    assert sorted(r.output["landed"] for r in results) == [False] * (N - 1) + [True]
+    answers = Line.objects.filter(answer_to=a_post)
+    assert answers.count() == 1
+    winner = next(r for r in results if r.output["landed"])
+    assert answers.get().line_id == winner.output["line"]["id"]
+    assert all(r.output["answerId"] == winner.output["line"]["id"] for r in results if not r.output["landed"])
+    assert list(Line.objects.filter(session__session_id=DESK).values_list("seq", flat=True).order_by("seq")) == [1, 2]
+
+
+def test_control_without_the_lock_the_database_still_lets_one_answer_land(a_post, org, monkeypatch):
+    """The same answers with the row lock taken out: every answer passes the "already
+    answered?" check, and the unique constraint on the answered post is what stops all
+    but one."""
+    results = _answer_from_threads(org, a_post.line_id, N, monkeypatch, lock=False)
+    assert Line.objects.filter(answer_to=a_post).count() == 1
+    assert sum(1 for r in results if r.status == "completed" and r.output["landed"]) == 1

@@ -1,0 +1,50 @@
+"""The routed fan-out does not grow with the roster (design.md §8: fan-out paths assert
+their query count)."""
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from mailboxes.models import Route
+from mailboxes.routing import do_route_post
+from workforce.sessions import do_run_action
+from workforce.testing import mock_evaluation_model
+
+from .conftest import DESK, MEMBER, desk_md, worker_md
+
+
+# A routed post: the post's own queries, the ledger (read, write), the Route row and its
+# task. Its decision: read the route, the hold check, the decision's conditional UPDATE,
+# the route request and item, the one delivery and its task.
+EXPECTED_POST, EXPECTED_DECIDE = 18, 12
+
+
+def big_desk(n: int) -> dict[str, str]:
+    names = [f"w{i}" for i in range(n)]
+    files = {"teams/support/mailboxes/desk/MAILBOX.md": desk_md(members=[f"support.{m}" for m in names],
+                                                                routing="{fallback: support.w0}")}
+    files.update({f"teams/support/workers/{m}/WORKER.md": worker_md(f"Questions about topic {m}.", model="embedded/echo")
+                  for m in names})
+    return files
+
+
+def counts(routed, org, django_capture_on_commit_callbacks, n: int) -> tuple[int, int]:
+    routed(big_desk(n), route=mock_evaluation_model(answers={"member": "support.w1"}))
+    with django_capture_on_commit_callbacks(execute=False):
+        with CaptureQueriesContext(connection) as posting:
+            do_run_action(org=org, kind="mailbox", session_id=DESK, action="post", input={"body": "hi"}, user_id=MEMBER)
+    with django_capture_on_commit_callbacks(execute=False):
+        with CaptureQueriesContext(connection) as deciding:
+            assert do_route_post(Route.objects.get().pk) == "evaluated"
+    return len(posting), len(deciding)
+
+
+def test_a_routed_post_and_its_decision_cost_the_same_for_3_or_30_members(routed, org, django_capture_on_commit_callbacks):
+    small = counts(routed, org, django_capture_on_commit_callbacks, 3)
+    from mailboxes.models import Line
+    from workforce.models import Session
+
+    Session.objects.filter(session_id=DESK).delete()
+    Line.objects.all().delete()
+    big = counts(routed, org, django_capture_on_commit_callbacks, 30)
+    assert small == big == (EXPECTED_POST, EXPECTED_DECIDE), (small, big)
