@@ -32,7 +32,7 @@ from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, re
 from workforce.flows import registry
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext
+from workforce.sessions import ActionContext, do_record_request
 
 from .config import current_setup, takes_posts
 from .constants import cannot_take_post, no_worker_on_roster
@@ -175,10 +175,8 @@ def _run(delivery: DelegatedPost, token: str) -> str:
     action = flow.internal_actions[DELEGATED_POST_ENTRY]
     payload = {"message": delivery.message}
     with transaction.atomic():
-        request = Request.objects.create(
-            organization_id=conv_session.organization_id, session=session, action=DELEGATED_POST_ENTRY, internal=True,
-            user_id=conv_session.user_id, input=payload, status=Request.Status.RUNNING, started_at=timezone.now(),
-        )
+        request = do_record_request(session, action=DELEGATED_POST_ENTRY, input=payload, user_id=conv_session.user_id,
+                                    running=True)
         if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token).update(
             turn_request=request, delegate_session=session
         ):

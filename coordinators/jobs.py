@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from workforce.models import Request
+from workforce.sessions import do_record_request
 
 from . import policies, rounds
 from .config import current_setup
@@ -134,13 +135,9 @@ def _record(job: Job, token: str, pick, outcome: TurnOutcome | None) -> str:
 
 
 def _route_request(conv: Conversation, job: Job) -> Request:
-    now = timezone.now()
     session = conv.session
-    return Request.objects.create(
-        organization_id=session.organization_id, session=session, action=ROUTE_ACTION, internal=True,
-        user_id=session.user_id, input={"postId": job.post.post_id, "round": job.round},
-        status=Request.Status.COMPLETED, started_at=job.created_at, finished_at=now,
-    )
+    return do_record_request(session, action=ROUTE_ACTION, input={"postId": job.post.post_id, "round": job.round},
+                             user_id=session.user_id, started_at=job.created_at)
 
 
 def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], best_fit: bool) -> Record:

@@ -17,13 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.utils import timezone
 
 from seats.models import Seat
 from seats.turn import offered_tools, run_turn
 from workforce.models import Request
 from workforce.refusals import Refusal
-from workforce.sessions import emit_item
+from workforce.sessions import do_record_request, emit_item
 from workforce.tools import Tool, ToolContext
 
 from .config import CoordinatorSetup
@@ -85,11 +84,8 @@ def run_own_turn(
     exists (a job notes it, so a claim taken over later can abort it). Never raises for
     a failed turn."""
     session = conv.session
-    request = Request.objects.create(
-        organization_id=session.organization_id, session=session, action=JUDGMENT_ACTION, internal=True,
-        user_id=session.user_id, input={"postId": post.post_id, "round": number},
-        status=Request.Status.RUNNING, started_at=timezone.now(),
-    )
+    request = do_record_request(session, action=JUDGMENT_ACTION, input={"postId": post.post_id, "round": number},
+                                user_id=session.user_id, running=True)
     outcome = TurnOutcome(request=request)
     if on_started is not None:
         on_started(request)

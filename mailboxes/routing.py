@@ -51,7 +51,7 @@ from workforce.llm.evaluation import (
 from workforce.models import Request, Session
 from workforce.notify import kind_hears_posts, recent_entry
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, emit_item
+from workforce.sessions import ActionContext, do_record_request, emit_item
 
 from .models import Line, Route, RouteLedger
 from .queries import access_mailbox_state, list_window_lines
@@ -452,20 +452,9 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
 
 
 def _record_route_request(session: Session, post_id: str, *, output=None, error=None, started=None, parent=None) -> Request:
-    now = timezone.now()
-    return Request.objects.create(
-        organization_id=session.organization_id,
-        session=session,
-        action=ROUTE_ACTION,
-        internal=True,
-        user_id=session.user_id,
-        input={"postId": post_id},
-        status=Request.Status.FAILED if error else Request.Status.COMPLETED,
-        output=output,
-        error=error,
-        parent_request=parent,
-        started_at=started or now,
-        finished_at=now,
+    return do_record_request(
+        session, action=ROUTE_ACTION, input={"postId": post_id}, user_id=session.user_id,
+        output=output, error=error, parent=parent, started_at=started,
     )
 
 

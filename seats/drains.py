@@ -53,7 +53,7 @@ from workforce.dispatch import enqueue
 from workforce.flows import registry
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
-from workforce.sessions import emit_item
+from workforce.sessions import do_record_request, emit_item
 from workforce.tools import ToolContext
 
 from .boards import BOARD_ROW_TURN_FACET, default_worker_key, seat_boards
@@ -392,10 +392,9 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
             status=Request.Status.ABORTED, finished_at=now,
             error=Refusal("aborted", "the task running this row stopped before it finished; the row was claimed again.").as_error(),
         )
-        request = Request.objects.create(
-            organization_id=task.organization_id, session=session, action=RUN_TASK_ACTION, internal=True,
-            user_id=session.user_id, input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
-            status=Request.Status.RUNNING, started_at=now,
+        request = do_record_request(
+            session, action=RUN_TASK_ACTION, input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
+            user_id=session.user_id, running=True, started_at=now,
         )
         emit_item(session, "", {"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
                   type=MESSAGE, request=request)

@@ -40,7 +40,7 @@ from workforce.llm import model_problem
 from workforce.models import Organization, Request, Session
 from workforce.notify import ON_MAILBOX_POST, build_notify_input, recent_text, turn_text
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_failed_request, emit_item
+from workforce.sessions import ActionContext, do_record_failed_request, do_record_request, emit_item
 from workforce.tools import ToolContext
 
 from .boards import board_hire_problems
@@ -342,25 +342,6 @@ def configure_notify(kind: str, notify: NotifyFanOut | None) -> None:
     registry.require(kind).facets["notify"] = notify
 
 
-def _record_request(session: Session, *, action: str, input: dict, user_id: str, output=None, error=None,
-                    parent: Request | None = None) -> Request:
-    now = timezone.now()
-    return Request.objects.create(
-        organization_id=session.organization_id,
-        session=session,
-        action=action,
-        internal=True,
-        user_id=user_id,
-        input=input,
-        status=Request.Status.FAILED if error else Request.Status.COMPLETED,
-        output=output,
-        error=error,
-        parent_request=parent,
-        started_at=now,
-        finished_at=now,
-    )
-
-
 def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Delivery]:
     """Plan and hand out one post's deliveries; runs inside the post's transaction.
 
@@ -388,7 +369,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
             f"post {line.line_id} was written, but no member was woken: this deployment hands dispatch to an "
             "external queue whose workers share no lease backend.",
         )
-        _record_request(mailbox, action=FAN_OUT_ACTION, input={"postId": line.line_id}, user_id=ctx.user_id,
+        do_record_request(mailbox, action=FAN_OUT_ACTION, input={"postId": line.line_id}, user_id=ctx.user_id,
                         error=refusal.as_error(), parent=ctx.request)
         return []
     now = timezone.now()
@@ -399,20 +380,9 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
-            deliveries.append(
-                Delivery(
-                    organization_id=mailbox.organization_id,
-                    mailbox=mailbox,
-                    post_id=line.line_id,
-                    member=member,
-                    mode=plan.mode,
-                    seat=plan.seat,
-                    notify_input=notify_input,
-                    enqueued_at=now,
-                )
-            )
+            deliveries.append(_delivery(mailbox, line, member, plan, notify_input, now))
     Delivery.objects.bulk_create(deliveries)
-    _record_request(
+    do_record_request(
         mailbox,
         action=FAN_OUT_ACTION,
         input={"postId": line.line_id},
@@ -447,7 +417,15 @@ def do_routed_delivery(ctx: ActionContext, line: Any, member: str, recent: list[
     plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
     if plan is None:
         return "none"
-    delivery = Delivery.objects.create(
+    delivery = _delivery(mailbox, line, member, plan, notify_input, timezone.now())
+    delivery.save(force_insert=True)
+    enqueue(DELIVER_TASK, delivery.pk)
+    return plan.mode
+
+
+def _delivery(mailbox: Session, line: Any, member: str, plan: Plan, notify_input: dict, now) -> Delivery:
+    """One post's delivery to ``member`` as ``plan`` says, enqueued ``now`` (not saved)."""
+    return Delivery(
         organization_id=mailbox.organization_id,
         mailbox=mailbox,
         post_id=line.line_id,
@@ -455,10 +433,8 @@ def do_routed_delivery(ctx: ActionContext, line: Any, member: str, recent: list[
         mode=plan.mode,
         seat=plan.seat,
         notify_input=notify_input,
-        enqueued_at=timezone.now(),
+        enqueued_at=now,
     )
-    enqueue(DELIVER_TASK, delivery.pk)
-    return plan.mode
 
 
 # ----------------------------------------------------------------------------- deliveries
@@ -702,16 +678,7 @@ def run_agent_post_turn(*, delivery: Delivery, seat: Seat, conversation: Session
     principal = delivery.mailbox.user_id
     routed = bool(notify_input.get("routed"))
     with transaction.atomic():
-        request = Request.objects.create(
-            organization_id=delivery.organization_id,
-            session=conversation,
-            action=ON_MAILBOX_POST,
-            internal=True,
-            user_id=principal,
-            input=notify_input,
-            status=Request.Status.RUNNING,
-            started_at=timezone.now(),
-        )
+        request = do_record_request(conversation, action=ON_MAILBOX_POST, input=notify_input, user_id=principal, running=True)
         emit_item(
             conversation, "", {"role": "user", "text": text, "postId": delivery.post_id, "mailboxId": delivery.mailbox.session_id},
             type=MESSAGE, request=request,

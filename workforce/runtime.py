@@ -8,10 +8,13 @@ imports the composition root; it calls the dotted path in ``settings.WORKFORCE_B
 """
 from __future__ import annotations
 
+import logging
 import threading
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+logger = logging.getLogger(__name__)
 
 _lock = threading.RLock()  # boot() calls mark_booted() while ensure_booted() holds it
 _booted = False
@@ -54,3 +57,21 @@ def mark_booted(booted: bool = True) -> None:
 def is_booted() -> bool:
     """True once this process has been booted or marked booted."""
     return _booted
+
+
+def boot_for_task() -> None:
+    """Boot a task cluster's worker process before it runs a task (every app's
+    ``tasks.py`` entry point calls it first). Never raises.
+
+    Does nothing in django-q2's ``sync`` mode, where the task runs inside the caller's
+    process, configured by the caller. A boot that fails (a bad tree) is logged, and the
+    task still runs with what is configured; the next task tries the boot again.
+    """
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return
+    try:
+        ensure_booted()
+    except Exception:
+        logger.exception("booting the task worker failed")

@@ -227,12 +227,44 @@ def _check_replay(existing: Request, session_id: str, action: str, stored_input:
     return existing
 
 
-def do_record_failed_request(
-    *, session: Session, action: str, input: dict, user_id: str, refusal: Refusal, internal: bool = True
+def do_record_request(
+    session: Session,
+    *,
+    action: str,
+    input: dict,
+    user_id: str,
+    output: Any = None,
+    error: dict | None = None,
+    parent: Request | None = None,
+    internal: bool = True,
+    running: bool = False,
+    started_at=None,
 ) -> Request:
-    """Record a failed request on ``session`` without running anything (a delivery that
-    could not start, a refusal noticed outside an action)."""
+    """Record a request on ``session`` without running anything through the registry:
+    a step the server took on its own (a post's fan-out, a route, a delivery that failed)
+    or one it begins and settles itself (``running=True``: a seat's turn, a delegated
+    post, a coordinator's judgment).
+
+    Args:
+        session: the session the request belongs to (its organization is the request's).
+        action: the action name recorded; input: its JSON input; user_id: who it runs
+            as (usually the session's owner).
+        output: the JSON output of a completed request.
+        error: ``{reason, message}`` (``Refusal.as_error()``): the request is failed.
+        parent: the request this one was made by (``parent_request``).
+        internal: recorded as an internal action (default True).
+        running: record it ``running`` with no finish time; the caller settles it.
+        started_at: when it started (default now).
+
+    Returns:
+        The stored Request: ``running``, else ``failed`` when ``error`` is given, else
+        ``completed``; finished now unless running.
+    """
     now = timezone.now()
+    if running:
+        status = Request.Status.RUNNING
+    else:
+        status = Request.Status.FAILED if error else Request.Status.COMPLETED
     return Request.objects.create(
         organization_id=session.organization_id,
         session=session,
@@ -240,8 +272,21 @@ def do_record_failed_request(
         internal=internal,
         user_id=user_id,
         input=input,
-        status=Request.Status.FAILED,
-        error=refusal.as_error(),
-        started_at=now,
-        finished_at=now,
+        status=status,
+        output=output,
+        error=error,
+        parent_request=parent,
+        started_at=started_at or now,
+        finished_at=None if running else now,
+    )
+
+
+def do_record_failed_request(
+    *, session: Session, action: str, input: dict, user_id: str, refusal: Refusal, internal: bool = True
+) -> Request:
+    """Record a failed request on ``session`` without running anything (a delivery that
+    could not start, a refusal noticed outside an action); ``do_record_request`` with
+    ``error=refusal.as_error()``."""
+    return do_record_request(
+        session, action=action, input=input, user_id=user_id, error=refusal.as_error(), internal=internal
     )
