@@ -18,18 +18,14 @@ one delivery once:
 from __future__ import annotations
 
 import logging
-import uuid
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Q, Value
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from seats.models import Seat
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
 from workforce.flows import registry
+from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request
@@ -38,18 +34,9 @@ from .config import current_setup, takes_posts
 from .constants import cannot_take_post, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
 from .queries import reachable_seats
-from .services import max_attempts, report
+from .services import report
 
 logger = logging.getLogger(__name__)
-
-
-class LeaseLost(Exception):
-    """Our claim on a delivery lapsed and another task took it over."""
-
-
-def lease_seconds() -> float:
-    """How long a claim holds: the task cluster's ``timeout`` plus a small margin."""
-    return float(settings.Q_CLUSTER.get("timeout") or 60) + 2
 
 
 def delegate_session_id(filing_session_id: str, worker: str) -> str:
@@ -93,23 +80,6 @@ def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
     return session
 
 
-def _claim(delivery_id: int) -> str | None:
-    token = uuid.uuid4().hex
-    now = timezone.now()
-    claimed = (
-        DelegatedPost.objects.filter(pk=delivery_id, attempts__lt=max_attempts())
-        .filter(Q(status=DelegatedPost.Status.PENDING) | Q(status=DelegatedPost.Status.RUNNING, lease_until__lt=now))
-        .update(
-            status=DelegatedPost.Status.RUNNING,
-            attempts=F("attempts") + 1,
-            claim_token=token,
-            lease_until=now + timedelta(seconds=lease_seconds()),
-            started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
-        )
-    )
-    return token if claimed else None
-
-
 def do_deliver_delegated(delivery_id: int) -> str:
     """Run delivery ``delivery_id`` once (see the module docstring). Never raises.
 
@@ -117,7 +87,7 @@ def do_deliver_delegated(delivery_id: int) -> str:
         ``"answered"``, ``"failed"``, ``"cancelled"``, ``"not-claimed"`` or
         ``"lease-lost"``.
     """
-    token = _claim(delivery_id)
+    token = claim_lease(DelegatedPost, delivery_id)
     if token is None:
         return "not-claimed"
     delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post", "turn_request").get(

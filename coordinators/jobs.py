@@ -13,13 +13,11 @@ model called outside any transaction and the outcome recorded once.
 from __future__ import annotations
 
 import logging
-import uuid
-from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
+from workforce.leases import claim_lease
 from workforce.models import Request
 from workforce.sessions import do_record_request
 
@@ -35,30 +33,16 @@ from .constants import (
     nobody_best_fit,
     nobody_judgment,
 )
-from .delivery import lease_seconds
 from .judgment import TurnOutcome, run_own_turn
 from .models import Conversation, Job
 from .policies import Handing, Record, entry
 from .queries import round_answers
-from .services import max_attempts
 
 logger = logging.getLogger(__name__)
 
 
 class JobLeaseLost(Exception):
     """Our claim on a job lapsed and another task took it over."""
-
-
-def _claim(job_id: int) -> str | None:
-    token = uuid.uuid4().hex
-    now = timezone.now()
-    claimed = (
-        Job.objects.filter(pk=job_id, attempts__lt=max_attempts())
-        .filter(Q(status=Job.Status.PENDING) | Q(status=Job.Status.RUNNING, lease_until__lt=now))
-        .update(status=Job.Status.RUNNING, attempts=F("attempts") + 1, claim_token=token,
-                lease_until=now + timedelta(seconds=lease_seconds()))
-    )
-    return token if claimed else None
 
 
 def handing_of(job: Job) -> Handing:
@@ -75,7 +59,7 @@ def do_run_job(job_id: int) -> str:
         The record's ``by`` (``evaluated``, ``fallback``, ``judgment``, ``unplaced``),
         ``"not-claimed"`` or ``"lease-lost"``.
     """
-    token = _claim(job_id)
+    token = claim_lease(Job, job_id, stamp_started=False)
     if token is None:
         return "not-claimed"
     job = Job.objects.select_related("conversation__session__organization", "post", "source", "request").get(pk=job_id)

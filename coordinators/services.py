@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from seats.queries import access_seat
 from workforce.dispatch import dispatch, enqueue
+from workforce.leases import max_attempts
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, ActionContext
@@ -395,11 +396,6 @@ def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
 
 
 # ----------------------------------------------------------------------------- sweeping
-
-
-def max_attempts() -> int:
-    """Claims a delivery or a job gets (``WORKFORCE_DELIVERY_MAX_ATTEMPTS``, default 3)."""
-    return int(getattr(settings, "WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3))
 
 
 def do_sweep(*, now=None) -> dict:

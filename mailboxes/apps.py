@@ -15,8 +15,9 @@ class MailboxesConfig(AppConfig):
         register()
         register_configured_kinds(getattr(settings, "WORKFORCE_MAILBOX_KINDS", {}))
 
-        from django_q.signals import post_spawn
+        from workforce.sweepers import register_sweep
 
-        from .sweeper import on_worker_spawn
+        from .routing import do_sweep_routes
 
-        post_spawn.connect(on_worker_spawn, dispatch_uid="mailboxes.sweeper.on_worker_spawn")
+        # Routes a lossy broker or a crashed worker dropped, from each cluster worker.
+        register_sweep("routes", do_sweep_routes)

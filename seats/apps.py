@@ -6,11 +6,15 @@ class SeatsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from django_q.signals import post_spawn
+        from workforce.sweepers import register_sweep
 
         from . import checks  # noqa: F401  (registers the worker checks)
+        from .drains import do_sweep_board_drains
         from .flow import register
-        from .sweeper import on_worker_spawn
+        from .services import do_sweep_deliveries
 
         register()
-        post_spawn.connect(on_worker_spawn, dispatch_uid="seats.sweeper.on_worker_spawn")
+        # Deliveries and board rows a crashed worker or the broker dropped, from each
+        # cluster worker (workforce.sweepers).
+        register_sweep("deliveries", do_sweep_deliveries)
+        register_sweep("board drains", do_sweep_board_drains)

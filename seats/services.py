@@ -22,20 +22,20 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import DateTimeField, F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from workforce.dispatch import dispatch, dispatch_once, enqueue, external_dispatcher
 from workforce.flows import registry
+from workforce.leases import LeaseLost, claim_lease, lease_seconds
+from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.llm import model_problem
 from workforce.models import Organization, Request, Session
 from workforce.notify import ON_MAILBOX_POST, build_notify_input, recent_text, turn_text
@@ -440,21 +440,6 @@ def _delivery(mailbox: Session, line: Any, member: str, plan: Plan, notify_input
 # ----------------------------------------------------------------------------- deliveries
 
 
-class LeaseLost(Exception):
-    """Our claim on a delivery lapsed and another task took it over."""
-
-
-def lease_seconds() -> float:
-    """How long a claim holds: the task cluster's ``timeout`` (a task is killed by then)
-    plus a small margin."""
-    return float(settings.Q_CLUSTER.get("timeout") or 60) + 2
-
-
-def max_delivery_attempts() -> int:
-    """Claims a delivery gets before it is given up (``WORKFORCE_DELIVERY_MAX_ATTEMPTS``)."""
-    return int(getattr(settings, "WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3))
-
-
 def do_deliver(delivery_id: int) -> str:
     """Run one delivery, once (the ``deliver_post`` task's body). Never raises.
 
@@ -467,20 +452,9 @@ def do_deliver(delivery_id: int) -> str:
     Returns:
         ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
     """
-    token = uuid.uuid4().hex
     now = timezone.now()
-    claimed = (
-        Delivery.objects.filter(pk=delivery_id, attempts__lt=max_delivery_attempts())
-        .filter(Q(status=Delivery.Status.PENDING) | Q(status=Delivery.Status.RUNNING, lease_until__lt=now))
-        .update(
-            status=Delivery.Status.RUNNING,
-            attempts=F("attempts") + 1,
-            claim_token=token,
-            lease_until=now + timedelta(seconds=lease_seconds()),
-            started_at=Coalesce(F("started_at"), Value(now, output_field=DateTimeField())),
-        )
-    )
-    if not claimed:
+    token = claim_lease(Delivery, delivery_id, now=now)
+    if token is None:
         return "not-claimed"
     delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
@@ -832,6 +806,10 @@ class SweepResult:
 
     requeued: list[int] = field(default_factory=list)
     abandoned: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        """True when the sweep did anything (the sweeper logs it then)."""
+        return bool(self.requeued or self.abandoned)
 
 
 def requeue_after_seconds() -> float:

@@ -2,8 +2,9 @@
 
 ``serve`` boots its own process explicitly (``workforce_project.boot.boot``). A django-q2
 cluster's worker processes run tasks that need the same configuration (hired seats,
-the mailbox kind's notify block), so they boot lazily: the seats app calls
-``ensure_booted()`` when a cluster worker spawns and before each task. The kernel never
+the mailbox kind's notify block), so they boot lazily: ``ensure_booted()`` runs when a
+cluster worker spawns (``workforce.sweepers.on_worker_spawn``), and every task calls
+``boot_for_task()`` first. The kernel never
 imports the composition root; it calls the dotted path in ``settings.WORKFORCE_BOOT``.
 """
 from __future__ import annotations

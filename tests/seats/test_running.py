@@ -9,7 +9,6 @@ import pytest
 from django.utils import timezone
 
 from mailboxes.roster import current_roster
-from seats import sweeper
 from seats.checks import check_turn_timeout, check_workers
 from seats.models import Delivery, Seat
 from seats.services import WakeMemberSeats, WorkerTreeError, do_deliver, do_sweep_deliveries
@@ -17,6 +16,7 @@ from tests.conftest import MEMBER
 from tests.seats.conftest import ECHO_LISTENER, SEATS_TREE, worker_md
 from workforce.flows import registry
 from workforce.models import Request
+from workforce import sweepers as sweeper
 from workforce.runtime import ensure_booted, is_booted, mark_booted
 from workforce.sessions import do_run_action
 from workforce_project.boot import boot

@@ -1,0 +1,114 @@
+"""Recovering dropped work inside the task cluster (pitfalls.md: the Redis broker has no
+receipts, and a worker killed mid-task leaves its task undone or its row claimed).
+
+Apps register named sweeps with ``register_sweep`` in their ``AppConfig.ready``: the
+mailboxes app its routes (``mailboxes.routing.do_sweep_routes``), the seats app its
+deliveries and its board drains. Each cluster worker process, when django-q2 spawns it
+(the ``post_spawn`` signal, connected by this app), boots the process
+(``workforce.runtime.ensure_booted``: hired seats, the mailbox kind's notify block) and
+starts one daemon thread that runs every registered sweep, in the order registered,
+every ``WORKFORCE_SWEEP_SECONDS`` (default 15). A sweep that fails is logged and its
+database connection closed; the sweeps after it still run. Sweeps from several workers
+at once must be safe: each one re-enqueues with a conditional UPDATE or a claim.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from .runtime import ensure_booted
+
+logger = logging.getLogger(__name__)
+
+_sweeps: dict[str, Callable[[], Any]] = {}
+_started = False
+_lock = threading.Lock()
+
+
+def register_sweep(name: str, sweep: Callable[[], Any]) -> None:
+    """Run ``sweep()`` on every pass of the cluster workers' sweeper thread.
+
+    Args:
+        name: names the sweep in the log (``routes``, ``deliveries``); registering a
+            name again replaces its sweep and keeps its place.
+        sweep: takes nothing and returns what it did (logged at INFO), or something
+            falsy when it did nothing. It must be idempotent and safe to run from
+            several processes at once.
+    """
+    _sweeps[name] = sweep
+
+
+def registered_sweeps() -> dict[str, Callable[[], Any]]:
+    """The registered sweeps by name, in the order they run."""
+    return dict(_sweeps)
+
+
+def sweep_interval() -> float:
+    """Seconds between sweeps (``WORKFORCE_SWEEP_SECONDS``, default 15)."""
+    return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
+
+
+def run_sweeps() -> dict[str, Any]:
+    """One pass: every registered sweep once, in order. Never raises.
+
+    Returns:
+        ``{name: what the sweep returned}`` for the sweeps that finished; a sweep that
+        raised is logged, its connection closed, and left out.
+    """
+    done: dict[str, Any] = {}
+    for name, sweep in list(_sweeps.items()):
+        try:
+            close_old_connections()
+            result = sweep()
+        except Exception:
+            logger.exception("sweeping %s failed", name)
+            try:
+                connection.close()
+            except Exception:
+                pass
+            continue
+        if result:
+            logger.info("sweeper: %s: %s", name, result)
+        done[name] = result
+    return done
+
+
+def start_sweeper(interval: float | None = None) -> bool:
+    """Start this process's sweeper thread once (``run_sweeps`` every ``interval``
+    seconds, default ``sweep_interval()``). Returns True when this call started it."""
+    global _started
+    with _lock:
+        if _started:
+            return False
+        _started = True
+    thread = threading.Thread(target=_loop, args=(interval or sweep_interval(),), name="sweeper", daemon=True)
+    thread.start()
+    return True
+
+
+def _loop(interval: float) -> None:
+    while True:
+        run_sweeps()
+        time.sleep(interval)
+
+
+def on_worker_spawn(sender=None, proc_name: str = "", **kwargs) -> None:
+    """django-q2 ``post_spawn`` receiver: boot this worker process and start its sweeper.
+
+    Does nothing in ``sync`` mode, where django-q2 runs each task's "worker" inside the
+    caller's process (tests): that process is configured by whoever runs it. A boot that
+    fails (a bad tree) is logged and the sweeper still starts."""
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return
+    try:
+        ensure_booted()
+    except Exception:
+        logger.exception("booting cluster worker %s failed", proc_name)
+    start_sweeper()
