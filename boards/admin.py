@@ -1,19 +1,10 @@
 """Board rows in the admin, read-only: by mailbox, by status, with their change records."""
 from django.contrib import admin
 
+from workforce.admin import ReadOnlyAdmin, ReadOnlyInline
+
 from .models import BoardTask, TaskChange, TaskDep
 from .naming import split_board_id
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class MailboxFilter(admin.SimpleListFilter):
@@ -38,19 +29,11 @@ class MailboxFilter(admin.SimpleListFilter):
         return queryset
 
 
-class TaskChangeInline(admin.TabularInline):
+class TaskChangeInline(ReadOnlyInline):
     model = TaskChange
-    extra = 0
-    can_delete = False
     fields = ("kind", "from_status", "to_status", "actor", "run", "data", "at")
     readonly_fields = fields
     ordering = ("id",)
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(BoardTask)

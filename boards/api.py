@@ -8,7 +8,7 @@ from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from workforce.api.views import _int_param
+from workforce.api.views import read_page
 from workforce.principals import resolve_principal
 from workforce.refusals import Refusal
 
@@ -45,10 +45,9 @@ class BoardTasksView(APIView):
             raise Refusal("invalid-input", f"status must be one of {', '.join(TaskStatus.values)}, not {status!r}.")
         assignee = request.query_params.get("assignee") or None
         after = request.query_params.get("after") or None
-        limit = _int_param(request, "limit", 100, minimum=1, maximum=1000)
-        rows = list_board_tasks(principal.org, board_id, status=status, assignee=assignee, after=after, limit=limit + 1)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Response(
-            {"boardId": board_id, "tasks": [task_wire(t) for t in rows], "next": rows[-1].task_id if more else None}
+        rows, next_id = read_page(
+            request,
+            lambda n: list_board_tasks(principal.org, board_id, status=status, assignee=assignee, after=after, limit=n),
+            next_of=lambda task: task.task_id,
         )
+        return Response({"boardId": board_id, "tasks": [task_wire(t) for t in rows], "next": next_id})

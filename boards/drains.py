@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .naming import split_board_id
 
@@ -100,14 +100,45 @@ def unknown_drain_warnings(drains: Iterable[BoardDrain | tuple[str, str]], held_
         Warnings sorted by (ledger id, seat id). The message names the mailbox and the
         board, and what that mailbox does hold when it holds any.
     """
+    return unheld_board_warnings(
+        ((d.board_id, d.seat_id) if isinstance(d, BoardDrain) else (d[1], d[0]) for d in drains),
+        held_board_ids,
+        code="unknown-board-drain",
+        message=lambda seat_id, board_id, what: (
+            f"seat {seat_id} drains board {board_id}, which no mailbox holds: {what}. "
+            "It drains a second, empty ledger; fix the mailbox id or board name it names."
+        ),
+    )
+
+
+def unheld_board_warnings(
+    pairs: Iterable[tuple[str, str]],
+    held_board_ids: Iterable[str],
+    *,
+    code: str,
+    message: Callable[[str, str, str], str],
+) -> list[BoardWarning]:
+    """One warning per ``(ledger id, seat id)`` in ``pairs`` whose ledger no mailbox holds
+    (a seat naming a board by a wrong mailbox id or board name).
+
+    Args:
+        pairs: ``(board_id, seat_id)`` pairs; repeats count once.
+        held_board_ids: the ledger ids the bound mailboxes hold.
+        code: the warnings' code (``unknown-board-drain``, ``unknown-board-tools``).
+        message: ``message(seat_id, board_id, what) -> str``, ``what`` saying what that
+            mailbox does hold (``mailbox m holds a, b, not "x"``) or that no mailbox ``m``
+            holds a board ``"x"``.
+
+    Returns:
+        Warnings sorted by (ledger id, seat id).
+    """
     held = set(held_board_ids)
     by_mailbox: dict[str, list[str]] = {}
     for board_id in held:
         mailbox_id, board = _split(board_id)
         by_mailbox.setdefault(mailbox_id, []).append(board)
-    pairs = sorted({(d.board_id, d.seat_id) if isinstance(d, BoardDrain) else (d[1], d[0]) for d in drains})
     warnings = []
-    for board_id, seat_id in pairs:
+    for board_id, seat_id in sorted(set(pairs)):
         if board_id in held:
             continue
         mailbox_id, board = _split(board_id)
@@ -118,15 +149,12 @@ def unknown_drain_warnings(drains: Iterable[BoardDrain | tuple[str, str]], held_
             what = f"no mailbox {mailbox_id} holds a board \"{board}\""
         warnings.append(
             BoardWarning(
-                code="unknown-board-drain",
+                code=code,
                 mailbox_id=mailbox_id,
                 board=board,
                 board_id=board_id,
                 seat_id=seat_id,
-                message=(
-                    f"seat {seat_id} drains board {board_id}, which no mailbox holds: {what}. "
-                    "It drains a second, empty ledger; fix the mailbox id or board name it names."
-                ),
+                message=message(seat_id, board_id, what),
             )
         )
     return warnings

@@ -7,7 +7,7 @@ from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from workforce.api.views import _int_param
+from workforce.api.views import _int_param, read_page
 from workforce.principals import resolve_principal
 
 from .queries import access_mailbox_session, list_transcript
@@ -37,14 +37,13 @@ class TranscriptView(APIView):
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_mailbox_session(principal.org, mailbox_id)
         after = _int_param(request, "after", 0)
-        limit = _int_param(request, "limit", 100, minimum=1, maximum=1000)
-        lines = list(list_transcript(session, after=after, limit=limit + 1))
-        more = len(lines) > limit
-        lines = lines[:limit]
+        lines, next_seq = read_page(
+            request, lambda n: list_transcript(session, after=after, limit=n), next_of=lambda line: line.seq
+        )
         return Response(
             {
                 "mailboxId": session.session_id,
                 "lines": [{"seq": line.seq, **line.as_wire()} for line in lines],
-                "next": lines[-1].seq if more else None,
+                "next": next_seq,
             }
         )

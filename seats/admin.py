@@ -2,6 +2,8 @@
 was handed which post)."""
 from django.contrib import admin
 
+from workforce.admin import LedgerAdmin
+
 from .models import Delivery, Seat
 
 
@@ -15,20 +17,7 @@ class SeatAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(LedgerAdmin):
     list_display = ("post_id", "member", "mode", "status", "attempts", "mailbox", "started_at", "finished_at")
     list_filter = ("status", "mode")
     search_fields = ("post_id", "member", "mailbox__session_id")
-    ordering = ("-pk",)
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

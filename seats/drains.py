@@ -45,6 +45,7 @@ from boards.drains import (
     current_board_drains,
     set_board_drains,
     unattended_board_warnings,
+    unheld_board_warnings,
     unknown_drain_warnings,
 )
 from boards.models import BoardTask, TaskStatus
@@ -97,26 +98,15 @@ def seat_board_drains(seats: Iterable[Seat]) -> list[BoardDrain]:
 def unknown_board_tools_warnings(seats: Iterable[Seat], held_board_ids: Iterable[str]) -> list[BoardWarning]:
     """One ``unknown-board-tools`` warning per board a hired seat holds the task tools of
     (``boardTools:``) that no mailbox holds, naming the mailbox and the board."""
-    held = set(held_board_ids)
-    by_mailbox: dict[str, list[str]] = {}
-    for board_id in held:
-        mailbox_id, board = split_board_id(board_id)
-        by_mailbox.setdefault(mailbox_id, []).append(board)
-    pairs = sorted({(b, s.seat_id) for s in seats if s.scope == Seat.Scope.SHARED for b in seat_boards(s.config).tool_boards})
-    warnings = []
-    for board_id, seat_id in pairs:
-        if board_id in held:
-            continue
-        mailbox_id, board = split_board_id(board_id)
-        holds = sorted(by_mailbox.get(mailbox_id, []))
-        what = (f"mailbox {mailbox_id} holds {', '.join(holds)}, not \"{board}\"" if holds
-                else f"no mailbox {mailbox_id} holds a board \"{board}\"")
-        warnings.append(BoardWarning(
-            code="unknown-board-tools", mailbox_id=mailbox_id, board=board, board_id=board_id, seat_id=seat_id,
-            message=(f"seat {seat_id} holds the task tools of board {board_id}, which no mailbox holds: {what}. "
-                     "Its tools write to a second, empty ledger; fix the mailbox id or board name it names."),
-        ))
-    return warnings
+    return unheld_board_warnings(
+        ((b, s.seat_id) for s in seats if s.scope == Seat.Scope.SHARED for b in seat_boards(s.config).tool_boards),
+        held_board_ids,
+        code="unknown-board-tools",
+        message=lambda seat_id, board_id, what: (
+            f"seat {seat_id} holds the task tools of board {board_id}, which no mailbox holds: {what}. "
+            "Its tools write to a second, empty ledger; fix the mailbox id or board name it names."
+        ),
+    )
 
 
 def configure_board_drains(mailbox_kind: str, seats: Iterable[Seat], held_board_ids: Iterable[str]) -> list[BoardWarning]:

@@ -27,6 +27,8 @@ from workforce.loader import (
     RecordError,
     _open_root,
     _open_slot,
+    folder_name_error,
+    linked_folder_error,
     read_record_file,
 )
 from workforce.names import is_seat_id, name_problem
@@ -42,7 +44,6 @@ DEFAULT_FLOW = "agent"
 AGENT_KEYS = ("description", "flow", "model", "tools", "instructions")
 COORDINATOR_KEYS = ("delegates", "routing", "fallback", "rounds")
 WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS + BOARD_KEYS
-_LINK_ADVICE = "Links are never followed in a workforce tree"
 
 
 @dataclass
@@ -153,21 +154,16 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
 
 def _read_worker_entry(folder, team: str | None, team_problem: str | None, workers: list, errors: list) -> None:
     if folder.kind == "symlink":
-        errors.append(LoadError(
-            WORKER_LOAD_FAILED, folder.rel,
-            f"Worker folder {folder.rel} is a symbolic link. {_LINK_ADVICE}; put the folder itself here.",
-        ))
+        errors.append(linked_folder_error(folder, kind=WORKER_LOAD_FAILED, noun="Worker"))
         return
     if folder.kind != "dir":
         return  # a loose file in workers/
-    problems = []
-    if team_problem:
-        problems.append(f"Team folder {team_problem} The workers under it cannot be given an id until it is renamed.")
-    problem = name_problem(folder.name)
-    if problem:
-        problems.append(f"Worker folder {problem}")
-    if problems:
-        errors.append(LoadError(WORKER_LOAD_FAILED, folder.rel, " ".join(problems)))
+    misnamed = folder_name_error(
+        folder, team_problem, kind=WORKER_LOAD_FAILED, noun="Worker",
+        team_note="The workers under it cannot be given an id until it is renamed.",
+    )
+    if misnamed is not None:
+        errors.append(misnamed)
         return
     try:
         record = read_record_file(folder.path, folder.rel, WORKER_FILE, kind=WORKER_LOAD_FAILED)

@@ -1,13 +1,55 @@
-"""Inspection of the kernel: organizations, sessions with their requests and items."""
+"""Inspection of the kernel: organizations, sessions with their requests and items.
+
+Also the read-only pieces every app's admin uses (design.md §2: ledgers and transcripts
+read-only): ``ReadOnlyAdminMixin``/``ReadOnlyAdmin``, ``LedgerAdmin`` and
+``ReadOnlyInline``.
+"""
 from django.contrib import admin
 
 from .models import Item, Membership, Organization, OrgRecord, Request, Session
 
 
+class ReadOnlyAdminMixin:
+    """A ModelAdmin nobody can add to, change or delete from: its pages only show.
+
+    With ``all_fields_readonly = True`` the change page shows every field of the model
+    (the ones Django would leave off a form too, like ids and timestamps).
+    """
+
+    all_fields_readonly = False
+
+    def get_readonly_fields(self, request, obj=None):
+        if self.all_fields_readonly:
+            return [f.name for f in self.model._meta.fields]
+        return super().get_readonly_fields(request, obj)
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """``ReadOnlyAdminMixin`` on a plain ModelAdmin."""
+
+
+class LedgerAdmin(ReadOnlyAdmin):
+    """A ledger's rows: read-only, newest first, every field shown."""
+
+    ordering = ("-pk",)
+    all_fields_readonly = True
+
+
 class ReadOnlyInline(admin.TabularInline):
+    """A tabular inline that shows rows only: none added, changed or deleted through
+    it. Give it ``fields`` and the same ``readonly_fields``."""
+
     extra = 0
     can_delete = False
-    show_change_link = True
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -17,6 +59,7 @@ class ReadOnlyInline(admin.TabularInline):
 
 
 class RequestInline(ReadOnlyInline):
+    show_change_link = True
     model = Request
     fields = ("request_id", "action", "status", "user_id", "error", "created_at")
     readonly_fields = fields
@@ -24,6 +67,7 @@ class RequestInline(ReadOnlyInline):
 
 
 class ItemInline(ReadOnlyInline):
+    show_change_link = True
     model = Item
     fields = ("seq", "type", "component", "data", "created_at")
     readonly_fields = fields

@@ -10,8 +10,8 @@ without following (``follow_symlinks=False``); record files are ``lstat``-ed and
 with ``O_NOFOLLOW``.
 
 The lower-level pieces (``_list_dir_nofollow``, ``_open_slot``, ``read_record_file``,
-``RecordError``) are shared with the worker reader (``WORKER.md`` under
-``teams/<team>/workers/`` and ``org/workers/``).
+``RecordError``, ``linked_folder_error``, ``folder_name_error``) are shared with the
+worker reader (``WORKER.md`` under ``teams/<team>/workers/`` and ``org/workers/``).
 
 Spec: "Mailboxes on disk" (through "Treat a non-empty errors as fatal") and "Upgrading
 from channels" (Files).
@@ -37,6 +37,8 @@ __all__ = [
     "MailboxManifest",
     "RecordError",
     "WorkforceRootError",
+    "folder_name_error",
+    "linked_folder_error",
     "read_mailboxes_directory",
     "read_record_file",
 ]
@@ -230,6 +232,41 @@ def _open_root(root: str | os.PathLike) -> dict[str, _Entry]:
         ) from exc
 
 
+def linked_folder_error(entry: _Entry, *, kind: str, noun: str) -> LoadError:
+    """The LoadError for a record folder that is a symbolic link (``noun``:
+    ``Mailbox``, ``Worker``), at the folder's path, of ``kind``."""
+    return LoadError(
+        kind, entry.rel,
+        f"{noun} folder {entry.rel} is a symbolic link. {_LINK_ADVICE}; put the folder itself here.",
+    )
+
+
+def folder_name_error(
+    entry: _Entry, team_problem: str | None, *, kind: str, noun: str, team_note: str
+) -> LoadError | None:
+    """The LoadError for a record folder whose id can't be formed from the names on its
+    path, or None when both names follow the tree's name rule.
+
+    Args:
+        entry: the record folder (``teams/<team>/mailboxes/<name>``).
+        team_problem: ``name_problem`` of its team folder, or None (no team, or fine).
+        kind: the LoadError kind; noun: the record's (``Mailbox``, ``Worker``).
+        team_note: the sentence after a team folder's problem (what can't be given an id
+            until it is renamed).
+
+    Returns:
+        One LoadError at the folder's path naming the team folder's problem, then the
+        folder's own, or None.
+    """
+    problems = []
+    if team_problem:
+        problems.append(f"Team folder {team_problem} {team_note}")
+    problem = name_problem(entry.name)
+    if problem:
+        problems.append(f"{noun} folder {problem}")
+    return LoadError(kind, entry.rel, " ".join(problems)) if problems else None
+
+
 def read_record_file(
     folder: Path, folder_rel: str, filename: str, *, kind: str = MAILBOX_LOAD_FAILED
 ) -> tuple[dict, str] | None:
@@ -335,11 +372,7 @@ def read_mailboxes_directory(
         team_problem = name_problem(team.name)
         for box in boxes or ():
             if box.kind == "symlink":
-                errors.append(LoadError(
-                    MAILBOX_LOAD_FAILED, box.rel,
-                    f"Mailbox folder {box.rel} is a symbolic link. {_LINK_ADVICE}; put "
-                    "the folder itself here.",
-                ))
+                errors.append(linked_folder_error(box, kind=MAILBOX_LOAD_FAILED, noun="Mailbox"))
             elif box.kind == "dir":
                 _read_mailbox_folder(team, team_problem, box, mailboxes, errors)
             # anything else is a loose file in mailboxes/: passed over in silence
@@ -367,17 +400,12 @@ def _read_mailbox_folder(
     if has_channel_file:
         errors.append(_pre_rename_file(f"{box.rel}/{CHANNEL_FILE}", f"{box.rel}/{MAILBOX_FILE}"))
 
-    problems = []
-    if team_problem:
-        problems.append(
-            f"Team folder {team_problem} The mailboxes under it cannot be given an id "
-            "until the team folder is renamed."
-        )
-    mailbox_problem = name_problem(box.name)
-    if mailbox_problem:
-        problems.append(f"Mailbox folder {mailbox_problem}")
-    if problems:
-        errors.append(LoadError(MAILBOX_LOAD_FAILED, box.rel, " ".join(problems)))
+    misnamed = folder_name_error(
+        box, team_problem, kind=MAILBOX_LOAD_FAILED, noun="Mailbox",
+        team_note="The mailboxes under it cannot be given an id until the team folder is renamed.",
+    )
+    if misnamed is not None:
+        errors.append(misnamed)
         return
 
     try:

@@ -1,6 +1,8 @@
 """The kernel's HTTP contract (design.md §4): thin views, one service call each."""
 from __future__ import annotations
 
+from typing import Any, Callable, Iterable, TypeVar
+
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.request import Request as HttpRequest
@@ -15,6 +17,8 @@ from workforce.sessions import do_run_action
 from .errors import refusal_response
 from .serializers import ActionCallSerializer, ItemPageSerializer, RequestPageSerializer, RequestSerializer
 
+T = TypeVar("T")
+
 
 def _int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
     raw = request.query_params.get(name)
@@ -27,6 +31,37 @@ def _int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 
         bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
         raise Refusal("invalid-input", f"{name} must be {bound}.")
     return value
+
+
+def read_page(
+    request: HttpRequest,
+    fetch: Callable[[int], Iterable[T]],
+    *,
+    next_of: Callable[[T], Any],
+    default_limit: int = 100,
+    max_limit: int = 1000,
+) -> tuple[list[T], Any]:
+    """One page of a list read over HTTP, sized by the ``limit`` query parameter.
+
+    Args:
+        request: the HTTP request (its ``limit``: 1 to ``max_limit``, default
+            ``default_limit``).
+        fetch: ``fetch(n)`` gives at most ``n`` rows in page order; it is asked for one
+            more than the page holds, to learn whether another page follows.
+        next_of: the cursor of a row (``after=`` for the next page).
+
+    Returns:
+        ``(rows, next)``: at most ``limit`` rows, and ``next_of`` of the last one when
+        more rows follow, else None.
+
+    Raises:
+        Refusal("invalid-input"): ``limit`` is not a whole number in range.
+    """
+    limit = _int_param(request, "limit", default_limit, minimum=1, maximum=max_limit)
+    rows = list(fetch(limit + 1))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, next_of(rows[-1]) if more else None
 
 
 def request_response(request_row, *, http_request: HttpRequest, created: bool = True) -> Response:

@@ -30,6 +30,32 @@ def _client(base_url: str, api_key: str):
         return client
 
 
+def _first_message(model_id: str, kwargs: dict, timeout: float, error: type[Exception]):
+    """One chat completion on the configured server, with ``kwargs`` (model, messages,
+    ...) and ``timeout`` seconds; returns its first choice's message.
+
+    Raises:
+        ``error`` naming ``model_id``: connection refused, an HTTP error, no answer
+        within ``timeout`` seconds, or an answer with no choices.
+    """
+    import openai
+
+    client = _client(getattr(settings, "OPENAI_BASE_URL", ""), getattr(settings, "OPENAI_API_KEY", ""))
+    try:
+        response = client.chat.completions.create(**kwargs, timeout=max(timeout, 0.001))
+    except openai.APITimeoutError:
+        raise error(f"{model_id}: no answer within {timeout:g}s") from None
+    except openai.APIStatusError as exc:
+        raise error(f"{model_id}: the server answered {exc.status_code}: {exc.message}") from None
+    except openai.APIError as exc:
+        raise error(f"{model_id}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # anything the client did not wrap
+        raise error(f"{model_id}: {type(exc).__name__}: {exc}") from None
+    if not getattr(response, "choices", None):
+        raise error(f"{model_id}: the answer had no choices")
+    return response.choices[0].message
+
+
 class OpenAIChatModel:
     """One model on an OpenAI-compatible server.
 
@@ -48,25 +74,10 @@ class OpenAIChatModel:
             ModelError: connection refused, an HTTP error, no answer within
                 ``call.timeout`` seconds, or an answer with no choices.
         """
-        import openai
-
-        client = _client(getattr(settings, "OPENAI_BASE_URL", ""), getattr(settings, "OPENAI_API_KEY", ""))
-        kwargs: dict = {"model": self.name, "messages": call.messages, "timeout": max(call.timeout, 0.001)}
+        kwargs: dict = {"model": self.name, "messages": call.messages}
         if call.tools:
             kwargs["tools"] = call.tools
-        try:
-            response = client.chat.completions.create(**kwargs)
-        except openai.APITimeoutError:
-            raise ModelError(f"{self.model_id}: no answer within {call.timeout:g}s") from None
-        except openai.APIStatusError as exc:
-            raise ModelError(f"{self.model_id}: the server answered {exc.status_code}: {exc.message}") from None
-        except openai.APIError as exc:
-            raise ModelError(f"{self.model_id}: {type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # anything the client did not wrap
-            raise ModelError(f"{self.model_id}: {type(exc).__name__}: {exc}") from None
-        if not getattr(response, "choices", None):
-            raise ModelError(f"{self.model_id}: the answer had no choices")
-        message = response.choices[0].message
+        message = _first_message(self.model_id, kwargs, call.timeout, ModelError)
         calls = []
         for tool_call in message.tool_calls or []:
             function = getattr(tool_call, "function", None)
@@ -100,33 +111,17 @@ class OpenAIEvaluationModel:
         """
         import json
 
-        import openai
-
         from .evaluation import NONE, EvaluationError, Verdict, choice_prompt, choice_schema
 
-        client = _client(getattr(settings, "OPENAI_BASE_URL", ""), getattr(settings, "OPENAI_API_KEY", ""))
         kwargs: dict = {
             "model": self.name,
             "messages": choice_prompt(call),
-            "timeout": max(call.timeout, 0.001),
             "response_format": {
                 "type": "json_schema",
                 "json_schema": {"name": "choice", "strict": True, "schema": choice_schema(call)},
             },
         }
-        try:
-            response = client.chat.completions.create(**kwargs)
-        except openai.APITimeoutError:
-            raise EvaluationError(f"{self.model_id}: no answer within {call.timeout:g}s") from None
-        except openai.APIStatusError as exc:
-            raise EvaluationError(f"{self.model_id}: the server answered {exc.status_code}: {exc.message}") from None
-        except openai.APIError as exc:
-            raise EvaluationError(f"{self.model_id}: {type(exc).__name__}: {exc}") from None
-        except Exception as exc:
-            raise EvaluationError(f"{self.model_id}: {type(exc).__name__}: {exc}") from None
-        if not getattr(response, "choices", None):
-            raise EvaluationError(f"{self.model_id}: the answer had no choices")
-        content = response.choices[0].message.content or ""
+        content = _first_message(self.model_id, kwargs, call.timeout, EvaluationError).content or ""
         try:
             value = json.loads(content)
         except ValueError:
