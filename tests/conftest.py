@@ -6,7 +6,9 @@ Personas: ``OWNER`` opens the mailboxes (every line's principal), ``MEMBER`` and
 from __future__ import annotations
 
 import textwrap
+import threading
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 from django.db import connection
@@ -119,6 +121,37 @@ def act(org):
 def on_postgres() -> bool:
     return connection.vendor == "postgresql"
 
+
+def run_in_threads(fn: Callable[[int], Any], n: int, *, barrier: bool = True, timeout: float = 120) -> list:
+    """Run ``fn(i)`` for ``i`` in ``range(n)``, each in its own thread with its own
+    database connection (closed when it ends), and return the results in ``i`` order.
+
+    With ``barrier`` (the default) every thread starts ``fn`` at the same moment; pass
+    ``barrier=False`` when ``fn`` lines the threads up itself. Each thread is waited for
+    up to ``timeout`` seconds. Fails the test (AssertionError) listing what any thread
+    raised.
+    """
+    results: list = [None] * n
+    errors: list[BaseException] = []
+    start = threading.Barrier(n) if barrier else None
+
+    def run(i: int) -> None:
+        try:
+            if start is not None:
+                start.wait(timeout=30)
+            results[i] = fn(i)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not errors, errors
+    return results
 
 
 

@@ -22,6 +22,8 @@ from boards.models import BoardTask, TaskChange, TaskStatus
 from boards.queries import claimable_tasks
 from boards.services import do_claim_task, do_file_task
 
+from tests.conftest import run_in_threads
+
 from .conftest import FOLLOWUPS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -33,30 +35,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _file_rows(org, n: int) -> list[BoardTask]:
     return [do_file_task(org, FOLLOWUPS, goal=f"row {i}") for i in range(n)]
-
-
-def _run_threads(n: int, target) -> list:
-    results: list = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def run(i: int) -> None:
-        try:
-            got = target(i)
-            with lock:
-                results.append(got)
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    return results
 
 
 def _barrier_before_first_read(monkeypatch, n: int) -> None:
@@ -83,7 +61,7 @@ def _drain_in_threads(org) -> list[list[int]]:
                 return mine
             mine.append(task.pk)
 
-    return _run_threads(THREADS, claim_all)
+    return run_in_threads(claim_all, THREADS, barrier=False)
 
 
 def _assert_one_winner_per_row(rows, per_thread) -> None:
@@ -128,7 +106,7 @@ def test_control_an_unlocked_read_then_write_double_claims(org):
             )
             return task.pk
 
-    winners = Counter(_run_threads(THREADS, naive_claim))
+    winners = Counter(run_in_threads(naive_claim, THREADS, barrier=False))
     assert winners[rows[0].pk] == THREADS  # every thread "won" the same row
     assert BoardTask.objects.get(pk=rows[0].pk).attempts == THREADS
 

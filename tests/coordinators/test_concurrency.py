@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from coordinators import policies
@@ -17,33 +16,11 @@ from coordinators.delivery import do_deliver_delegated
 from coordinators.models import Answer, Conversation, DelegatedPost, Post
 from coordinators.services import report
 from seats.models import Seat
-from tests.conftest import MEMBER
+from tests.conftest import MEMBER, run_in_threads
 from tests.coordinators.conftest import ACCOUNTS, CONVERSATION, DELEGATES, DEVICES, GENERAL
 from workforce.sessions import do_run_action
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-def in_threads(n: int, fn) -> list:
-    results, errors = [None] * n, []
-    barrier = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[i] = fn(i)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    return results
 
 
 @pytest.fixture
@@ -56,8 +33,8 @@ def test_concurrent_posts_under_round_robin_go_to_different_delegates(desk, org,
     d = desk(routing="round-robin")
     d.act("listDelegates")  # the conversation takes its copy
     for attempt in range(3):
-        posts = in_threads(3, lambda i: do_run_action(org=org, kind="coordinator", session_id=CONVERSATION, action="run",
-                                                      input={"message": f"post {i}"}, user_id=MEMBER))
+        posts = run_in_threads(lambda i: do_run_action(org=org, kind="coordinator", session_id=CONVERSATION, action="run",
+                                                       input={"message": f"post {i}"}, user_id=MEMBER), 3)
         assert {p.status for p in posts} == {"completed"}
         went = [p.output["route"]["delegates"][-1]["worker"] for p in posts]
         assert sorted(went) == sorted(DELEGATES), went
@@ -78,7 +55,7 @@ def test_control_an_unlocked_cursor_hands_concurrent_posts_to_the_same_delegate(
         Conversation.objects.filter(pk=conv_id).update(rr_last_worker=order[start % 3])
         return order[start % 3]
 
-    went = in_threads(3, naive_next)
+    went = run_in_threads(naive_next, 3)
     assert len(set(went)) < 3
 
 
@@ -96,7 +73,7 @@ def test_one_delivery_per_post_round_and_delegate_however_many_try_at_once(desk,
             desk_ = policies.Desk(conv=conv, request=None, setup=current_setup(), coordinator=None, now=timezone.now())
             return policies.deliver(desk_, policies.handing_for_post(post), ACCOUNTS, seat, [])[0]
 
-    outcomes = in_threads(8, hand)
+    outcomes = run_in_threads(hand, 8)
     assert sorted(outcomes) == [False] * 7 + [True]
     assert DelegatedPost.objects.filter(post=post, round=0, worker=ACCOUNTS).count() == 1
 
@@ -111,7 +88,7 @@ def test_control_a_check_then_insert_lets_several_through(desk, no_deliveries):
         barrier.wait(timeout=30)
         return not exists  # each of these would have inserted
 
-    assert sum(in_threads(8, naive)) > 1
+    assert sum(run_in_threads(naive, 8)) > 1
 
 
 def test_a_delivery_handed_to_many_tasks_at_once_runs_once_and_its_answer_lands_once(desk, monkeypatch):
@@ -119,7 +96,7 @@ def test_a_delivery_handed_to_many_tasks_at_once_runs_once_and_its_answer_lands_
     monkeypatch.setattr(policies, "enqueue", lambda *args: None)
     d.run("hi")
     delivery = DelegatedPost.objects.get()
-    outcomes = in_threads(8, lambda i: do_deliver_delegated(delivery.pk))
+    outcomes = run_in_threads(lambda i: do_deliver_delegated(delivery.pk), 8)
     assert sorted(outcomes) == ["answered"] + ["not-claimed"] * 7
     assert Answer.objects.count() == 1 and d.turns(DEVICES) == 1
     assert [a for a, _ in d.answers()] == [DEVICES]
@@ -138,5 +115,5 @@ def test_an_answer_reported_twice_at_once_lands_once(desk, monkeypatch):
         with transaction.atomic():
             return report(delivery=delivery, token="tok", outcome="answered", text=f"answer {i}").output["claimed"]
 
-    assert sorted(in_threads(6, send)) == [False] * 5 + [True]
+    assert sorted(run_in_threads(send, 6)) == [False] * 5 + [True]
     assert Answer.objects.count() == 1 and len(d.answers()) == 1

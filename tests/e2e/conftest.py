@@ -69,6 +69,44 @@ class Server:
                 self.process.wait()
 
 
+def wait_for(predicate, *, timeout: float, what: str, log: Path | None = None):
+    """Call ``predicate()`` every 0.2 s until it answers something truthy, and return
+    that. After ``timeout`` seconds fail the test naming ``what``, with the tail of
+    ``log`` (a server's or a cluster's) when given."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    detail = f"\n--- {log.name} ---\n{log.read_text()[-6000:]}" if log and log.exists() else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+
+
+def transcript(server: Server, mailbox_id: str) -> list[dict]:
+    """Mailbox ``mailbox_id``'s durable transcript lines (``GET
+    /api/mailboxes/{id}/transcript``, up to 1,000)."""
+    answer = server.call("GET", f"/api/mailboxes/{mailbox_id}/transcript?limit=1000")
+    assert answer.status == 200, answer.body
+    return answer.body["lines"]
+
+
+def session_items(server: Server, session_id: str) -> list[dict]:
+    """A session's items (``GET /api/sessions/{id}/items``, up to 1,000)."""
+    answer = server.call("GET", f"/api/sessions/{session_id}/items?limit=1000")
+    assert answer.status == 200, answer.body
+    return answer.body["items"]
+
+
+def session_requests(server: Server, session_id: str, action: str | None = None) -> list[dict]:
+    """A session's requests with their outputs, only ``action``'s when given; none when
+    the session does not exist yet."""
+    answer = server.call("GET", f"/api/sessions/{session_id}/requests?includeResultOutput=true")
+    if answer.status == 404:
+        return []
+    return [r for r in answer.body["requests"] if action is None or r["action"] == action]
+
+
 def _pg_url() -> str | None:
     url = os.environ.get("DATABASE_URL", "")
     return url if url.startswith(("postgres://", "postgresql://")) else None

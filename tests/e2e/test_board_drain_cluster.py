@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import mailbox_md, write_tree
-from tests.e2e.conftest import Server
-from tests.e2e.test_seats_cluster import wait_for
+from tests.e2e.conftest import Server, session_requests, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -65,10 +64,7 @@ def stored_outputs(server: Server) -> dict[str, object]:
 
 
 def turns(server: Server) -> list[dict]:
-    answer = server.call("GET", f"/api/sessions/{RUN}/requests?includeResultOutput=true")
-    if answer.status == 404:
-        return []
-    return [r for r in answer.body["requests"] if r["action"] == "runTask"]
+    return session_requests(server, RUN, "runTask")
 
 
 def test_a_row_filed_over_http_is_drained_by_its_seat_on_the_cluster(start_server, tmp_path):

@@ -11,16 +11,15 @@ answers anything else at once.
 """
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import write_tree
-from tests.e2e.conftest import Server
+from tests.e2e.conftest import Server, session_items, session_requests, wait_for
+from tests.fakes import FakeOpenAIServer, chat_completion
 
 pytestmark = pytest.mark.e2e
 
@@ -31,58 +30,28 @@ DELEGATES = ("support.devices", "support.accounts", "support.general")
 DEADLINE_MS = 2000
 
 
-class SlowModel:
+class SlowModel(FakeOpenAIServer):
     """A chat-completions endpoint whose answer to a person's post (a turn starting
     ``u_42, through``) waits for ``release``; every other turn is answered at once."""
 
     def __init__(self):
+        super().__init__()
         self.release = threading.Event()
         self.turns: list[str] = []
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def reply(self, request: dict) -> tuple[int, dict]:
+        body = request["body"]
+        turn = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        self.turns.append(turn)
+        if turn.startswith(f"{USER}, through "):
+            self.release.wait(timeout=120)
+        return 200, chat_completion(f"general (slow) answered: {turn}", model=body["model"],
+                                    id=f"chatcmpl-{len(self.turns)}",
+                                    usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                turn = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
-                fake.turns.append(turn)
-                if turn.startswith(f"{USER}, through "):
-                    fake.release.wait(timeout=120)
-                answer = {
-                    "id": f"chatcmpl-{len(fake.turns)}", "object": "chat.completion", "created": int(time.time()),
-                    "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": f"general (slow) answered: {turn}"}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }
-                data = json.dumps(answer).encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
+    def close(self) -> None:
         self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
 
 
 def worker(description: str, model: str) -> str:
@@ -101,34 +70,13 @@ def tree(root: Path) -> Path:
     })
 
 
-def wait_for(predicate, *, timeout: float, what: str, log: Path | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    detail = f"\n--- log ---\n{log.read_text()[-6000:]}" if log and log.exists() else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
-
-
-def items(server: Server, session_id: str = CONVERSATION) -> list[dict]:
-    answer = server.call("GET", f"/api/sessions/{session_id}/items?limit=1000")
-    assert answer.status == 200, answer.body
-    return answer.body["items"]
-
-
 def records(server: Server) -> list[dict]:
-    return [i["data"] for i in items(server) if i["component"] == "coordinator-route"]
+    return [i["data"] for i in session_items(server, CONVERSATION) if i["component"] == "coordinator-route"]
 
 
 def answers(server: Server) -> list[dict]:
-    return [i["data"] for i in items(server) if i["type"] == "message" and i["data"]["role"] == "assistant"]
-
-
-def requests(server: Server, session_id: str) -> list[dict]:
-    answer = server.call("GET", f"/api/sessions/{session_id}/requests?includeResultOutput=true")
-    return [] if answer.status == 404 else answer.body["requests"]
+    return [i["data"] for i in session_items(server, CONVERSATION)
+            if i["type"] == "message" and i["data"]["role"] == "assistant"]
 
 
 def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_path):
@@ -169,7 +117,7 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         assert closed_after >= DEADLINE_MS / 1000
         assert second == {"postId": post_id, "round": 1, "policy": "everyone", "by": "everyone",
                           "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES]}
-        closes = [r for r in requests(server, CONVERSATION) if r["action"] == "closeRound"]
+        closes = session_requests(server, CONVERSATION, "closeRound")
         assert len(closes) == 1 and closes[0]["status"] == "completed" and len(closes[0]["output"]["closed"]) == 1
 
         def round_one_answered():
@@ -200,11 +148,10 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         assert len(records(server)) == 2  # the late answer routed nothing
 
         # Cost: at most delegates x (rounds + 1) = 6 delegate turns, each run once.
-        turns = {w: [r for r in requests(server, f"{CONVERSATION}:{w}") if r["action"] == "onDelegatedPost"]
-                 for w in DELEGATES}
+        turns = {w: session_requests(server, f"{CONVERSATION}:{w}", "onDelegatedPost") for w in DELEGATES}
         assert sum(len(t) for t in turns.values()) == 6 <= len(DELEGATES) * (1 + 1)
         assert all(r["status"] == "completed" for t in turns.values() for r in t)
         assert sum(1 for t in slow.turns if t.startswith(f"{USER}, through ")) == 1
-        reports = [r for r in requests(server, CONVERSATION) if r["action"] == "onDelegateReport"]
+        reports = session_requests(server, CONVERSATION, "onDelegateReport")
         assert len(reports) == 6 and all(r["output"]["claimed"] for r in reports)
         print(f"round 0 closed {closed_after:.1f}s after the post (deadline {DEADLINE_MS} ms)")

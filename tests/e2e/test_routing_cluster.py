@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import write_tree
-from tests.e2e.test_seats_cluster import wait_for
+from tests.e2e.conftest import transcript, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -30,10 +30,7 @@ def test_a_routed_post_over_http_is_answered_by_the_one_member_it_fits(start_ser
                          {"userId": "u_42", "input": {"body": "My printer keeps jamming."}})
     assert answer.status == 202, answer.body
 
-    def transcript():
-        return server.call("GET", "/api/mailboxes/support.desk/transcript").body["lines"]
-
-    lines = wait_for(lambda: (ls if len(ls := transcript()) >= 2 else None), timeout=30,
+    lines = wait_for(lambda: (ls if len(ls := transcript(server, "support.desk")) >= 2 else None), timeout=30,
                      what="the routed member's answer", log=server.log)
     assert [(l.get("author"), l.get("seatAuthored")) for l in lines] == [(None, None), ("support.devices", True)]
     items = server.call("GET", "/api/sessions/support.desk/items?itemTypes=component").body["items"]

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import mailbox_md, write_tree
-from tests.e2e.conftest import REPO, Server
+from tests.e2e.conftest import REPO, Server, session_requests, transcript, wait_for
 
 pytestmark = pytest.mark.e2e
 
+STANDUP = "eng.standup"
 STANDING_ORDER = '/tool post-to-mailbox {"mailbox": "{mailbox}", "body": "{heard}"}'
 
 
@@ -34,28 +35,8 @@ def tree(root: Path, body: str) -> Path:
     })
 
 
-def transcript(server: Server) -> list[dict]:
-    answer = server.call("GET", "/api/mailboxes/eng.standup/transcript?limit=1000")
-    assert answer.status == 200, answer.body
-    return answer.body["lines"]
-
-
 def turns(server: Server, seat: str) -> list[dict]:
-    answer = server.call("GET", f"/api/sessions/eng.standup:{seat}/requests?includeResultOutput=true")
-    if answer.status == 404:
-        return []
-    return [r for r in answer.body["requests"] if r["action"] == "onMailboxPost"]
-
-
-def wait_for(predicate, *, timeout: float, what: str, log: Path | None = None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    detail = f"\n--- cluster log ---\n{log.read_text()[-4000:]}" if log and log.exists() else ""
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}")
+    return session_requests(server, f"eng.standup:{seat}", "onMailboxPost")
 
 
 def post(server: Server, body: str) -> dict:
@@ -99,7 +80,7 @@ def test_a_post_over_http_wakes_two_seats_and_their_posts_land(start_server, tmp
     root = tree(tmp_path / "tree", f"Answer in the mailbox.\n{STANDING_ORDER}")
     server = start_server(root)  # serve: web server and task cluster together
     line = post(server, "shipped the reader")
-    lines = wait_for(lambda: (ls if len(ls := transcript(server)) >= 3 else None), timeout=30,
+    lines = wait_for(lambda: (ls if len(ls := transcript(server, STANDUP)) >= 3 else None), timeout=30,
                      what="both seats' tool posts", log=server.log)
     assert lines[0]["id"] == line["id"]
     answers = {l["author"]: l for l in lines[1:]}
@@ -108,7 +89,7 @@ def test_a_post_over_http_wakes_two_seats_and_their_posts_land(start_server, tmp
         assert answer["seatAuthored"] is True and answer["authorVerified"] is False
         assert answer["body"] == f"{seat} heard: workforce in eng.standup: shipped the reader"
     time.sleep(1)
-    assert len(transcript(server)) == 3  # the seats' lines woke nobody
+    assert len(transcript(server, STANDUP)) == 3  # the seats' lines woke nobody
     for seat in ("eng.alpha", "eng.beta"):
         [turn] = turns(server, seat)
         assert turn["status"] == "completed" and turn["output"]["toolCalls"] == ["post-to-mailbox"]
@@ -130,7 +111,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
         # Each model call of this turn waits 1.5 s: the tool post lands after the first,
         # and the turn is still running (its second call) when the cluster dies.
         post(server, 'first\n/sleep 1500\n/tool post-to-mailbox {"mailbox": "eng.standup", "body": "ack first"}')
-        wait_for(lambda: sum(l["body"] == "ack first" for l in transcript(server)) == 2, timeout=30,
+        wait_for(lambda: sum(l["body"] == "ack first" for l in transcript(server, STANDUP)) == 2, timeout=30,
                  what="both seats' first tool posts", log=cluster.log)
         cluster.crash()
         assert all(t["status"] == "running" for s in ("eng.alpha", "eng.beta") for t in turns(server, s))
@@ -138,7 +119,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
         # A post while no cluster runs: its deliveries wait for the next one.
         post(server, 'second\n/tool post-to-mailbox {"mailbox": "eng.standup", "body": "ack second"}')
         time.sleep(1)
-        assert sum(l["body"] == "ack second" for l in transcript(server)) == 0
+        assert sum(l["body"] == "ack second" for l in transcript(server, STANDUP)) == 0
 
         cluster.start()
 
@@ -149,7 +130,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
 
         per_seat = wait_for(settled, timeout=60, what="every delivery to finish after the restart", log=cluster.log)
         time.sleep(2)  # anything that would run twice has had time to
-        bodies = [l["body"] for l in transcript(server)]
+        bodies = [l["body"] for l in transcript(server, STANDUP)]
         assert sorted(b for b in bodies if b.startswith("ack")) == ["ack first"] * 2 + ["ack second"] * 2
         assert len(bodies) == 6
         for seat, seat_turns in per_seat.items():

@@ -12,7 +12,7 @@ from mailboxes.models import Line
 from workforce.models import Request, Session
 from workforce.sessions import ActionContext, do_run_action
 
-from ..conftest import MEMBER
+from ..conftest import MEMBER, run_in_threads
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -20,31 +20,12 @@ N = 20
 
 
 def _post_from_threads(org, session_id: str, n: int) -> list[Request]:
-    results: list[Request] = []
-    errors: list[BaseException] = []
-    start = threading.Barrier(n)
+    def post(i: int) -> Request:
+        return do_run_action(
+            org=org, kind="mailbox", session_id=session_id, action="post", input={"body": f"post {i}"}, user_id=MEMBER,
+        )
 
-    def post(i: int) -> None:
-        try:
-            start.wait(timeout=30)
-            results.append(
-                do_run_action(
-                    org=org, kind="mailbox", session_id=session_id, action="post",
-                    input={"body": f"post {i}"}, user_id=MEMBER,
-                )
-            )
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=post, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors, errors
-    return results
+    return run_in_threads(post, n, timeout=60)
 
 
 def _barrier_before_lock(monkeypatch, n: int, *, lock: bool) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
 
 from mailboxes.models import Line
 from mailboxes.routing import configure_route
 from workforce.models import Request, Session
 from workforce.sessions import ActionContext, do_run_action
 from workforce.dispatch import dispatch
+
+from tests.conftest import run_in_threads
 
 from .conftest import DESK, DEVICES, MEMBER, OWNER
 
@@ -52,26 +53,12 @@ def _answer_from_threads(org, post_id: str, n: int, monkeypatch, *, lock: bool) 
         return self.session
 
     monkeypatch.setattr(ActionContext, "lock_session", lock_session)
-    results: list[Request] = []
-    errors: list[BaseException] = []
 
-    def send(i: int) -> None:
-        try:
-            results.append(dispatch(org=org, kind="mailbox", session_id=DESK, action="answer",
-                                    payload={"postId": post_id, "body": f"answer {i}", "author": DEVICES},
-                                    user_id=OWNER))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connection.close()
+    def send(i: int) -> Request:
+        return dispatch(org=org, kind="mailbox", session_id=DESK, action="answer",
+                        payload={"postId": post_id, "body": f"answer {i}", "author": DEVICES}, user_id=OWNER)
 
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors, errors
-    return results
+    return run_in_threads(send, n, barrier=False, timeout=60)
 
 
 def test_several_answers_to_one_post_at_once_land_one_line(a_post, org, monkeypatch):

@@ -4,8 +4,6 @@ OpenAI-compatible structured choice against a fake server on loopback."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -25,6 +23,7 @@ from workforce.llm import (
     use_model_resolver,
 )
 from workforce.llm.lexical import terms
+from tests.fakes import FakeOpenAIServer, chat_completion
 from workforce.testing import create_mock_model_resolver, mock_evaluation_model
 
 DESK = Question("member", "Which member should answer this post?", (
@@ -155,46 +154,18 @@ def test_the_existing_positional_mock_resolver_still_works():
 # --- OpenAI-compatible: a structured choice ---------------------------------------------------
 
 
-class FakeServer:
-    def __init__(self, reply):
-        self.requests: list[dict] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append(body)
-                status, answer = reply(body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-
 def completion(content: str) -> tuple[int, dict]:
-    return 200, {"id": "c1", "object": "chat.completion", "created": 0, "model": "fake",
-                 "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+    return 200, chat_completion(content, model="fake", id="c1", created=0)
 
 
 @pytest.fixture
 def fake_openai(settings):
+    """``fake_openai(reply) -> server``: serve ``reply(body) -> (status, answer)`` and
+    point the OpenAI provider at it."""
     servers = []
 
     def _start(reply):
-        server = FakeServer(reply)
+        server = FakeOpenAIServer(lambda request: reply(request["body"])).start()
         servers.append(server)
         settings.OPENAI_BASE_URL = server.base_url
         settings.OPENAI_API_KEY = "sk-test"
@@ -202,15 +173,14 @@ def fake_openai(settings):
 
     yield _start
     for server in servers:
-        server.server.shutdown()
-        server.server.server_close()
+        server.close()
 
 
 def test_openai_evaluator_asks_for_a_structured_choice(fake_openai):
     server = fake_openai(lambda body: completion(json.dumps({"choice": "support.devices"})))
     model = resolve_evaluation_model("openai/fake", block="mailbox-route")
     assert ask(model, "My printer keeps jamming").choice == "support.devices"
-    (body,) = server.requests
+    (body,) = server.bodies
     schema = body["response_format"]["json_schema"]["schema"]
     assert body["response_format"]["type"] == "json_schema" and body["model"] == "fake"
     assert schema["properties"]["choice"]["enum"] == ["support.devices", "support.accounts", "support.general", "none"]

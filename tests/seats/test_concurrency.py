@@ -6,11 +6,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
 
 from seats import services
 from seats.models import Delivery
-from tests.conftest import MEMBER
+from tests.conftest import MEMBER, run_in_threads
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
 from workforce.sessions import do_run_action
@@ -18,28 +17,6 @@ from workforce.sessions import do_run_action
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 N = 8
-
-
-def in_threads(n: int, fn) -> list:
-    results, errors = [], []
-    barrier = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results.append(fn(i))
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    return results
 
 
 @pytest.fixture
@@ -52,7 +29,7 @@ def pending(wired, org, monkeypatch):
 
 
 def test_a_delivery_handed_to_many_tasks_at_once_runs_once(pending, org):
-    outcomes = in_threads(N, lambda i: services.do_deliver(pending.pk))
+    outcomes = run_in_threads(lambda i: services.do_deliver(pending.pk), N)
     assert sorted(outcomes) == ["done"] + ["not-claimed"] * (N - 1)
     assert Request.objects.filter(session__session_id="eng.incidents:eng.lead", action=ON_MAILBOX_POST).count() == 1
     pending.refresh_from_db()
@@ -71,14 +48,14 @@ def test_control_a_read_then_write_claim_lets_several_through(pending):
         Delivery.objects.filter(pk=pending.pk).update(status="running")
         return True
 
-    claimed = in_threads(N, naive_claim)
+    claimed = run_in_threads(naive_claim, N)
     assert sum(claimed) > 1
 
 
 def test_two_posts_landing_together_each_wake_each_seat_once(wired, org):
     wired()
-    in_threads(2, lambda i: do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post",
-                                          input={"body": f"together {i}"}, user_id=MEMBER))
+    run_in_threads(lambda i: do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post",
+                                           input={"body": f"together {i}"}, user_id=MEMBER), 2)
     for seat in ("eng.lead", "eng.analyst"):
         assert Session.objects.filter(session_id=f"eng.incidents:{seat}").count() == 1
         turns = Request.objects.filter(session__session_id=f"eng.incidents:{seat}", action=ON_MAILBOX_POST)

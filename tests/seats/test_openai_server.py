@@ -3,15 +3,14 @@ server in a thread, reached through the official ``openai`` client (not a mock o
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from mailboxes.models import Line
 from seats.models import Delivery
 from tests.conftest import OWNER
+from tests.fakes import FakeOpenAIServer, chat_completion
 from tests.seats.conftest import SEATS_TREE, worker_md
 from workforce.models import Request
 
@@ -19,44 +18,19 @@ OPENAI_WORKER = worker_md("Answers with a real model.", model="openai/fake-model
                           body="You are the lead. Answer in the mailbox.")
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeOpenAIServer):
     """A chat-completions endpoint: asks for one post-to-mailbox call, then answers."""
 
     def __init__(self, *, delay: float = 0.0, status: int = 200):
-        self.requests: list[dict] = []
+        super().__init__()
         self.delay = delay
         self.status = status
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                time.sleep(fake.delay)
-                if fake.status != 200:
-                    answer, status = {"error": {"message": "the model is overloaded", "type": "server_error"}}, fake.status
-                else:
-                    answer, status = fake.answer(body), 200
-                data = json.dumps(answer).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def reply(self, request: dict) -> tuple[int, dict]:
+        time.sleep(self.delay)
+        if self.status != 200:
+            return self.status, {"error": {"message": "the model is overloaded", "type": "server_error"}}
+        return 200, self.answer(request["body"])
 
     def answer(self, body: dict) -> dict:
         turn = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
@@ -75,22 +49,8 @@ class FakeOpenAI:
             finish = "tool_calls"
         else:
             message, finish = {"role": "assistant", "content": "Posted my answer in the mailbox."}, "stop"
-        return {
-            "id": f"chatcmpl-{len(self.requests)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        return chat_completion(message, model=body["model"], id=f"chatcmpl-{len(self.requests)}", finish_reason=finish,
+                               usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
 
 
 @pytest.fixture
