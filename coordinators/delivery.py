@@ -28,7 +28,7 @@ from workforce.flows import registry
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_request
+from workforce.sessions import ActionContext, do_record_request, ensure_child_session
 
 from .config import current_setup, takes_posts
 from .constants import cannot_take_post, no_worker_on_roster
@@ -60,18 +60,10 @@ def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
         return found.session
     filing = conv.session
     with transaction.atomic():
-        session, _ = Session.objects.get_or_create(
-            organization_id=filing.organization_id,
-            session_id=delegate_session_id(filing.session_id, seat.seat_id),
-            defaults={
-                "flow_kind": seat.kind,
-                "user_id": filing.user_id,
-                "parent": filing,
-                "state": {"seat": seat.seat_id, "coordinator": conv.worker, "filingSessionId": filing.session_id},
-            },
+        session = ensure_child_session(
+            filing, delegate_session_id(filing.session_id, seat.seat_id), kind=seat.kind,
+            state={"seat": seat.seat_id, "coordinator": conv.worker, "filingSessionId": filing.session_id},
         )
-        if session.flow_kind != seat.kind:
-            raise Refusal("session-not-addressable", f'"{session.session_id}" runs on the {session.flow_kind} kind, not {seat.kind}.')
         try:
             with transaction.atomic():
                 DelegateSession.objects.create(conversation=conv, worker=seat.seat_id, session=session)

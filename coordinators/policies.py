@@ -292,6 +292,18 @@ def deliver(desk: Desk, handing: Handing, worker: str, seat: Seat, entries: list
     return True, round_row
 
 
+def offer(
+    desk: Desk, handing: Handing, worker: str, seat: Seat | None, entries: list[dict]
+) -> tuple[bool, Round | None] | None:
+    """``deliver`` to ``worker`` when it can take the post (``delegate_problem``);
+    else append its ``skipped`` entry, with why, to ``entries`` and return None."""
+    problem = delegate_problem(worker, seat, desk.setup)
+    if problem:
+        entries.append(entry(worker, SKIPPED, problem))
+        return None
+    return deliver(desk, handing, worker, seat, entries)
+
+
 def note_for(rounds: list[Round]) -> str | None:
     """The record's note when any round it delivered into wasn't opened."""
     return ROUNDS_FULL_NOTE if any(r is not None and r.status == Round.Status.UNOPENED for r in rounds) else None
@@ -329,20 +341,17 @@ def round_robin(desk: Desk, handing: Handing) -> Record:
         worker = delegates[index]
         if worker in handing.exclude:
             continue
-        problem = delegate_problem(worker, seats.get(worker), desk.setup)
-        if problem:
-            entries.append(entry(worker, SKIPPED, problem))
+        offered = offer(desk, handing, worker, seats.get(worker), entries)
+        if offered is None:
             continue
-        delivered, round_row = deliver(desk, handing, worker, seats[worker], entries)
+        delivered, round_row = offered
         rounds.append(round_row)
         if delivered:
             conv.rr_last_worker, conv.rr_last_index = worker, index
             Conversation.objects.filter(pk=conv.pk).update(rr_last_worker=worker, rr_last_index=index)
             break
-    record = Record(handing.post.post_id, handing.round, desk.policy, BY_ROUND_ROBIN, entries, note=note_for(rounds))
-    if not record.delivered():
-        record.by, record.none = BY_UNPLACED, NOBODY_REACHABLE
-    return desk.record(record)
+    return _placed_or_unplaced(desk, Record(handing.post.post_id, handing.round, desk.policy, BY_ROUND_ROBIN, entries,
+                                            note=note_for(rounds)))
 
 
 def everyone(desk: Desk, handing: Handing) -> Record:
@@ -355,12 +364,16 @@ def everyone(desk: Desk, handing: Handing) -> Record:
     for worker in delegates:
         if worker in handing.exclude:
             continue
-        problem = delegate_problem(worker, seats.get(worker), desk.setup)
-        if problem:
-            entries.append(entry(worker, SKIPPED, problem))
-            continue
-        rounds.append(deliver(desk, handing, worker, seats[worker], entries)[1])
-    record = Record(handing.post.post_id, handing.round, desk.policy, BY_EVERYONE, entries, note=note_for(rounds))
+        offered = offer(desk, handing, worker, seats.get(worker), entries)
+        if offered is not None:
+            rounds.append(offered[1])
+    return _placed_or_unplaced(desk, Record(handing.post.post_id, handing.round, desk.policy, BY_EVERYONE, entries,
+                                            note=note_for(rounds)))
+
+
+def _placed_or_unplaced(desk: Desk, record: Record) -> Record:
+    """Record ``record`` as it is when it delivered to anyone, else as unplaced with
+    nobody reachable."""
     if not record.delivered():
         record.by, record.none = BY_UNPLACED, NOBODY_REACHABLE
     return desk.record(record)
@@ -383,11 +396,9 @@ def everyone_pass_on(desk: Desk, post: Post, closed_round: int) -> Record | None
         if handing is None:
             entries.append(entry(worker, SKIPPED, nothing_to_pass_on(closed_round)))
             continue
-        problem = delegate_problem(worker, seats.get(worker), desk.setup)
-        if problem:
-            entries.append(entry(worker, SKIPPED, problem))
-            continue
-        rounds.append(deliver(desk, handing, worker, seats[worker], entries)[1])
+        offered = offer(desk, handing, worker, seats.get(worker), entries)
+        if offered is not None:
+            rounds.append(offered[1])
     record = Record(post.post_id, next_round, desk.policy, BY_EVERYONE, entries, note=note_for(rounds))
     if not record.delivered():
         record.by = BY_UNPLACED

@@ -40,7 +40,13 @@ from workforce.llm import model_problem
 from workforce.models import Organization, Request, Session
 from workforce.notify import ON_MAILBOX_POST, build_notify_input, recent_text, turn_text
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_failed_request, do_record_request, emit_item
+from workforce.sessions import (
+    ActionContext,
+    do_record_failed_request,
+    do_record_request,
+    emit_item,
+    ensure_child_session,
+)
 from workforce.tools import ToolContext
 
 from .boards import board_hire_problems
@@ -553,22 +559,10 @@ def ensure_conversation(mailbox: Session, seat: Seat) -> Session:
     Raises:
         Refusal("session-not-addressable"): the id is held by a session on another kind.
     """
-    session, _ = Session.objects.get_or_create(
-        organization_id=mailbox.organization_id,
-        session_id=conversation_id(mailbox.session_id, seat.seat_id),
-        defaults={
-            "flow_kind": seat.kind,
-            "user_id": mailbox.user_id,
-            "parent": mailbox,
-            "state": {"seat": seat.seat_id, "mailboxId": mailbox.session_id},
-        },
+    return ensure_child_session(
+        mailbox, conversation_id(mailbox.session_id, seat.seat_id), kind=seat.kind,
+        state={"seat": seat.seat_id, "mailboxId": mailbox.session_id},
     )
-    if session.flow_kind != seat.kind:
-        raise Refusal(
-            "session-not-addressable",
-            f'"{session.session_id}" runs on the {session.flow_kind} kind, not {seat.kind}.',
-        )
-    return session
 
 
 def _deliver_wake(delivery: Delivery, token: str) -> str:

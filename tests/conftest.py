@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import textwrap
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from django.db import connection
 
-from mailboxes.roster import load_roster, set_current_roster
+from mailboxes.roster import Roster, load_roster, set_current_roster
 from mailboxes.services import do_open_mailboxes
-from workforce.models import DEFAULT_ORG_ID
+from workforce.flows import registry
+from workforce.llm import set_model_resolver
+from workforce.models import DEFAULT_ORG_ID, Organization
+from workforce.runtime import is_booted, mark_booted
 from workforce.sessions import do_run_action, ensure_organization
 
 OWNER = "u_owner"
@@ -50,6 +54,68 @@ STANDARD_TREE = {
 }
 
 
+def open_mailboxes(root: Path, org: Organization, *, user_id: str = OWNER) -> Roster:
+    """Read the tree at ``root``, open its mailboxes in ``org`` as ``user_id`` and serve
+    its roster; returns the roster."""
+    roster = load_roster(root)
+    do_open_mailboxes(org, roster.mailboxes, user_id=user_id)
+    set_current_roster(roster)
+    return roster
+
+
+def hire_tree(root: Path) -> list:
+    """Read the workers of the tree at ``root`` (a load error fails the test) and hire
+    them all; returns the seats (``hire_workforce``)."""
+    from seats.services import hire_workforce
+    from seats.workers import read_workforce
+
+    workers, errors = read_workforce(root)
+    assert errors == []
+    return hire_workforce(workers)
+
+
+def line_up_at_session_lock(monkeypatch, n: int, *, lock: bool = True) -> None:
+    """Make ``n`` threads reach their first session row lock
+    (``ActionContext.lock_session``) at the same moment, so the race is real; with
+    ``lock=False`` (a control) the lock is left out and the row read plainly."""
+    from workforce.models import Session
+    from workforce.sessions import ActionContext
+
+    barrier = threading.Barrier(n)
+    original = ActionContext.lock_session
+    local = threading.local()
+
+    def lock_session(self):
+        if not getattr(local, "waited", False):
+            local.waited = True
+            barrier.wait(timeout=30)
+        if lock:
+            return original(self)
+        self.session = Session.objects.get(pk=self.session.pk)
+        return self.session
+
+    monkeypatch.setattr(ActionContext, "lock_session", lock_session)
+
+
+@contextmanager
+def wired_by_hand(*kinds: str) -> Iterator[None]:
+    """Inside: this process counts as booted (the tests wire kinds by hand). After:
+    the facets of each kind in ``kinds`` are put back as they were, the model resolver
+    is reset, and the process is booted as it was before."""
+    flows = [registry.require(kind) for kind in kinds]
+    saved = [dict(flow.facets) for flow in flows]
+    was_booted = is_booted()
+    mark_booted(True)
+    try:
+        yield
+    finally:
+        for flow, facets in zip(flows, saved):
+            flow.facets.clear()
+            flow.facets.update(facets)
+        set_model_resolver(None)
+        mark_booted(was_booted)
+
+
 @pytest.fixture
 def make_tree(tmp_path):
     """``make_tree(files=STANDARD_TREE) -> root``: a tree in a fresh folder."""
@@ -66,8 +132,6 @@ def make_tree(tmp_path):
 def _restore_mailbox_facets():
     """A test that boots (or wires a route or a notify block by hand) leaves the built-in
     mailbox kind as it found it."""
-    from workforce.flows import registry
-
     flow = registry.get("mailbox")
     saved = {key: flow.facets.get(key) for key in ("notify", "route")} if flow is not None else {}
     yield
@@ -98,10 +162,7 @@ def open_tree(make_tree, org):
     """``open_tree(files=STANDARD_TREE, user_id=OWNER) -> Roster``: read, bind, open, serve."""
 
     def _open(files: dict[str, str] | None = None, *, user_id: str = OWNER, in_org=None):
-        roster = load_roster(make_tree(files))
-        do_open_mailboxes(in_org or org, roster.mailboxes, user_id=user_id)
-        set_current_roster(roster)
-        return roster
+        return open_mailboxes(make_tree(files), in_org or org, user_id=user_id)
 
     return _open
 

@@ -86,6 +86,25 @@ def emit_item(session: Session, component: str, data: dict, *, type: str = "comp
     return Item.objects.create(session=session, request=request, seq=seq, type=type, component=component, data=data)
 
 
+def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: dict) -> Session:
+    """Session ``session_id`` as a child of ``parent`` on kind ``kind``: created on first
+    use (in the parent's organization, owned by the parent's owner, with ``state``),
+    found after (a seat's conversation in a mailbox, a delegate's session in a
+    coordinator conversation; ids ``<parent id>:<child name>``).
+
+    Raises:
+        Refusal("session-not-addressable"): the id is held by a session on another kind.
+    """
+    session, _ = Session.objects.get_or_create(
+        organization_id=parent.organization_id,
+        session_id=session_id,
+        defaults={"flow_kind": kind, "user_id": parent.user_id, "parent": parent, "state": state},
+    )
+    if session.flow_kind != kind:
+        raise Refusal("session-not-addressable", f'"{session.session_id}" runs on the {session.flow_kind} kind, not {kind}.')
+    return session
+
+
 def ensure_organization(org_id: str) -> Organization:
     """The organization ``org_id``, created on first use."""
     org, _ = Organization.objects.get_or_create(id=org_id)

@@ -32,12 +32,11 @@ from seats.workers import WORKER_KEYS, WORKER_LOAD_FAILED, read_workforce
 from workforce.flows import FlowKind, registry
 from workforce.llm import set_model_resolver
 from workforce.models import Item, Request, Session
-from workforce.runtime import is_booted, mark_booted
 from workforce.sessions import do_run_action
 from workforce.testing import create_mock_model_resolver
 from workforce.tools import ToolContext
 
-from ..conftest import MEMBER, OWNER, mailbox_md
+from ..conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand
 
 FOLLOWUPS = "eng.incidents.followups"
 ESCALATIONS = "eng.incidents.escalations"
@@ -69,16 +68,9 @@ def tree(**workers: str) -> dict[str, str]:
 def drain_runtime():
     """Put back what hiring wires into this process: the mailbox kind's facets, the
     board drains, the model resolver, and whether the process counts as booted."""
-    mailbox = registry.require("mailbox")
-    saved = dict(mailbox.facets)
-    was_booted = is_booted()
-    mark_booted(True)
-    yield
-    mailbox.facets.clear()
-    mailbox.facets.update(saved)
+    with wired_by_hand("mailbox"):
+        yield
     set_board_drains(())
-    set_model_resolver(None)
-    mark_booted(was_booted)
 
 
 @pytest.fixture
@@ -88,12 +80,8 @@ def hired(make_tree, org):
 
     def _hire(files: dict[str, str]):
         root = make_tree(files)
-        roster = load_roster(root)
-        do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)
-        set_current_roster(roster)
-        workers, errors = read_workforce(root)
-        assert errors == []
-        seats = hire_workforce(workers)
+        roster = open_mailboxes(root, org)
+        seats = hire_tree(root)
         held = [m.board_id(b) for m in roster.mailboxes for b in m.boards]
         return seats, configure_board_drains("mailbox", seats, held)
 

@@ -20,14 +20,10 @@ from coordinators.config import configure_coordinator
 from coordinators.constants import COORDINATOR_ROUTE, KIND
 from coordinators.models import DelegatedPost, Round
 from coordinators.services import do_ensure_worker_session
-from seats.services import hire_workforce
-from seats.workers import read_workforce
-from tests.conftest import MEMBER, write_tree  # noqa: F401
+from tests.conftest import MEMBER, hire_tree, wired_by_hand, write_tree  # noqa: F401
 from tests.seats.conftest import worker_md
-from workforce.flows import registry
 from workforce.llm import set_model_resolver
 from workforce.models import Item, Request
-from workforce.runtime import is_booted, mark_booted
 from workforce.sessions import do_run_action
 from workforce.testing import MockModelResolver, create_mock_model_resolver, mock_evaluation_model  # noqa: F401
 
@@ -117,15 +113,8 @@ class Desk:
 def coordinator_runtime():
     """This process counts as booted, and the coordinator kind's facets and the model
     resolver are put back after each test."""
-    flow = registry.require(KIND)
-    saved = dict(flow.facets)
-    was_booted = is_booted()
-    mark_booted(True)
-    yield
-    flow.facets.clear()
-    flow.facets.update(saved)
-    set_model_resolver(None)
-    mark_booted(was_booted)
+    with wired_by_hand(KIND):
+        yield
 
 
 @pytest.fixture
@@ -137,10 +126,7 @@ def desk(make_tree, org, django_capture_on_commit_callbacks):
 
     def _desk(files=None, *, scripts=None, answers=None, delegate_flows=("agent",), deadline_ms=300_000,
               open_session=True, **keys) -> Desk:
-        root = make_tree(files or desk_tree(**keys))
-        workers, errors = read_workforce(root)
-        assert errors == []
-        seats = hire_workforce(workers)
+        seats = hire_tree(make_tree(files or desk_tree(**keys)))
         route = mock_evaluation_model(answers) if answers is not None else None
         resolver = create_mock_model_resolver(
             {"*": echo_script, **(scripts or {})},

@@ -10,9 +10,9 @@ from django.db import connection, transaction
 
 from mailboxes.models import Line
 from workforce.models import Request, Session
-from workforce.sessions import ActionContext, do_run_action
+from workforce.sessions import do_run_action
 
-from ..conftest import MEMBER, run_in_threads
+from ..conftest import MEMBER, line_up_at_session_lock, run_in_threads
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -28,25 +28,9 @@ def _post_from_threads(org, session_id: str, n: int) -> list[Request]:
     return run_in_threads(post, n, timeout=60)
 
 
-def _barrier_before_lock(monkeypatch, n: int, *, lock: bool) -> None:
-    """Make every poster reach the lock at the same moment (so the race is real), and in
-    the control skip the lock."""
-    barrier = threading.Barrier(n)
-    original = ActionContext.lock_session
-
-    def lock_session(self):
-        barrier.wait(timeout=30)
-        if lock:
-            return original(self)
-        self.session = Session.objects.get(pk=self.session.pk)
-        return self.session
-
-    monkeypatch.setattr(ActionContext, "lock_session", lock_session)
-
-
 def test_twenty_posts_at_once_all_land_in_order(open_tree, org, monkeypatch):
     open_tree()
-    _barrier_before_lock(monkeypatch, N, lock=True)
+    line_up_at_session_lock(monkeypatch, N, lock=True)
     results = _post_from_threads(org, "eng.standup", N)
     assert [r.status for r in results].count("completed") == N
     seqs = list(Line.objects.filter(session__session_id="eng.standup").order_by("seq").values_list("seq", flat=True))
@@ -58,7 +42,7 @@ def test_control_an_unlocked_write_loses_lines(open_tree, org, monkeypatch):
     """The same posts with the row lock taken out: posters read the same last seq, so all
     but one collide on the per-mailbox sequence and their lines are lost."""
     open_tree()
-    _barrier_before_lock(monkeypatch, N, lock=False)
+    line_up_at_session_lock(monkeypatch, N, lock=False)
     results = _post_from_threads(org, "eng.standup", N)
     landed = Line.objects.filter(session__session_id="eng.standup").count()
     assert landed < N

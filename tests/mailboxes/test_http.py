@@ -6,23 +6,13 @@ import json
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
-from rest_framework.test import APIClient, APIRequestFactory
+from rest_framework.test import APIRequestFactory
 
 from mailboxes.models import Line
 from tests.conftest import MEMBER, OWNER
 from workforce.models import Membership, Request, Session
 from workforce.principals import resolve_principal
 from workforce.refusals import Refusal
-
-
-@pytest.fixture
-def client():
-    return APIClient()
-
-
-@pytest.fixture
-def opened(open_tree):
-    return open_tree()
 
 
 def action_url(session_id="eng.standup", action="post", kind="mailbox") -> str:

@@ -3,22 +3,11 @@ JSON in the contract's shape (design.md §4), on SQLite and PostgreSQL alike."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
 from mailboxes.models import Line
 from workforce.models import Request, Session
 
 from .test_http import assert_failed, post
-
-
-@pytest.fixture
-def client():
-    return APIClient()
-
-
-@pytest.fixture
-def opened(open_tree):
-    return open_tree()
 
 
 def raw_post(client, body: bytes, path="/api/flows/mailbox/eng.standup/actions/post", **extra):

@@ -14,11 +14,6 @@ from workforce.models import Item, Request, Session
 LINE_KEYS = ["id", "at", "principal", "authorVerified", "body"]
 
 
-@pytest.fixture
-def opened(open_tree):
-    return open_tree()
-
-
 def lines_of(mailbox_id: str) -> list[Line]:
     return list(Line.objects.filter(session__session_id=mailbox_id).order_by("seq"))
 

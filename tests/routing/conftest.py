@@ -13,16 +13,12 @@ from __future__ import annotations
 import pytest
 
 from mailboxes.models import Line, Route
-from mailboxes.roster import load_roster, set_current_roster
 from mailboxes.routing import configure_route, route_by_purpose
-from mailboxes.services import do_open_mailboxes
-from seats.services import configure_notify, hire_workforce, wake_member_seats
-from seats.workers import read_workforce
-from tests.conftest import MEMBER, OWNER, mailbox_md, write_tree  # noqa: F401
+from seats.services import configure_notify, wake_member_seats
+from tests.conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand, write_tree  # noqa: F401
 from tests.seats.conftest import worker_md
 from workforce.llm import set_model_resolver
 from workforce.models import Item
-from workforce.runtime import is_booted, mark_booted
 from workforce.sessions import do_run_action
 from workforce.testing import create_mock_model_resolver, mock_evaluation_model
 
@@ -79,11 +75,8 @@ def printer_route():
 def routing_runtime():
     """This process counts as booted (kinds are wired by hand); the model resolver is
     put back after each test (the mailbox kind's facets are by tests/conftest.py)."""
-    was_booted = is_booted()
-    mark_booted(True)
-    yield
-    set_model_resolver(None)
-    mark_booted(was_booted)
+    with wired_by_hand():
+        yield
 
 
 @pytest.fixture
@@ -96,9 +89,7 @@ def routed(make_tree, org):
 
     def _wire(files=None, *, route=None, scripts=None, model=None, extra_seats=(), seats_filter=None):
         root = make_tree(routed_tree() if files is None else files)
-        workers, errors = read_workforce(root)
-        assert errors == []
-        seats = hire_workforce(workers)
+        seats = hire_tree(root)
         if seats_filter is not None:
             seats = [s for s in seats if seats_filter(s)]
         seats = [*seats, *extra_seats]
@@ -111,9 +102,7 @@ def routed(make_tree, org):
         set_model_resolver(resolver)
         configure_notify("mailbox", wake_member_seats(seats))
         configure_route("mailbox", route_by_purpose(seats, model=route if model is None else model))
-        roster = load_roster(root)
-        do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)
-        set_current_roster(roster)
+        open_mailboxes(root, org)
         return seats, resolver
 
     return _wire

@@ -3,17 +3,14 @@ lands in the mailbox"; design.md §3). Real threads on PostgreSQL: SQLite serial
 every writer and has no row locks to test (pitfalls.md)."""
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from mailboxes.models import Line
 from mailboxes.routing import configure_route
-from workforce.models import Request, Session
-from workforce.sessions import ActionContext, do_run_action
+from tests.conftest import line_up_at_session_lock, run_in_threads
 from workforce.dispatch import dispatch
-
-from tests.conftest import run_in_threads
+from workforce.models import Request
+from workforce.sessions import do_run_action
 
 from .conftest import DESK, DEVICES, MEMBER, OWNER
 
@@ -39,20 +36,7 @@ def a_post(routed, org):
 
 
 def _answer_from_threads(org, post_id: str, n: int, monkeypatch, *, lock: bool) -> list[Request]:
-    barrier = threading.Barrier(n)
-    original = ActionContext.lock_session
-    local = threading.local()
-
-    def lock_session(self):
-        if not getattr(local, "waited", False):  # every answer reaches its first lock at the same moment
-            local.waited = True
-            barrier.wait(timeout=30)
-        if lock:
-            return original(self)
-        self.session = Session.objects.get(pk=self.session.pk)
-        return self.session
-
-    monkeypatch.setattr(ActionContext, "lock_session", lock_session)
+    line_up_at_session_lock(monkeypatch, n, lock=lock)  # every answer reaches its first lock at the same moment
 
     def send(i: int) -> Request:
         return dispatch(org=org, kind="mailbox", session_id=DESK, action="answer",

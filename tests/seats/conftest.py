@@ -7,15 +7,9 @@ import textwrap
 
 import pytest
 
-from mailboxes.roster import load_roster, set_current_roster
-from mailboxes.services import do_open_mailboxes
 from seats.models import Seat
-from seats.services import configure_notify, hire_workforce, wake_member_seats
-from seats.workers import read_workforce
-from tests.conftest import MEMBER, OWNER, mailbox_md, write_tree
-from workforce.flows import registry
-from workforce.llm import set_model_resolver
-from workforce.runtime import is_booted, mark_booted
+from seats.services import configure_notify, wake_member_seats
+from tests.conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand, write_tree
 from workforce.sessions import do_run_action
 
 
@@ -51,15 +45,9 @@ SEATS_TREE = {
 @pytest.fixture(autouse=True)
 def seats_runtime():
     """This process counts as booted (the tests wire kinds by hand), and the mailbox
-    kind's notify block and the model resolver are put back after each test."""
-    mailbox = registry.require("mailbox")
-    saved_notify = mailbox.facets.get("notify")
-    was_booted = is_booted()
-    mark_booted(True)
-    yield
-    mailbox.facets["notify"] = saved_notify
-    set_model_resolver(None)
-    mark_booted(was_booted)
+    kind's facets (its notify block) and the model resolver are put back after each test."""
+    with wired_by_hand("mailbox"):
+        yield
 
 
 @pytest.fixture
@@ -70,12 +58,8 @@ def wired(make_tree, org):
 
     def _wire(files: dict[str, str] | None = None, *, fallback=None, extra_seats=()):
         root = make_tree(SEATS_TREE if files is None else files)
-        roster = load_roster(root)
-        do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)
-        set_current_roster(roster)
-        workers, errors = read_workforce(root)
-        assert errors == []
-        seats = hire_workforce(workers)
+        open_mailboxes(root, org)
+        seats = hire_tree(root)
         configure_notify("mailbox", wake_member_seats([*seats, *extra_seats], fallback=fallback))
         return seats
 
