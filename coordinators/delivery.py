@@ -28,7 +28,7 @@ from workforce.flows import registry
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_request, ensure_child_session
+from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
 
 from .config import current_setup, takes_posts
 from .constants import cannot_take_post, no_worker_on_roster
@@ -86,10 +86,8 @@ def do_deliver_delegated(delivery_id: int) -> str:
         pk=delivery_id
     )
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-        Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(
-            status=Request.Status.ABORTED, finished_at=timezone.now(),
-            error=Refusal("aborted", "the task running this delegated turn stopped; the post was delivered again.").as_error(),
-        )
+        do_abort_request(delivery.turn_request_id,
+                         "the task running this delegated turn stopped; the post was delivered again.")
     try:
         return _run(delivery, token)
     except LeaseLost:
@@ -182,10 +180,7 @@ def _run(delivery: DelegatedPost, token: str) -> str:
             _report(delivery, token, outcome, text=text if outcome == "answered" else "", error=error, parent=request)
             return outcome
     except LeaseLost:
-        Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(
-            status=Request.Status.ABORTED, finished_at=timezone.now(),
-            error=Refusal("aborted", "another task took this delegated post over").as_error(),
-        )
+        do_abort_request(request.pk, "another task took this delegated post over")
         raise
 
 
@@ -217,7 +212,5 @@ def do_abandon_delivery(delivery_id: int) -> bool:
     except LeaseLost:
         return False
     if delivery.turn_request_id:
-        Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(
-            status=Request.Status.ABORTED, finished_at=timezone.now()
-        )
+        do_abort_request(delivery.turn_request_id)
     return True

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from workforce.leases import claim_lease
 from workforce.models import Request
-from workforce.sessions import do_record_request
+from workforce.sessions import do_abort_request, do_record_request
 
 from . import policies, rounds
 from .config import current_setup
@@ -64,8 +64,7 @@ def do_run_job(job_id: int) -> str:
         return "not-claimed"
     job = Job.objects.select_related("conversation__session__organization", "post", "source", "request").get(pk=job_id)
     if job.request_id and job.request.status == Request.Status.RUNNING:  # a turn a crashed worker left behind
-        Request.objects.filter(pk=job.request_id, status=Request.Status.RUNNING).update(
-            status=Request.Status.ABORTED, finished_at=timezone.now())
+        do_abort_request(job.request_id)
     conv = job.conversation
     setup = current_setup(conv.session.flow_kind)
     outcome: TurnOutcome | None = None
@@ -81,8 +80,7 @@ def do_run_job(job_id: int) -> str:
         return _record(job, token, pick, outcome)
     except JobLeaseLost:
         if outcome is not None:
-            Request.objects.filter(pk=outcome.request.pk, status=Request.Status.RUNNING).update(
-                status=Request.Status.ABORTED, finished_at=timezone.now())
+            do_abort_request(outcome.request.pk)
         logger.warning("coordinator job %s: the claim lapsed and another task took it over", job_id)
         return "lease-lost"
     except Exception:

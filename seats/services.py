@@ -42,6 +42,7 @@ from workforce.notify import ON_MAILBOX_POST, build_notify_input, recent_text, t
 from workforce.refusals import Refusal
 from workforce.sessions import (
     ActionContext,
+    do_abort_request,
     do_record_failed_request,
     do_record_request,
     emit_item,
@@ -464,11 +465,8 @@ def do_deliver(delivery_id: int) -> str:
         return "not-claimed"
     delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-        Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(
-            status=Request.Status.ABORTED,
-            finished_at=now,
-            error=Refusal("aborted", "the task running this turn stopped before it finished; the post was delivered again.").as_error(),
-        )
+        do_abort_request(delivery.turn_request_id,
+                         "the task running this turn stopped before it finished; the post was delivered again.", now=now)
     try:
         if delivery.mode == Delivery.Mode.WAKE:
             return _deliver_wake(delivery, token)
@@ -687,10 +685,7 @@ def run_agent_post_turn(*, delivery: Delivery, seat: Seat, conversation: Session
             else:
                 _settle(delivery, token, error=result.error)
     except LeaseLost:
-        Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(
-            status=Request.Status.ABORTED, finished_at=timezone.now(),
-            error=Refusal("aborted", "another task took this delivery over").as_error(),
-        )
+        do_abort_request(request.pk, "another task took this delivery over")
         raise
     return "done" if result.error is None else "failed"
 

@@ -60,19 +60,26 @@ def is_booted() -> bool:
     return _booted
 
 
-def boot_for_task() -> None:
-    """Boot a task cluster's worker process before it runs a task (every app's
+def boot_for_task(proc_name: str = "") -> bool:
+    """Boot a task cluster's worker process: when django-q2 spawns it
+    (``workforce.sweepers.on_worker_spawn``) and before it runs a task (every app's
     ``tasks.py`` entry point calls it first). Never raises.
 
-    Does nothing in django-q2's ``sync`` mode, where the task runs inside the caller's
-    process, configured by the caller. A boot that fails (a bad tree) is logged, and the
-    task still runs with what is configured; the next task tries the boot again.
+    Args:
+        proc_name: the worker process's name, for the log.
+
+    Returns:
+        False in django-q2's ``sync`` mode, where tasks run inside the caller's process,
+        configured by the caller: nothing is done. True otherwise, also when the boot
+        failed (a bad tree): that is logged, the task still runs with what is configured,
+        and the next call tries the boot again.
     """
     from django_q.conf import Conf
 
     if Conf.SYNC:
-        return
+        return False
     try:
         ensure_booted()
     except Exception:
-        logger.exception("booting the task worker failed")
+        logger.exception("booting the task worker %sfailed", f"{proc_name} " if proc_name else "")
+    return True

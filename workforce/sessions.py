@@ -300,6 +300,25 @@ def do_record_request(
     )
 
 
+def do_abort_request(request_pk: int, detail: str | None = None, *, now=None) -> bool:
+    """Mark request ``request_pk`` ``aborted`` if it is still running (a turn a crashed
+    or superseded task left behind); a request that already ended is left alone.
+
+    Args:
+        request_pk: the Request's primary key.
+        detail: why, stored as the error ``{reason: "aborted", message}``; None stores
+            no error.
+        now: its finish time (default now).
+
+    Returns:
+        True when it was running and is now aborted.
+    """
+    changes: dict[str, Any] = {"status": Request.Status.ABORTED, "finished_at": now or timezone.now()}
+    if detail is not None:
+        changes["error"] = Refusal("aborted", detail).as_error()
+    return bool(Request.objects.filter(pk=request_pk, status=Request.Status.RUNNING).update(**changes))
+
+
 def do_record_failed_request(
     *, session: Session, action: str, input: dict, user_id: str, refusal: Refusal, internal: bool = True
 ) -> Request:

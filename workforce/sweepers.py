@@ -5,7 +5,7 @@ Apps register named sweeps with ``register_sweep`` in their ``AppConfig.ready``:
 mailboxes app its routes (``mailboxes.routing.do_sweep_routes``), the seats app its
 deliveries and its board drains. Each cluster worker process, when django-q2 spawns it
 (the ``post_spawn`` signal, connected by this app), boots the process
-(``workforce.runtime.ensure_booted``: hired seats, the mailbox kind's notify block) and
+(``workforce.runtime.boot_for_task``: hired seats, the mailbox kind's notify block) and
 starts one daemon thread that runs every registered sweep, in the order registered,
 every ``WORKFORCE_SWEEP_SECONDS`` (default 15). A sweep that fails is logged and its
 database connection closed; the sweeps after it still run. Sweeps from several workers
@@ -21,7 +21,7 @@ from typing import Any, Callable
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from .runtime import ensure_booted
+from .runtime import boot_for_task
 
 logger = logging.getLogger(__name__)
 
@@ -98,17 +98,11 @@ def _loop(interval: float) -> None:
 
 
 def on_worker_spawn(sender=None, proc_name: str = "", **kwargs) -> None:
-    """django-q2 ``post_spawn`` receiver: boot this worker process and start its sweeper.
+    """django-q2 ``post_spawn`` receiver: boot this worker process
+    (``workforce.runtime.boot_for_task``) and start its sweeper.
 
     Does nothing in ``sync`` mode, where django-q2 runs each task's "worker" inside the
     caller's process (tests): that process is configured by whoever runs it. A boot that
     fails (a bad tree) is logged and the sweeper still starts."""
-    from django_q.conf import Conf
-
-    if Conf.SYNC:
-        return
-    try:
-        ensure_booted()
-    except Exception:
-        logger.exception("booting cluster worker %s failed", proc_name)
-    start_sweeper()
+    if boot_for_task(proc_name):
+        start_sweeper()
