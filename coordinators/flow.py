@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from workforce.flows import Action, FlowKind, StrictCharField, StrictIntegerField, registry
+from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, StrictIntegerField, registry
 from workforce.sessions import ActionContext
 
 from .config import coordinator_worker_problems
@@ -40,7 +40,7 @@ from .constants import (
 class RunInput(serializers.Serializer):
     """``{message}``: what the person says to the coordinator."""
 
-    message = StrictCharField()
+    message = ClientTextField()
 
 
 class WorkerInput(serializers.Serializer):
@@ -53,7 +53,7 @@ class AddDelegateInput(serializers.Serializer):
     """``{worker, note?}``: best fit picks by the note before the worker's description."""
 
     worker = StrictCharField()
-    note = StrictCharField(required=False, allow_blank=True)
+    note = ClientTextField(required=False, allow_blank=True, max_length=2_000)
 
 
 class SetFallbackInput(serializers.Serializer):
@@ -130,6 +130,9 @@ def build_coordinator_kind() -> FlowKind:
             "coordinator": None,
             "validate_worker": coordinator_worker_problems,
             "state_fields": RESERVED_STATE_FIELDS,
+            # A conversation is its owner's: another user's call answers 404 and leaves
+            # nothing in it (workforce.sessions.do_run_action).
+            "private_sessions": True,
         },
     )
 

@@ -89,8 +89,10 @@ def do_ensure_worker_session(
 
     Args:
         worker: a worker id the caller reaches (own, organization's, shared).
-        session_id: default ``<worker>:<user id>``; a caller's own id may not hold ``:``
-            (those name sessions the server creates).
+        session_id: a name for a further conversation with the same worker; the session
+            is ``<worker>:<user id>:<session_id>`` (default ``<worker>:<user id>``), so a
+            caller can never take an id a mailbox or another user's session will need.
+            It may not hold ``:``.
         state: the new session's state; ``delegates`` and ``fallback`` are refused.
 
     Returns:
@@ -120,7 +122,7 @@ def do_ensure_worker_session(
         seat = access_seat(org, user_id, worker)
     except Refusal:
         raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(worker)) from None
-    session_id = session_id or f"{worker}:{user_id}"
+    session_id = f"{worker}{CHILD_SEPARATOR}{user_id}" + (f"{CHILD_SEPARATOR}{session_id}" if session_id else "")
     with transaction.atomic():
         session, created = Session.objects.get_or_create(
             organization=org, session_id=session_id,

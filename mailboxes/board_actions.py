@@ -19,7 +19,7 @@ from boards.naming import mailbox_board, tool_suffix
 from boards.queries import list_board_tasks, task_wire
 from boards.services import do_file_task
 from boards.tools import TOOL_DESCRIPTIONS, parse_board_tool_name, run_board_tool, validate_tool_args
-from workforce.flows import Action, StrictCharField, StrictIntegerField
+from workforce.flows import Action, ClientTextField, StrictCharField, StrictIntegerField
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 from workforce.tools import ToolContext
@@ -63,13 +63,13 @@ class FileTaskInput(serializers.Serializer):
     input?, author?}``; nothing else."""
 
     board = StrictCharField()
-    goal = StrictCharField()
-    title = StrictCharField(required=False)
-    context = StrictCharField(required=False)
+    goal = ClientTextField()
+    title = ClientTextField(required=False, max_length=500)
+    context = ClientTextField(required=False)
     assignee = StrictCharField(required=False)
     priority = StrictIntegerField(required=False)
     maxAttempts = StrictIntegerField(required=False, min_value=1)
-    labels = serializers.ListField(child=StrictCharField(), required=False)
+    labels = serializers.ListField(child=ClientTextField(max_length=200), required=False)
     input = serializers.JSONField(required=False)
     author = StrictCharField(required=False)
 

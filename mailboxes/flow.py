@@ -9,7 +9,7 @@ from functools import partial
 
 from rest_framework import serializers
 
-from workforce.flows import Action, FlowKind, StrictCharField, registry
+from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, registry
 from workforce.sessions import ActionContext
 
 from .board_actions import FileTaskInput, ReadBoardInput, file_task, read_board, resolve_board_action
@@ -22,7 +22,7 @@ KIND = "mailbox"
 class PostInput(serializers.Serializer):
     """``{body, author?}``: body is non-empty text; author an unverified member label."""
 
-    body = StrictCharField()
+    body = ClientTextField()
     author = StrictCharField(required=False)
 
 

@@ -340,10 +340,23 @@ def _route_instructions(session: Session) -> str:
 # ----------------------------------------------------------------------------- the ledger
 
 
+# Each routed post copies the ledger's 20 lines into its route and its delivery, so a
+# line's text is kept in the ledger up to this length (the transcript keeps it whole).
+LEDGER_TEXT_CHARS = 2_000
+
+
+def ledger_text(body: str) -> str:
+    """``body`` as the ledger keeps it: whole up to 2,000 characters, else its head and
+    a note of how much was left out."""
+    if len(body) <= LEDGER_TEXT_CHARS:
+        return body
+    return f"{body[:LEDGER_TEXT_CHARS]}… [{len(body) - LEDGER_TEXT_CHARS} more characters in the transcript]"
+
+
 def ledger_entry(line: Line) -> dict:
     """A line as the ledger keeps it: ``{id, seq, from, text}`` plus ``seatAuthored:
-    true`` on a seat's line."""
-    entry = {"id": line.line_id, "seq": line.seq, "from": line.author or line.principal, "text": line.body}
+    true`` on a seat's line; ``text`` is cut at 2,000 characters (``ledger_text``)."""
+    entry = {"id": line.line_id, "seq": line.seq, "from": line.author or line.principal, "text": ledger_text(line.body)}
     if line.seat_authored:
         entry["seatAuthored"] = True
     return entry

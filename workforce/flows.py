@@ -150,9 +150,32 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class ClientTextField(StrictCharField):
+    """Text a client writes (a post's body, a task's goal, a coordinator message): a
+    StrictCharField capped at ``WORKFORCE_MAX_TEXT_CHARS`` (32,000 characters) unless
+    ``max_length`` says otherwise, since it is copied into requests, items and ledgers.
+    Internal actions (a seat's reply, a round's pass-on) take StrictCharField uncapped."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        from django.conf import settings
+
+        kwargs.setdefault("max_length", getattr(settings, "WORKFORCE_MAX_TEXT_CHARS", 32_000))
+        super().__init__(**kwargs)
+
+
+INT32_MAX = 2**31 - 1
+
+
 class StrictIntegerField(serializers.IntegerField):
     """An IntegerField that refuses booleans, strings and floats (DRF's accepts ``"5"``,
-    ``5.0`` and ``True``); ``min_value``/``max_value`` work as usual."""
+    ``5.0`` and ``True``); ``min_value``/``max_value`` work as usual and default to a
+    32-bit range, so a number the database can't hold is ``invalid-input`` on
+    PostgreSQL and SQLite alike."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", -INT32_MAX)
+        kwargs.setdefault("max_value", INT32_MAX)
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):

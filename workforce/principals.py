@@ -13,7 +13,7 @@ from django.conf import settings
 
 from .models import DEFAULT_ORG_ID, Membership, Organization
 from .refusals import Refusal
-from .sessions import ensure_organization
+from .sessions import CHILD_SEPARATOR, ensure_organization
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,10 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
     """
     if claimed_user_id is not None and (not isinstance(claimed_user_id, str) or not claimed_user_id.strip()):
         raise Refusal("invalid-input", "userId must be a non-empty string.")
+    if isinstance(claimed_user_id, str) and CHILD_SEPARATOR in claimed_user_id:
+        # Session ids are built from user ids ("<worker>:<user>"); a ":" in one could
+        # spell another user's session id.
+        raise Refusal("invalid-input", f'userId can\'t contain "{CHILD_SEPARATOR}".')
     if getattr(settings, "WORKFORCE_AUTH", "none") == "none":
         if not claimed_user_id:
             if not require_user:

@@ -183,6 +183,10 @@ def do_run_action(
                     "session-not-addressable",
                     f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
                 )
+            if not internal and flow.facets.get("private_sessions") and session.user_id != user_id:
+                # Another user's conversation: not found, and nothing recorded in it (a
+                # refused call would take up the owner's history window).
+                raise Refusal("session-not-found", f'No session "{session_id}" exists.')
             request = Request(
                 organization=org,
                 session=session,

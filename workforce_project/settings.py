@@ -127,6 +127,8 @@ WORKFORCE_OPEN_USER = os.environ.get("WORKFORCE_OPEN_USER", "workforce")
 # Requests the web server runs at once; more wait their turn. Each running request holds a
 # database connection, so this bounds connections (PostgreSQL's default max is 100).
 WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
+# Longest text an action takes (a post's body, a task's goal, a coordinator message).
+WORKFORCE_MAX_TEXT_CHARS = _env_number("WORKFORCE_MAX_TEXT_CHARS", 32_000, int)
 WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
 WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
 WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")

@@ -16,7 +16,8 @@ from seats.workers import read_workforce
 from tests.conftest import MEMBER, OUTSIDER
 from tests.coordinators.conftest import ACCOUNTS, CONVERSATION, DELEGATES, DEVICES, GENERAL, HELP, desk_tree
 from workforce.flows import FlowKind, registry
-from workforce.models import Request
+from workforce.models import Request, Session
+from workforce.refusals import Refusal
 
 LICENSES = "licenses"
 
@@ -158,8 +159,9 @@ def test_a_flow_declaring_the_entry_but_not_a_delegate_flow_counts_as_one_that_c
 
 def test_only_the_owner_reaches_a_conversation(desk):
     d = desk()
-    refused_request = d.act("listDelegates", user_id=OUTSIDER)
-    assert refused_request.error["reason"] == "session-not-found"
+    with pytest.raises(Refusal) as refused:
+        d.act("listDelegates", user_id=OUTSIDER)
+    assert refused.value.reason == "session-not-found"
 
 
 # ----------------------------------------------------------------------------- tools
@@ -231,3 +233,27 @@ def test_a_worker_session_over_http_and_talking_to_it(desk, client):
     assert refusal.status_code == 404 and refusal.json()["error"]["reason"] == "worker-not-on-roster"
     unknown = client.post("/api/workers/support.nobody/sessions", {"userId": MEMBER}, format="json")
     assert unknown.status_code == 404
+
+
+
+def test_a_chosen_session_id_is_namespaced_under_the_worker_and_the_caller(desk, client):
+    """A caller's own sessionId can never take an id the tree declares later (a mailbox
+    id such as support.newbox) or another user's session: it lives under
+    ``<worker>:<user>:``."""
+    desk(routing="everyone", open_session=False)
+    opened = client.post(f"/api/workers/{HELP}/sessions", {"userId": MEMBER, "sessionId": "support.newbox"}, format="json")
+    assert opened.status_code == 201, opened.content
+    assert opened.json()["sessionId"] == f"{HELP}:{MEMBER}:support.newbox"
+    assert not Session.objects.filter(session_id="support.newbox").exists()
+
+
+def test_another_users_call_leaves_nothing_in_the_conversation(desk, client):
+    desk(routing="everyone", open_session=False)
+    assert client.post(f"/api/workers/{HELP}/sessions", {"userId": MEMBER}, format="json").status_code == 201
+    before = Request.objects.filter(session__session_id=CONVERSATION).count()
+    for input in ({}, {"bogus": 1}):
+        answer = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/listDelegates",
+                             {"userId": OUTSIDER, "input": input}, format="json")
+        assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found"
+        assert answer.json()["requestId"] is None
+    assert Request.objects.filter(session__session_id=CONVERSATION).count() == before

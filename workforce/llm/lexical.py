@@ -61,13 +61,21 @@ def _stem(word: str) -> str:
     return _stemmer().stemWord(word)
 
 
+# Stemming time grows with the square of a word's length, so a post of one 2 MB "word"
+# would hold a task worker for minutes. Only the head of a long text is weighed, and no
+# real word is longer than this.
+MAX_TERM_TEXT = 8_000
+MAX_WORD = 40
+
+
 def terms(text: str) -> list[str]:
-    """The terms of ``text``: lowercased words without common English words, stemmed.
-    A hyphenated word also counts joined (``wi-fi`` gives ``wi``, ``fi`` and ``wifi``)."""
-    lowered = text.lower().replace("’", "'")
+    """The terms of ``text`` (its first 8,000 characters): lowercased words of at most 40
+    letters without common English words, stemmed. A hyphenated word also counts joined
+    (``wi-fi`` gives ``wi``, ``fi`` and ``wifi``)."""
+    lowered = text[:MAX_TERM_TEXT].lower().replace("’", "'")
     joined = [a + b for a, b in _HYPHENATED.findall(lowered)]
     words = _WORD.findall(lowered) + joined
-    return [_stem(w.replace("'", "")) for w in words if w not in STOPWORDS and len(w) > 1]
+    return [_stem(w.replace("'", "")) for w in words if w not in STOPWORDS and 1 < len(w) <= MAX_WORD]
 
 
 class LexicalEvaluationModel:
