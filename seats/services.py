@@ -377,7 +377,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
             "external queue whose workers share no lease backend.",
         )
         do_record_request(mailbox, action=FAN_OUT_ACTION, input={"postId": line.line_id}, user_id=ctx.user_id,
-                        error=refusal.as_error(), parent=ctx.request)
+                          error=refusal.as_error(), parent=ctx.request)
         return []
     now = timezone.now()
     outcomes: list[dict] = []

@@ -15,8 +15,6 @@ from boards.drains import BoardDrain, current_board_drains, set_board_drains
 from boards.models import BoardTask, TaskChange
 from boards.services import do_claim_task, do_file_task
 from boards.tools import TOOL_NAMES
-from mailboxes.roster import load_roster, set_current_roster
-from mailboxes.services import do_open_mailboxes
 from seats.boards import board_id_problem, seat_boards
 from seats.drains import (
     board_run_id,
@@ -36,7 +34,7 @@ from workforce.sessions import do_run_action
 from workforce.testing import create_mock_model_resolver
 from workforce.tools import ToolContext
 
-from ..conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand
+from ..conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, run_in_threads, wired_by_hand
 
 FOLLOWUPS = "eng.incidents.followups"
 ESCALATIONS = "eng.incidents.escalations"
@@ -453,9 +451,7 @@ def test_a_turn_a_crash_cut_short_is_aborted_and_the_row_claimed_again(hired, or
 
 def test_the_seat_turn_runs_outside_any_transaction(transactional_db, make_tree, org):
     root = make_tree(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
-    roster = load_roster(root)
-    do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)
-    set_current_roster(roster)
+    open_mailboxes(root, org)
     seats = hire_workforce(read_workforce(root).workers)
     configure_board_drains("mailbox", seats, [FOLLOWUPS, ESCALATIONS])
     seen = []
@@ -594,13 +590,10 @@ def test_the_example_desk_holds_escalations_and_the_lead_drains_them(db, setting
 @pytest.mark.django_db(transaction=True)
 def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(make_tree, org, monkeypatch):
     import seats.drains
-    from tests.seats.test_concurrency import in_threads
 
     monkeypatch.setattr(seats.drains, "enqueue", lambda *args, **kwargs: None)  # each thread drives its own steps
     root = make_tree(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]"), analyst=worker_md(drains=f"[{FOLLOWUPS}]")))
-    roster = load_roster(root)
-    do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)
-    set_current_roster(roster)
+    open_mailboxes(root, org)
     configure_board_drains("mailbox", hire_workforce(read_workforce(root).workers), [FOLLOWUPS])
     resolver = create_mock_model_resolver({"*": lambda call: f"{call.block} did it"})
     set_model_resolver(resolver)
@@ -613,7 +606,7 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
             steps += 1
         return steps
 
-    assert sum(in_threads(6, drain)) == len(rows)
+    assert sum(run_in_threads(drain, 6)) == len(rows)
     done = list(BoardTask.objects.filter(board_id=FOLLOWUPS))
     assert {(t.status, t.attempts) for t in done} == {("completed", 1)}
     assert all(t.output == f"{t.run.rpartition(':')[2]} did it" for t in done)

@@ -7,7 +7,7 @@ import pytest
 from mailboxes.models import Line
 from seats.models import Delivery
 from seats.services import configure_notify, do_deliver, notify_block
-from tests.conftest import MEMBER, OWNER, mailbox_md
+from tests.conftest import MEMBER, OWNER, mailbox_md, open_mailboxes
 from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER, SEATS_TREE, worker_md
 from workforce.flows import Action, FlowKind, registry
 from workforce.models import Item, Request, Session
@@ -279,8 +279,6 @@ def test_a_post_refused_hands_nothing_out(wired, post, org):
 
 @pytest.mark.parametrize("members", [2, 25])
 def test_fan_out_query_count_does_not_grow_with_members(make_tree, org, django_assert_num_queries, members, django_capture_on_commit_callbacks):
-    from mailboxes.roster import load_roster, set_current_roster
-    from mailboxes.services import do_open_mailboxes
     from seats.services import hire_workforce, wake_member_seats
     from seats.workers import read_workforce
     from workforce.sessions import do_run_action
@@ -289,9 +287,7 @@ def test_fan_out_query_count_does_not_grow_with_members(make_tree, org, django_a
     files = {"teams/eng/mailboxes/big/MAILBOX.md": mailbox_md("Big.", members=[f"eng.{n}" for n in names])}
     files.update({f"teams/eng/workers/{n}/WORKER.md": ECHO_LISTENER for n in names})
     root = make_tree(files)
-    roster = load_roster(root)
-    do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)
-    set_current_roster(roster)
+    open_mailboxes(root, org)
     configure_notify("mailbox", wake_member_seats(hire_workforce(read_workforce(root).workers)))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         # 14 with or without members: the post's own queries, one INSERT for every
