@@ -4,17 +4,31 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from .flows import registry
 from .models import Item, Organization, Request, Session
 from .refusals import Refusal
 from .sessions import history_window
 
 
-def access_session(org: Organization, session_id: str) -> Session:
-    """The session ``session_id`` in ``org``. Raises Refusal("session-not-found")."""
-    try:
-        return Session.objects.get(organization=org, session_id=session_id)
-    except Session.DoesNotExist:
-        raise Refusal("session-not-found", f'No session "{session_id}" exists.') from None
+def access_session(org: Organization, session_id: str, *, reader: str | None = None) -> Session:
+    """The session ``session_id`` in ``org``.
+
+    Args:
+        reader: the caller's user id, for reads: a session on a kind with private
+            sessions (facet ``private_sessions``, a coordinator conversation) is found
+            only by its owner.
+
+    Raises:
+        Refusal("session-not-found"): no such session, or another user's private one.
+    """
+    session = Session.objects.filter(organization=org, session_id=session_id).first()
+    if session is not None and reader is not None and session.user_id != reader:
+        flow = registry.get(session.flow_kind)
+        if flow is not None and flow.facets.get("private_sessions"):
+            session = None
+    if session is None:
+        raise Refusal("session-not-found", f'No session "{session_id}" exists.')
+    return session
 
 
 def access_request(org: Organization, request_id: str) -> Request:

@@ -76,7 +76,9 @@ def test_the_example_coordinator_routes_by_best_fit_over_http(example_booted, dj
         answer = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/run",
                              {"userId": MEMBER, "input": {"message": "My laptop won't charge."}}, format="json")
     assert answer.status_code == 202, answer.content
-    items = client.get(f"/api/sessions/{CONVERSATION}/items").json()["items"]
+    assert client.get(f"/api/sessions/{CONVERSATION}/items").status_code == 404  # a conversation is its owner's
+    assert client.get(f"/api/sessions/{CONVERSATION}/requests?userId=someone").status_code == 404
+    items = client.get(f"/api/sessions/{CONVERSATION}/items?userId={MEMBER}").json()["items"]
     [record] = [i["data"] for i in items if i["component"] == "coordinator-route"]
     assert record == {"postId": answer.json()["requestId"], "round": 0, "policy": "best-fit", "by": "evaluated",
                       "delegates": [{"worker": DEVICES, "outcome": "delivered"}]}

@@ -71,11 +71,11 @@ def tree(root: Path) -> Path:
 
 
 def records(server: Server) -> list[dict]:
-    return [i["data"] for i in session_items(server, CONVERSATION) if i["component"] == "coordinator-route"]
+    return [i["data"] for i in session_items(server, CONVERSATION, USER) if i["component"] == "coordinator-route"]
 
 
 def answers(server: Server) -> list[dict]:
-    return [i["data"] for i in session_items(server, CONVERSATION)
+    return [i["data"] for i in session_items(server, CONVERSATION, USER)
             if i["type"] == "message" and i["data"]["role"] == "assistant"]
 
 
@@ -117,7 +117,7 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         assert closed_after >= DEADLINE_MS / 1000
         assert second == {"postId": post_id, "round": 1, "policy": "everyone", "by": "everyone",
                           "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES]}
-        closes = session_requests(server, CONVERSATION, "closeRound")
+        closes = session_requests(server, CONVERSATION, "closeRound", USER)
         assert len(closes) == 1 and closes[0]["status"] == "completed" and len(closes[0]["output"]["closed"]) == 1
 
         def round_one_answered():
@@ -152,6 +152,6 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         assert sum(len(t) for t in turns.values()) == 6 <= len(DELEGATES) * (1 + 1)
         assert all(r["status"] == "completed" for t in turns.values() for r in t)
         assert sum(1 for t in slow.turns if t.startswith(f"{USER}, through ")) == 1
-        reports = session_requests(server, CONVERSATION, "onDelegateReport")
+        reports = session_requests(server, CONVERSATION, "onDelegateReport", USER)
         assert len(reports) == 6 and all(r["output"]["claimed"] for r in reports)
         print(f"round 0 closed {closed_after:.1f}s after the post (deadline {DEADLINE_MS} ms)")
