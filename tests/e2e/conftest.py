@@ -94,7 +94,7 @@ def transcript(server: Server, mailbox_id: str) -> list[dict]:
 def session_items(server: Server, session_id: str, user_id: str = "") -> list[dict]:
     """A session's items (``GET /api/sessions/{id}/items``, up to 1,000), read as
     ``user_id`` (a private session, a coordinator conversation, answers only its owner)."""
-    answer = server.call("GET", f"/api/sessions/{session_id}/items?limit=1000&userId={user_id}")
+    answer = server.call("GET", f"/api/sessions/{session_id}/items?limit=1000" + (f"&userId={user_id}" if user_id else ""))
     assert answer.status == 200, answer.body
     return answer.body["items"]
 
@@ -102,7 +102,9 @@ def session_items(server: Server, session_id: str, user_id: str = "") -> list[di
 def session_requests(server: Server, session_id: str, action: str | None = None, user_id: str = "") -> list[dict]:
     """A session's requests with their outputs, only ``action``'s when given; none when
     the session does not exist yet. Read as ``user_id`` (see ``session_items``)."""
-    answer = server.call("GET", f"/api/sessions/{session_id}/requests?includeResultOutput=true&userId={user_id}")
+    answer = server.call(
+        "GET", f"/api/sessions/{session_id}/requests?includeResultOutput=true" + (f"&userId={user_id}" if user_id else "")
+    )
     if answer.status == 404:
         return []
     return [r for r in answer.body["requests"] if action is None or r["action"] == action]
