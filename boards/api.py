@@ -13,7 +13,8 @@ from workforce.principals import resolve_principal
 from workforce.refusals import Refusal
 
 from .models import TaskStatus
-from .queries import list_board_tasks, task_wire
+from .errors import TaskError
+from .queries import access_task, list_board_tasks, task_wire
 
 
 class BoardTasksView(APIView):
@@ -45,6 +46,11 @@ class BoardTasksView(APIView):
             raise Refusal("invalid-input", f"status must be one of {', '.join(TaskStatus.values)}, not {status!r}.")
         assignee = request.query_params.get("assignee") or None
         after = request.query_params.get("after") or None
+        if after is not None:
+            try:
+                access_task(principal.org, board_id, after)
+            except TaskError:
+                raise Refusal("invalid-input", f"after must be a task id on {board_id} (a page's next), not {after[:80]!r}.") from None
         rows, next_id = read_page(
             request,
             lambda n: list_board_tasks(principal.org, board_id, status=status, assignee=assignee, after=after, limit=n),

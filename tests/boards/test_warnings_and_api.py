@@ -70,6 +70,11 @@ def test_the_board_endpoint_pages_and_filters(file_row, other_org):
     bad = client.get(url, {"status": "done"})
     assert bad.status_code == 400 and bad.json()["error"]["reason"] == "invalid-input"
     assert client.get("/api/boards/eng.nowhere.board/tasks").json()["tasks"] == []
+    for cursor in ("zzz", "-1", "task_not_here"):
+        refused = client.get(url, {"after": cursor})
+        assert refused.status_code == 400 and refused.json()["error"]["reason"] == "invalid-input"
+    theirs = client.get(url, {"after": file_row(goal="theirs too", in_org=other_org).task_id})
+    assert theirs.status_code == 400  # another organization's row is no cursor here
 
 
 @pytest.mark.django_db
