@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 
 from django.db import models
+from django.utils import timezone
 from django.db.models import Q
 
 DEFAULT_ORG_ID = "default"
@@ -92,7 +93,7 @@ class Request(models.Model):
     error = models.JSONField(null=True, blank=True, help_text='{"reason": ..., "message": ...}')
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
     parent_request = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -299,6 +299,7 @@ def do_record_request(
         output=output,
         error=error,
         parent_request=parent,
+        created_at=now,
         started_at=started_at or now,
         finished_at=None if running else now,
     )
