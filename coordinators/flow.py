@@ -133,6 +133,9 @@ def build_coordinator_kind() -> FlowKind:
             # A conversation is its owner's: another user's call answers 404 and leaves
             # nothing in it (workforce.sessions.do_run_action).
             "private_sessions": True,
+            # Conversations are opened by POST /api/workers/<worker>/sessions, never by
+            # naming an id in an action call.
+            "client_creates_sessions": False,
         },
     )
 

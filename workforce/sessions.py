@@ -164,13 +164,17 @@ def do_run_action(
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
-    if not internal and CHILD_SEPARATOR in session_id and not Session.objects.filter(organization=org, session_id=session_id).exists():
-        # "<mailbox>:<seat>" ids name conversations the server creates; a client that
-        # could create one first would leave the seat unable to hear that mailbox.
-        raise Refusal(
-            "session-not-found",
-            f'No session "{session_id}" exists; ids with "{CHILD_SEPARATOR}" name conversations the server creates.',
-        )
+    if not internal:
+        client_creates = CHILD_SEPARATOR not in session_id and flow.facets.get("client_creates_sessions", True)
+        if not client_creates and not Session.objects.filter(organization=org, session_id=session_id).exists():
+            # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
+            # sessions are opened another way (a coordinator conversation) creates none on a
+            # client's call: a client that could take an id first would leave a seat unable
+            # to hear that mailbox, or a mailbox the tree declares later unable to open.
+            raise Refusal(
+                "session-not-found",
+                f'No session "{session_id}" exists; a {kind} session is opened by the server, not by this call.',
+            )
     try:
         with transaction.atomic():
             session, _ = Session.objects.get_or_create(

@@ -257,3 +257,14 @@ def test_another_users_call_leaves_nothing_in_the_conversation(desk, client):
         assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found"
         assert answer.json()["requestId"] is None
     assert Request.objects.filter(session__session_id=CONVERSATION).count() == before
+
+
+def test_an_action_on_an_id_nobody_opened_creates_no_coordinator_session(desk, client):
+    """Only POST /api/workers/<worker>/sessions opens a conversation: naming a fresh id in
+    an action call (say a mailbox id the tree will declare later) creates nothing."""
+    desk(routing="everyone", open_session=False)
+    for session_id in ("support.newbox", f"{HELP}:someone"):
+        answer = client.post(f"/api/flows/coordinator/{session_id}/actions/run",
+                             {"userId": MEMBER, "input": {"message": "hi"}}, format="json")
+        assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found"
+        assert not Session.objects.filter(session_id=session_id).exists()
