@@ -83,7 +83,7 @@ def main() -> None:
         from django.db import transaction
         from django.utils import timezone
 
-        from seats.models import Delivery
+        from mailboxes.models import Delivery
         from workforce.models import DEFAULT_ORG_ID
         from workforce.sessions import do_run_action, ensure_organization
         from workforce_project.boot import boot, open_roster

@@ -14,7 +14,9 @@ from typing import Any, Callable, Iterable
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from seats.capabilities import AGENT_CATALOG
 from workforce.delegation import declares_delegated_post_entry
+from workforce.facets import BOARD_ROW_TURN, COORDINATOR, TAKES_TASKS, TOOL_CATALOG
 from workforce.flows import registry
 
 from .constants import (
@@ -26,7 +28,7 @@ from .constants import (
     POLICIES,
 )
 
-TASK_FACETS = ("takes_tasks", "board_row_turn")
+TASK_FACETS = (TAKES_TASKS, BOARD_ROW_TURN)
 
 
 @dataclass(frozen=True)
@@ -106,16 +108,11 @@ def configure_coordinator(
         raise ImproperlyConfigured("route_model is required, even when no coordinator routes by best fit")
     deadline = check_round_deadline_ms(round_deadline_ms)
     agent = dict(agent or {})
-    if "catalog" in agent:
-        catalog = dict(agent["catalog"])
-    else:
-        from seats.capabilities import AGENT_CATALOG
-
-        catalog = dict(AGENT_CATALOG)
+    catalog = dict(agent["catalog"]) if "catalog" in agent else dict(AGENT_CATALOG)
     setup = CoordinatorSetup(flows, route_model, deadline, catalog, tuple(agent.get("capabilities") or ()))
     flow = registry.require(kind)
-    flow.facets["coordinator"] = setup
-    flow.facets["tools"] = dict(catalog)
+    COORDINATOR.set(flow, setup)
+    TOOL_CATALOG.set(flow, dict(catalog))
     return setup
 
 
@@ -126,7 +123,7 @@ def current_setup(kind: str = KIND) -> CoordinatorSetup:
         ImproperlyConfigured: the kind was never configured.
     """
     flow = registry.get(kind)
-    setup = flow.facets.get("coordinator") if flow is not None else None
+    setup = COORDINATOR.get(flow)
     if setup is None:
         raise ImproperlyConfigured(f'the coordinator kind "{kind}" is not configured')
     return setup
@@ -157,7 +154,7 @@ def takes_tasks(kind: str) -> bool:
     """True when flow ``kind`` takes board tasks: it sets ``takes_tasks`` or can run a
     claimed board row (``board_row_turn``, the agent kind's drain)."""
     flow = registry.get(kind)
-    return flow is not None and any(flow.facets.get(name) for name in TASK_FACETS)
+    return flow is not None and any(facet.get(flow) for facet in TASK_FACETS)
 
 
 def takes_posts(kind: str, setup: CoordinatorSetup) -> bool:
@@ -174,7 +171,7 @@ def coordinator_worker_problems(worker: Any, workers: Iterable[Any]) -> list[str
     naming it (spec "Setting one up"): ``rounds:`` above 3 (or below 0), a ``routing:``
     it doesn't know, a ``fallback:`` that isn't one of its ``delegates:``, a delegate
     named twice, a delegate that is not a worker declared in the same files, more than
-    25 delegates. The kind's ``validate_worker`` facet (``seats.services.hire_problems``).
+    25 delegates. The kind's ``validate_worker`` facet (``seats.hiring.hire_problems``).
 
     Args:
         worker: the coordinator's manifest (``declared`` is its frontmatter).

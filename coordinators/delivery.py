@@ -23,7 +23,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from seats.models import Seat
+from seats.queries import reachable_seats
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
+from workforce.dispatch import dispatch
 from workforce.flows import registry
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
@@ -31,10 +33,8 @@ from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
 
 from .config import current_setup, takes_posts
-from .constants import cannot_take_post, no_worker_on_roster
+from .constants import REPORT, cannot_take_post, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
-from .queries import reachable_seats
-from .services import report
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,26 @@ def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
         except IntegrityError:
             pass  # another task made it at the same moment: same session
     return session
+
+
+def report(
+    *, delivery: DelegatedPost, token: str, outcome: str, text: str = "", error: Refusal | None = None,
+    parent_request: Request | None = None,
+) -> Request:
+    """Tell the conversation how ``delivery`` ended, in a request of its own on the
+    conversation's session (dispatch to ``onDelegateReport``), as holder of claim
+    ``token``. Call inside the transaction that settles the delegate's turn."""
+    payload: dict = {"deliveryId": delivery.pk, "outcome": outcome}
+    if text:
+        payload["text"] = text
+    if error is not None:
+        payload["error"] = error.as_error()
+    conv_session = delivery.conversation.session
+    return dispatch(
+        org=conv_session.organization, kind=conv_session.flow_kind, session_id=conv_session.session_id,
+        action=REPORT, payload=payload, user_id=conv_session.user_id, parent_request=parent_request,
+        extras={"claim_token": token},
+    )
 
 
 def do_deliver_delegated(delivery_id: int) -> str:

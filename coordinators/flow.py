@@ -20,10 +20,21 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from workforce.facets import (
+    CLIENT_CREATES_SESSIONS,
+    COORDINATOR,
+    PRIVATE_SESSIONS,
+    STATE_FIELDS,
+    TOOL_CATALOG,
+    VALIDATE_WORKER,
+    WORKER,
+)
 from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, StrictIntegerField, registry
 from workforce.sessions import ActionContext
 
-from .config import coordinator_worker_problems
+from .config import configure_from_settings, coordinator_worker_problems
+from .delegates import do_change_delegates
+from .services import do_close_round, do_post, do_report
 from .constants import (
     ADD_DELEGATE,
     CLOSE_ROUND,
@@ -79,39 +90,31 @@ class CloseRoundInput(serializers.Serializer):
 
 def run(ctx: ActionContext, data: dict) -> dict:
     """A post to the coordinator (see ``coordinators.services.do_post``)."""
-    from .services import do_post
-
     return do_post(ctx, data["message"])
 
 
 def _change(change: str):
     def handler(ctx: ActionContext, data: dict) -> dict:
-        from .services import do_change_delegates
-
         return do_change_delegates(ctx.org, ctx.session, ctx.user_id, change, data)
 
-    handler.__doc__ = f"The {change} delegate action (coordinators.services.do_change_delegates)."
+    handler.__doc__ = f"The {change} delegate action (coordinators.delegates.do_change_delegates)."
     return handler
 
 
 def on_delegate_report(ctx: ActionContext, data: dict) -> dict:
     """A delegate's turn ended (see ``coordinators.services.do_report``)."""
-    from .services import do_report
-
     return do_report(ctx, data)
 
 
 def close_round(ctx: ActionContext, data: dict) -> dict:
     """A round's deadline passed (see ``coordinators.services.do_close_round``)."""
-    from .services import do_close_round
-
     return do_close_round(ctx, data)
 
 
 def build_coordinator_kind() -> FlowKind:
     """The coordinator kind, registered once per process (configured by
     ``coordinators.config.configure_coordinator``)."""
-    return FlowKind(
+    flow = FlowKind(
         kind=KIND,
         actions={
             RUN: Action(RUN, run, RunInput, description="Send the coordinator a post."),
@@ -124,26 +127,23 @@ def build_coordinator_kind() -> FlowKind:
             REPORT: Action(REPORT, on_delegate_report, ReportInput, description="A delegate's turn ended."),
             CLOSE_ROUND: Action(CLOSE_ROUND, close_round, CloseRoundInput, description="A round's deadline passed."),
         },
-        facets={
-            "worker": True,
-            "tools": {},
-            "coordinator": None,
-            "validate_worker": coordinator_worker_problems,
-            "state_fields": RESERVED_STATE_FIELDS,
-            # A conversation is its owner's: another user's call answers 404 and leaves
-            # nothing in it (workforce.sessions.do_run_action).
-            "private_sessions": True,
-            # Conversations are opened by POST /api/workers/<worker>/sessions, never by
-            # naming an id in an action call.
-            "client_creates_sessions": False,
-        },
     )
+    WORKER.set(flow, True)
+    TOOL_CATALOG.set(flow, {})
+    COORDINATOR.set(flow, None)
+    VALIDATE_WORKER.set(flow, coordinator_worker_problems)
+    STATE_FIELDS.set(flow, RESERVED_STATE_FIELDS)
+    # A conversation is its owner's: another user's call answers 404 and leaves nothing
+    # in it (workforce.sessions.do_run_action).
+    PRIVATE_SESSIONS.set(flow, True)
+    # Conversations are opened by POST /api/workers/<worker>/sessions, never by naming
+    # an id in an action call.
+    CLIENT_CREATES_SESSIONS.set(flow, False)
+    return flow
 
 
 def register() -> FlowKind:
     """Register the kind and configure it from the settings."""
-    from .config import configure_from_settings
-
     flow = registry.register(build_coordinator_kind())
     try:
         configure_from_settings(KIND)

@@ -17,6 +17,7 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from seats.queries import reachable_seats
 from workforce.leases import claim_lease
 from workforce.models import Request
 from workforce.sessions import do_abort_request, do_record_request
@@ -29,7 +30,6 @@ from .constants import (
     BY_UNPLACED,
     DELIVERED,
     ROUTE_ACTION,
-    judgment_agent_name,
     nobody_best_fit,
     nobody_judgment,
 )
@@ -127,12 +127,9 @@ def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], be
     delivered, its reply lands under ``coordinator-judgment:<worker>``, and the record
     says ``judgment``; a failed turn hands nothing on, and nobody takes the post."""
     post, number = job.post, job.round
-    request = outcome.request
     entries = list(skipped) + list(outcome.skipped)
-    now = timezone.now()
     if outcome.error is not None:
-        Request.objects.filter(pk=request.pk).update(status=Request.Status.FAILED, finished_at=now,
-                                                     error=outcome.error.as_error())
+        outcome.turn.finish()
         error = outcome.error.message.rstrip(".")
         none = nobody_best_fit(error) if best_fit else nobody_judgment(error)
         return policies.record_failed(desk, post, number, BY_UNPLACED, entries, none)
@@ -140,19 +137,15 @@ def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], be
     seats_rows = []
     for worker in outcome.handoffs:
         handing = policies.handing_for_post(post) if number == 0 else policies.passing_on(post, number, answers, worker)
-        seat = policies.reachable_seats(desk.conv.session.organization_id, desk.owner, [worker]).get(worker)
+        seat = reachable_seats(desk.conv.session.organization_id, desk.owner, [worker]).get(worker)
         problem = policies.delegate_problem(worker, seat, desk.setup) if handing is not None else None
         if handing is None or problem:
             entries.append(entry(worker, "skipped", problem or "It has nothing to get."))
             continue
         seats_rows.append(policies.deliver(desk, handing, worker, seat, entries)[1])
-    if outcome.reply.strip():
-        desk.emit("", {"role": "assistant", "text": outcome.reply, "agentName": judgment_agent_name(desk.conv.worker),
-                       "postId": post.post_id, "round": number}, type=policies.MESSAGE)
-    Request.objects.filter(pk=request.pk).update(
-        status=Request.Status.COMPLETED, finished_at=now,
-        output={"reply": outcome.reply, "handedOff": [e["worker"] for e in entries if e["outcome"] == DELIVERED]},
-    )
+    # The turn's end: its reply under coordinator-judgment:<worker>, the request completed.
+    outcome.turn.finish(output={"reply": outcome.reply,
+                                "handedOff": [e["worker"] for e in entries if e["outcome"] == DELIVERED]})
     record = Record(post.post_id, number, desk.policy, BY_JUDGMENT, entries, note=policies.note_for(seats_rows))
     if not record.delivered():
         record.none = ANSWERED_ITSELF

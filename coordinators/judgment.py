@@ -1,7 +1,8 @@
 """The coordinator's own turn and its tools (spec 004 "Setting one up", "Choosing how it
 routes", "Changing the delegates").
 
-The turn is the built-in worker's turn (``seats.turn.run_turn``): the coordinator's
+The turn is the seats' one turn (``seats.turns.run_turn``, recorded in the one turn
+log as a ``judgment`` request on the conversation): the coordinator's
 model, instructions and ``tools:`` (read against the flow's catalog), plus the five
 tools that come with the flow whatever ``tools:`` says: ``listDelegates``,
 ``addDelegate``, ``removeDelegate``, ``setFallback`` and ``handOff``. A tool hands a
@@ -19,10 +20,10 @@ from dataclasses import dataclass, field
 from django.db import transaction
 
 from seats.models import Seat
-from seats.turn import offered_tools, run_turn
+from seats.queries import conversation_history, reachable_seats
+from seats.turns import TurnResult, offered_tools, run_turn, start_turn
 from workforce.models import Request
 from workforce.refusals import Refusal
-from workforce.sessions import do_record_request, emit_item
 from workforce.tools import Tool, ToolContext
 
 from .config import CoordinatorSetup
@@ -36,29 +37,42 @@ from .constants import (
     NOT_ON_ROSTER,
     REMOVE_DELEGATE,
     SET_FALLBACK,
+    judgment_agent_name,
     nothing_to_pass_on,
     no_worker_on_roster,
     not_a_delegate,
 )
+from .delegates import do_change_delegates
 from .models import Answer, Conversation, DelegatedPost, Post
-from .queries import conversation_messages, list_delegates, reachable_seats, round_answers
+from .policies import delegate_problem, entry, passing_on
+from .queries import list_delegates, round_answers
 
-TOOL_CALL = "tool-call"
 STATE = "coordinator"
 
 
 @dataclass
 class TurnOutcome:
-    """How the coordinator's own turn ended: its ``reply``, the delegates it handed the
-    post to (``handoffs``, in order), the ones its hand-offs skipped (record entries),
-    and ``error`` (a Refusal) when it failed. ``request`` is the turn's request on the
-    conversation (running until the outcome is recorded)."""
+    """How the coordinator's own turn ended: the ``turn`` (its reply, its error, its
+    request on the conversation, running until ``turn.finish()`` records it), the
+    delegates it handed the post to (``handoffs``, in order) and the ones its
+    hand-offs skipped (record entries)."""
 
-    request: Request
-    reply: str = ""
+    turn: TurnResult
     handoffs: list[str] = field(default_factory=list)
     skipped: list[dict] = field(default_factory=list)
-    error: Refusal | None = None
+
+    @property
+    def request(self) -> Request:
+        """The turn's ``judgment`` request."""
+        return self.turn.request
+
+    @property
+    def reply(self) -> str:
+        return self.turn.reply
+
+    @property
+    def error(self) -> Refusal | None:
+        return self.turn.error
 
 
 def turn_text_for(post: Post, number: int, answers: list[Answer]) -> str:
@@ -78,37 +92,30 @@ def run_own_turn(
     *, on_started=None,
 ) -> TurnOutcome:
     """Run the coordinator's own turn on round ``number`` of ``post`` (round 0: the post;
-    later: the answers of the round before). Records a running ``judgment`` request on
-    the conversation and ``tool-call`` items as tools finish; the caller records the
-    outcome (``record_turn``). ``on_started(request)`` is called once the request
-    exists (a job notes it, so a claim taken over later can abort it). Never raises for
-    a failed turn."""
+    later: the answers of the round before), outside any transaction. Starts a running
+    ``judgment`` request on the conversation (``on_started(request)`` in the same
+    transaction: a job notes it, so a claim taken over later can abort it) with no
+    prompt item (what it reads is already in the conversation), and records
+    ``tool-call`` items as tools finish; the caller finishes the turn when it records
+    the outcome (``coordinators.jobs.record_turn``). Never raises for a failed turn."""
     session = conv.session
-    request = do_record_request(session, action=JUDGMENT_ACTION, input={"postId": post.post_id, "round": number},
-                                user_id=session.user_id, running=True)
-    outcome = TurnOutcome(request=request)
-    if on_started is not None:
-        on_started(request)
+    log = start_turn(session, action=JUDGMENT_ACTION, input={"postId": post.post_id, "round": number},
+                     user_id=session.user_id, prompt=None, on_started=on_started)
+    name = judgment_agent_name(conv.worker)
+    reply_data = {"postId": post.post_id, "round": number}
     if coordinator is None:
-        outcome.error = Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker))
-        return outcome
+        return TurnOutcome(turn=TurnResult(log=log, error=Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker)),
+                                           agent_name=name, reply_data=reply_data))
     answers = round_answers(post.pk, number - 1) if number > 0 else []
-    state = {"conversation": conv.pk, "post": post.pk, "round": number, "handoffs": outcome.handoffs,
-             "skipped": outcome.skipped, "setup": setup}
-    tool_ctx = ToolContext(org=session.organization, seat_id=coordinator.seat_id, session=session, request=request,
-                           extras={STATE: state})
+    handoffs: list[str] = []
+    skipped: list[dict] = []
+    state = {"conversation": conv.pk, "post": post.pk, "round": number, "handoffs": handoffs,
+             "skipped": skipped, "setup": setup}
     tools = offered_tools(coordinator, setup.catalog, [*setup.capabilities, coordinator_tools])
-    history = conversation_messages(session, exclude_request_id=post.request_id if number == 0 else None)
-
-    def on_tool_call(record: dict) -> None:
-        with transaction.atomic():
-            emit_item(session, TOOL_CALL, record, request=request)
-
-    result = run_turn(seat=coordinator, text=turn_text_for(post, number, answers), history=history, tools=tools,
-                      tool_ctx=tool_ctx, on_tool_call=on_tool_call)
-    outcome.reply = result.reply
-    outcome.error = result.error
-    return outcome
+    history = conversation_history(session, speaker=name, exclude_request_id=post.request_id if number == 0 else None)
+    turn = run_turn(coordinator, log, text=turn_text_for(post, number, answers), history=history, tools=tools,
+                    extras={STATE: state}, agent_name=name, reply_data=reply_data)
+    return TurnOutcome(turn=turn, handoffs=handoffs, skipped=skipped)
 
 
 # ----------------------------------------------------------------------------- the tools
@@ -120,8 +127,6 @@ def _refused(refusal: Refusal) -> dict:
 
 def _delegate_tool(change: str):
     def call(ctx: ToolContext, args: dict) -> dict:
-        from .services import do_change_delegates
-
         try:
             with transaction.atomic():
                 return do_change_delegates(ctx.org, ctx.session, ctx.session.user_id, change, args)
@@ -141,8 +146,6 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
     worker = args.get("worker") if isinstance(args, dict) else None
     if not isinstance(worker, str) or not worker.strip() or set(args) - {"worker"}:
         return _refused(Refusal("invalid-input", "handOff takes {worker}: the id of one of your delegates."))
-    from .policies import delegate_problem, entry, passing_on
-
     conv = Conversation.objects.select_related("session").get(pk=state["conversation"])
     if worker not in {d.worker for d in list_delegates(conv)}:
         return _refused(Refusal(NOT_A_DELEGATE, not_a_delegate(worker)))

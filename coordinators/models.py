@@ -24,7 +24,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from workforce.models import Organization, Request, Session
+from workforce.models import LeasedWork, Organization, Request, Session
 
 from .constants import MAX_ROUNDS
 
@@ -119,7 +119,7 @@ class Round(models.Model):
         return f"{self.post.post_id} round {self.number} ({self.status})"
 
 
-class DelegatedPost(models.Model):
+class DelegatedPost(LeasedWork):
     """One delivery: a post (or the answers passed on in a later round) handed to one
     delegate in one round. Claimed with a conditional UPDATE, so a redelivered task
     never runs the delegate's turn twice; ``reported`` is True once the coordinator
@@ -143,12 +143,7 @@ class DelegatedPost(models.Model):
     message = models.TextField(help_text="The door's message: <from>, through <coordinator>: <post>.")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     reported = models.BooleanField(default=False)
-    attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=32, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     delegate_session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     turn_request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     error = models.JSONField(null=True, blank=True, help_text='{"reason": ..., "message": ...}')
@@ -188,7 +183,7 @@ class Answer(models.Model):
         return f"{self.worker} on {self.post.post_id} r{self.round}"
 
 
-class Job(models.Model):
+class Job(LeasedWork):
     """A routing decision that needs a model, made on the task cluster with the model
     called outside any transaction and recorded once (conditional UPDATE).
 
@@ -213,11 +208,6 @@ class Job(models.Model):
     source = models.ForeignKey(Answer, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
                                help_text="The answer being placed (best fit, rounds).")
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=32, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

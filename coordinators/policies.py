@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from seats.models import Seat
+from seats.queries import reachable_seats
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.llm.evaluation import (
     Choice,
@@ -57,12 +58,14 @@ from .constants import (
     SKIPPED,
     BY_EVALUATED,
     cannot_take_post,
+    judgment_agent_name,
     no_worker_on_roster,
     nothing_to_pass_on,
     turn_text,
 )
 from .models import Answer, Conversation, DelegatedPost, Job, Post, Round
-from .queries import list_delegates, reachable_seats, round_answers
+from .opening import open_round
+from .queries import list_delegates, round_answers
 
 logger = logging.getLogger(__name__)
 
@@ -248,9 +251,7 @@ def delegate_problem(worker: str, seat: Seat | None, setup: CoordinatorSetup) ->
 
 def ensure_round(desk: Desk, post: Post, number: int) -> Round:
     """Round ``number`` of ``post``, opened on its first delivery (see
-    ``coordinators.rounds.open_round``); read once per desk."""
-    from .rounds import open_round
-
+    ``coordinators.opening.open_round``); read once per desk."""
     key = (post.pk, number)
     if key not in desk.opened:
         desk.opened[key] = open_round(desk, post, number)
@@ -526,8 +527,6 @@ def record_pick(desk: Desk, handing: Handing, pick: Pick) -> Record:
 
 def record_failed(desk: Desk, handing_post: Post, number: int, by: str, entries: list[dict], none: str) -> Record:
     """Nobody took it: the record, and a line in the conversation that says so."""
-    from .constants import judgment_agent_name
-
     desk.emit("", {"role": "assistant", "text": none, "agentName": judgment_agent_name(desk.conv.worker),
                    "postId": handing_post.post_id, "round": number}, type=MESSAGE)
     return desk.record(Record(handing_post.post_id, number, desk.policy, by, entries, none=none))

@@ -4,7 +4,7 @@ With ``rounds:`` 0 (the default) an answer lands and goes no further. With 1 to 
 answer goes back out to the other delegates, by the same policy, for that many rounds;
 the person's post is round 0.
 
-- A round is opened on its first delivery (``open_round``): *open* (it waits for its
+- A round is opened on its first delivery (``coordinators.opening.open_round``): *open* (it waits for its
   answers until its deadline, ``round_deadline_ms``), *last* (``rounds:`` reached: its
   answers go no further), or *unopened* when the conversation already has 50 rounds
   open: it is still delivered, but its answers land and go no further, and its record
@@ -28,62 +28,19 @@ All of it runs inside a transaction with the conversation's row lock held (a ``D
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django_q.models import Schedule
 
-from .constants import BEST_FIT, EVERYONE, JUDGMENT, MAX_OPEN_ROUNDS, ROUND_ROBIN
+from . import policies
+from .constants import BEST_FIT, EVERYONE, JUDGMENT, ROUND_ROBIN
 from .models import DelegatedPost, Job, Post, Round
+from .opening import DEADLINE_TASK, open_round, schedule_deadline, schedule_name
+from .queries import round_answers
 
 logger = logging.getLogger(__name__)
 
-DEADLINE_TASK = "coordinators.tasks.close_round_at_deadline"
 ANSWERS = "answers"
 DEADLINE = "deadline"
-
-
-def schedule_name(round_id: int) -> str:
-    """The django-q2 Schedule that closes round ``round_id`` at its deadline."""
-    return f"coordinator-round-{round_id}"
-
-
-def open_round(desk, post: Post, number: int) -> Round:
-    """Round ``number`` of ``post``: the existing row, or a new one, opened (with its
-    deadline scheduled), last, or unopened (50 rounds already open)."""
-    row = Round.objects.filter(post=post, number=number).first()
-    if row is not None:
-        return row
-    if number >= desk.rounds:
-        status = Round.Status.LAST
-    elif Round.objects.filter(conversation=desk.conv, status=Round.Status.OPEN).count() >= MAX_OPEN_ROUNDS:
-        status = Round.Status.UNOPENED
-    else:
-        status = Round.Status.OPEN
-    deadline = desk.now + timedelta(milliseconds=desk.setup.round_deadline_ms) if status == Round.Status.OPEN else None
-    try:
-        with transaction.atomic():
-            row = Round.objects.create(conversation=desk.conv, post=post, number=number, status=status,
-                                       deadline_at=deadline)
-    except IntegrityError:  # opened at the same moment by a writer not holding the conversation's lock
-        return Round.objects.get(post=post, number=number)
-    if status == Round.Status.OPEN:
-        schedule_deadline(row)
-    return row
-
-
-def schedule_deadline(row: Round) -> None:
-    """A django-q2 Schedule (ONCE, at the round's deadline; deleted once it runs) that
-    closes the round if it is still open. Written in the caller's transaction."""
-    from django_q.models import Schedule
-
-    Schedule.objects.create(
-        name=schedule_name(row.pk),
-        func=DEADLINE_TASK,
-        args=f"{row.pk},",
-        schedule_type=Schedule.ONCE,
-        repeats=-1,
-        next_run=row.deadline_at,
-    )
 
 
 def settled(desk, row: Round) -> bool:
@@ -116,10 +73,6 @@ def close_round(desk, row: Round, by: str) -> bool:
     produced on: everyone hands each delegate the others' answers; judgment queues the
     coordinator's turn over them; best-fit and round-robin already sent each answer on,
     so the next round may now close too. Returns False when it was not open."""
-    from django_q.models import Schedule
-
-    from . import policies
-
     if not Round.objects.filter(pk=row.pk, status=Round.Status.OPEN).update(
         status=Round.Status.CLOSED, closed_at=desk.now, closed_by=by
     ):
@@ -131,8 +84,6 @@ def close_round(desk, row: Round, by: str) -> bool:
         if policy == EVERYONE:
             policies.everyone_pass_on(desk, post, row.number)
         elif policy == JUDGMENT:
-            from .queries import round_answers
-
             if round_answers(post.pk, row.number) and not Job.objects.filter(
                 post=post, round=row.number + 1, kind=Job.Kind.JUDGMENT, source__isnull=True
             ).exists():
@@ -162,6 +113,7 @@ def goes_further(row: Round | None) -> bool:
 __all__ = [
     "ANSWERS",
     "DEADLINE",
+    "DEADLINE_TASK",
     "check_round",
     "close_due_rounds",
     "close_round",

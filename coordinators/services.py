@@ -4,15 +4,13 @@ delegates' reports and round deadlines.
 - ``do_ensure_worker_session``: a session with a worker (the spec's
   ``ensureWorkerSession``); a session whose state carries ``delegates`` or ``fallback``
   is refused (400).
-- ``open_conversation``: a conversation takes its own copy of the file's ``delegates:``
-  and ``fallback:`` on its first post or first delegate action (or tool call).
-- ``do_change_delegates``: ``addDelegate``, ``removeDelegate``, ``setFallback``,
-  ``listDelegates`` (actions and tools alike), each answering the list as it stands.
+- conversations and their delegates: ``coordinators.delegates``;
 - ``do_post``: the ``run`` action: the post lands, then round robin and everyone
   deliver at once, best fit holds or queues its evaluator call, judgment queues the
   coordinator's own turn.
 - ``do_report``: the internal ``onDelegateReport``: a delegate's turn ended; its answer
-  lands under its worker id (once per delivery) and goes on, or the failure is noted.
+  lands under its worker id (once per delivery) and goes on, or the failure is noted
+  (``coordinators.delivery.report`` sends it).
 - ``do_close_round``: the internal ``closeRound``: a round's deadline passed.
 
 Every one of them holds the conversation session's row lock while it writes.
@@ -25,43 +23,33 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django_q.models import Schedule
 
 from seats.queries import access_seat
 from workforce.dispatch import dispatch, enqueue
 from workforce.leases import max_attempts
-from workforce.models import Organization, Request, Session
+from workforce.models import Organization, Session
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, ActionContext
 from workforce.wire import MAX_USER_ID_LENGTH, check_id, check_storable
 
 from . import policies, rounds
-from .config import current_setup, takes_posts, takes_tasks
+from .config import current_setup
+from .delegates import open_conversation
+from .delivery import do_abandon_delivery
+from .jobs import do_abandon_job
 from .constants import (
-    ALREADY_A_DELEGATE,
     BEST_FIT,
-    CANNOT_TAKE_WORK,
     CLOSE_ROUND,
-    COORDINATOR_NOT_FOUND,
-    DELEGATES_FULL,
     EVERYONE,
-    FALLBACK_NOT_A_DELEGATE,
-    MAX_DELEGATES,
-    NOT_A_DELEGATE,
     NOT_ON_ROSTER,
-    REPORT,
     RESERVED_STATE_FIELDS,
     ROUND_ROBIN,
     STATE_FIELD_RESERVED,
-    already_a_delegate,
-    delegates_full,
-    fallback_not_a_delegate,
     no_worker_on_roster,
-    not_a_delegate,
     state_field_reserved,
-    takes_neither,
 )
-from .models import Answer, Conversation, DelegatedPost, Delegate, Job, Post, Round
-from .queries import delegates_answer, find_conversation, list_delegates, reachable_seats
+from .models import Answer, Conversation, DelegatedPost, Job, Post, Round
 
 logger = logging.getLogger(__name__)
 
@@ -132,115 +120,6 @@ def do_ensure_worker_session(
                         or (session.state or {}).get("worker", worker) != worker):
         raise Refusal("session-not-addressable", f'Session "{session_id}" is held by another conversation.')
     return session, created
-
-
-def coordinator_worker(session: Session) -> str:
-    """The coordinator a conversation talks to: its state's ``worker``, or, for a
-    session opened by a post, the part of its id before the first colon
-    (``support.help:u_42``)."""
-    return (session.state or {}).get("worker") or session.session_id.split(":", 1)[0]
-
-
-def open_conversation(org: Organization, session: Session, user_id: str) -> Conversation:
-    """The conversation kept for ``session``; on its first post or delegate action it
-    takes its own copy of the coordinator's ``delegates:`` and ``fallback:`` (spec
-    "Changing the delegates"). Call with the session's row lock held.
-
-    Raises:
-        Refusal("session-not-found"): the session is another user's (404).
-        Refusal("coordinator-not-found"): it names no coordinator on the owner's roster.
-    """
-    if session.user_id != user_id:
-        raise Refusal("session-not-found", f'No session "{session.session_id}" exists.')
-    conv = find_conversation(session)
-    if conv is not None:
-        conv.session = session
-        return conv
-    worker = coordinator_worker(session)
-    seat = reachable_seats(org.pk, user_id, [worker]).get(worker)
-    if seat is None or seat.kind != session.flow_kind:
-        raise Refusal(
-            COORDINATOR_NOT_FOUND,
-            f'No coordinator "{worker}" on your roster; open a conversation with POST /api/workers/<worker>/sessions.',
-        )
-    config = seat.config or {}
-    workers = list(dict.fromkeys(w for w in (config.get("delegates") or []) if isinstance(w, str)))[:MAX_DELEGATES]
-    fallback = config.get("fallback") if config.get("fallback") in workers else ""
-    conv = Conversation.objects.create(
-        organization=org, session=session, worker=worker, fallback=fallback or "", copied_at=timezone.now()
-    )
-    Delegate.objects.bulk_create([Delegate(conversation=conv, worker=w, position=i) for i, w in enumerate(workers)])
-    if (session.state or {}).get("worker") != worker:
-        session.state = {**(session.state or {}), "worker": worker}
-        Session.objects.filter(pk=session.pk).update(state=session.state)
-    return conv
-
-
-# ----------------------------------------------------------------------------- delegates
-
-
-def do_change_delegates(org: Organization, session: Session, user_id: str, change: str, data: dict) -> dict:
-    """One delegate action or tool call (spec "Changing the delegates", "Who can be a
-    delegate"), inside the caller's transaction; a refusal writes nothing.
-
-    Args:
-        change: ``add`` (``{worker, note?}``), ``remove`` (``{worker}``), ``fallback``
-            (``{worker}``; ``None`` clears it) or ``list`` (``{}``).
-
-    Returns:
-        The list as it stands: ``{delegates, fallback, max: 25, filingSessionId}``.
-
-    Raises:
-        Refusal: the spec's refusals, each with its sentence: ``worker-not-on-roster``,
-            ``delegate-cannot-take-work``, ``delegate-already-listed``, ``delegates-full``,
-            ``delegate-not-listed``, ``fallback-not-a-delegate``; ``invalid-input`` for a
-            malformed tool call.
-    """
-    session = policies.lock_conversation(session)
-    conv = open_conversation(org, session, user_id)
-    delegates = list_delegates(conv)
-    listed = [d.worker for d in delegates]
-    if change == "list":
-        return delegates_answer(conv, delegates)
-    worker = data.get("worker") if isinstance(data, dict) else None
-    if change == "fallback" and worker is None and "worker" in data:
-        conv.fallback = ""
-        conv.save(update_fields=["fallback"])
-        return delegates_answer(conv, delegates)
-    if not isinstance(worker, str) or not worker.strip():
-        raise Refusal("invalid-input", "worker: the id of a worker is required.")
-    if change == "add":
-        note = data.get("note") or ""
-        if not isinstance(note, str):
-            raise Refusal("invalid-input", "note: must be text.")
-        setup = current_setup(session.flow_kind)
-        seat = reachable_seats(org.pk, session.user_id, [worker]).get(worker)
-        if seat is None:
-            raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(worker))
-        if not takes_posts(seat.kind, setup) and not takes_tasks(seat.kind):
-            raise Refusal(CANNOT_TAKE_WORK, takes_neither(worker, seat.kind))
-        if worker in listed:
-            raise Refusal(ALREADY_A_DELEGATE, already_a_delegate(worker))
-        if len(listed) >= MAX_DELEGATES:
-            raise Refusal(DELEGATES_FULL, delegates_full())
-        position = max((d.position for d in delegates), default=-1) + 1
-        Delegate.objects.create(conversation=conv, worker=worker, note=note, position=position)
-        return delegates_answer(conv)
-    if change == "remove":
-        if worker not in listed:
-            raise Refusal(NOT_A_DELEGATE, not_a_delegate(worker))
-        Delegate.objects.filter(conversation=conv, worker=worker).delete()
-        if conv.fallback == worker:  # removing the fallback clears it
-            conv.fallback = ""
-            conv.save(update_fields=["fallback"])
-        return delegates_answer(conv)
-    if change == "fallback":
-        if worker not in listed:
-            raise Refusal(FALLBACK_NOT_A_DELEGATE, fallback_not_a_delegate(worker))
-        conv.fallback = worker
-        conv.save(update_fields=["fallback"])
-        return delegates_answer(conv, delegates)
-    raise ValueError(f"unknown delegate change {change!r}")
 
 
 # ----------------------------------------------------------------------------- posts
@@ -338,26 +217,6 @@ def do_report(ctx: ActionContext, data: dict) -> dict:
     return result
 
 
-def report(
-    *, delivery: DelegatedPost, token: str, outcome: str, text: str = "", error: Refusal | None = None,
-    parent_request: Request | None = None,
-) -> Request:
-    """Tell the conversation how ``delivery`` ended, in a request of its own on the
-    conversation's session (dispatch to ``onDelegateReport``), as holder of claim
-    ``token``. Call inside the transaction that settles the delegate's turn."""
-    payload: dict = {"deliveryId": delivery.pk, "outcome": outcome}
-    if text:
-        payload["text"] = text
-    if error is not None:
-        payload["error"] = error.as_error()
-    conv_session = delivery.conversation.session
-    return dispatch(
-        org=conv_session.organization, kind=conv_session.flow_kind, session_id=conv_session.session_id,
-        action=REPORT, payload=payload, user_id=conv_session.user_id, parent_request=parent_request,
-        extras={"claim_token": token},
-    )
-
-
 # ----------------------------------------------------------------------------- deadlines
 
 
@@ -412,9 +271,6 @@ def do_sweep(*, now=None) -> dict:
     Returns:
         ``{"deliveries": [ids], "jobs": [ids], "rounds": [ids], "abandoned": [ids]}``.
     """
-    from .delivery import do_abandon_delivery
-    from .jobs import do_abandon_job
-
     now = now or timezone.now()
     horizon = now - timedelta(seconds=float(settings.Q_CLUSTER.get("retry") or 60))
     result: dict = {"deliveries": [], "jobs": [], "rounds": [], "abandoned": []}
@@ -444,8 +300,6 @@ SWEEP_TASK = "coordinators.tasks.sweep"
 def ensure_sweep_schedule(minutes: int = 1) -> None:
     """The django-q2 Schedule that runs ``do_sweep`` every ``minutes`` (created once;
     what boot does)."""
-    from django_q.models import Schedule
-
     try:
         with transaction.atomic():
             Schedule.objects.get_or_create(

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 from workforce.runtime import boot_for_task
 
+from .delivery import do_deliver_delegated
+from .jobs import do_run_job
+from .services import do_close_round_at_deadline, do_sweep
+
 
 def deliver_delegated_post(delivery_id: int) -> str:
     """Run one delivery of a post to a delegate
     (``coordinators.delivery.do_deliver_delegated``)."""
     boot_for_task()
-    from .delivery import do_deliver_delegated
-
     return do_deliver_delegated(delivery_id)
 
 
 def run_job(job_id: int) -> str:
     """Make one routing decision that needs a model (``coordinators.jobs.do_run_job``)."""
     boot_for_task()
-    from .jobs import do_run_job
-
     return do_run_job(job_id)
 
 
@@ -27,8 +27,6 @@ def close_round_at_deadline(round_id: int) -> str:
     """A round's deadline check, run by its django-q2 Schedule
     (``coordinators.services.do_close_round_at_deadline``)."""
     boot_for_task()
-    from .services import do_close_round_at_deadline
-
     return do_close_round_at_deadline(round_id)
 
 
@@ -36,6 +34,4 @@ def sweep() -> dict:
     """Recover deliveries, jobs and deadlines a crashed worker or a lossy broker
     dropped (``coordinators.services.do_sweep``), every minute."""
     boot_for_task()
-    from .services import do_sweep
-
     return do_sweep()

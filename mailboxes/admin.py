@@ -1,9 +1,10 @@
-"""Transcript lines, read-only: the transcript is the durable record."""
+"""Transcript lines, routes and deliveries, read-only: the transcript is the durable
+record, and a delivery the record of who was handed which post."""
 from django.contrib import admin
 
-from workforce.admin import ReadOnlyAdmin
+from workforce.admin import LedgerAdmin, ReadOnlyAdmin
 
-from .models import Line, Route, RouteLedger
+from .models import Delivery, Line, Route, RouteLedger
 
 
 @admin.register(Line)
@@ -33,3 +34,10 @@ class RouteAdmin(ReadOnlyAdmin):
     list_display = ("session", "post", "member", "by", "reason", "delivery", "decided_at")
     list_filter = ("by", "reason")
     search_fields = ("session__session_id", "member", "post__body")
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(LedgerAdmin):
+    list_display = ("post_id", "member", "mode", "status", "attempts", "mailbox", "started_at", "finished_at")
+    list_filter = ("status", "mode")
+    search_fields = ("post_id", "member", "mailbox__session_id")

@@ -17,7 +17,10 @@ class MailboxesConfig(AppConfig):
 
         from workforce.sweepers import register_sweep
 
+        from .deliveries import do_sweep_deliveries
         from .routing import do_sweep_routes
 
-        # Routes a lossy broker or a crashed worker dropped, from each cluster worker.
+        # Deliveries and routes a lossy broker or a crashed worker dropped, from each
+        # cluster worker (workforce.sweepers).
+        register_sweep("deliveries", do_sweep_deliveries)
         register_sweep("routes", do_sweep_routes)

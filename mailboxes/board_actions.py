@@ -19,6 +19,7 @@ from boards.naming import mailbox_board, tool_suffix
 from boards.queries import list_board_tasks, task_wire
 from boards.services import do_file_task
 from boards.tools import TOOL_DESCRIPTIONS, parse_board_tool_name, run_board_tool, validate_tool_args
+from workforce.facets import ON_TASK_FILED
 from workforce.flows import Action, ClientTextField, StrictCharField, StrictIntegerField
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
@@ -111,7 +112,7 @@ def file_task(ctx: ActionContext, data: dict) -> dict:
     ctx.emit(BOARD_TASK_ITEM, {"board": board, "boardId": board_id, "task": task_wire(task)})
     # The mailbox runs nothing; a kind that wants its drains woken on a filing sets the
     # facet ``on_task_filed(ctx, board_id, task)`` (enqueue after commit, e.g. a drain).
-    hook = ctx.flow.facets.get("on_task_filed")
+    hook = ON_TASK_FILED.get(ctx.flow)
     if hook is not None:
         hook(ctx, board_id, task)
     return {"board": board, "boardId": board_id, "taskId": task.task_id, "status": task.status}

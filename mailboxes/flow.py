@@ -9,12 +9,13 @@ from functools import partial
 
 from rest_framework import serializers
 
+from workforce.facets import MAILBOX, NOTIFY, ROUTE
 from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, registry
 from workforce.sessions import ActionContext
 
 from .board_actions import FileTaskInput, ReadBoardInput, file_task, read_board, resolve_board_action
 from .queries import access_mailbox_state, held_boards, list_window_lines
-from .services import do_post_line
+from .services import do_answer_post, do_post_line
 
 KIND = "mailbox"
 
@@ -57,9 +58,7 @@ class AnswerInput(serializers.Serializer):
 def answer(ctx: ActionContext, data: dict) -> dict:
     """A routed member's answer (spec "The answer lands in the mailbox"): the seat's line,
     at most one per post. Internal: only a dispatch reaches it, so no client can answer
-    for a member. See ``mailboxes.routing.do_answer_post``."""
-    from .routing import do_answer_post
-
+    for a member. See ``mailboxes.services.do_answer_post``."""
     return do_answer_post(ctx, post_id=data["postId"], body=data["body"], author=data["author"])
 
 
@@ -91,7 +90,7 @@ def build_mailbox_kind() -> FlowKind:
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
             "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
         },
-        facets={"mailbox": True, "notify": None, "route": None},
+        facets={MAILBOX.key: True, NOTIFY.key: None, ROUTE.key: None},
         # boardActions: true -> the eight task tools as <tool>_<suffix> actions.
         resolve=partial(resolve_board_action, KIND),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from workforce.facets import MAILBOX, NOTIFY, ROUTE
 from workforce.flows import FlowKind, registry
 from workforce.names import name_problem
 
@@ -33,9 +34,9 @@ def register_mailbox_kind(flow: FlowKind) -> FlowKind:
     problem = name_problem(flow.kind)
     if problem:
         raise ImproperlyConfigured(f"mailbox kind: {problem}")
-    flow.facets["mailbox"] = True
-    flow.facets.setdefault("notify", None)
-    flow.facets.setdefault("route", None)
+    MAILBOX.set(flow, True)
+    flow.facets.setdefault(NOTIFY.key, None)
+    flow.facets.setdefault(ROUTE.key, None)
     return registry.register(flow)
 
 

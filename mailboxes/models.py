@@ -4,13 +4,15 @@ Each line also leaves a ``mailbox-post`` item on the mailbox's session (what a p
 reads); the line table is what makes the promises hold: a gap-free per-mailbox
 sequence (unique, assigned under the session's row lock), the full transcript beyond
 the history window, and one answer line per routed post (unique ``answer_to``).
-Routing's record (``RouteLedger``, ``Route``) lives here too.
+Routing's record (``RouteLedger``, ``Route``) and the deliveries of a post to its
+members (``Delivery``) live here too.
 """
 from __future__ import annotations
 
 from django.db import models
 
-from workforce.models import Request, Session
+from seats.models import Seat
+from workforce.models import LeasedWork, Organization, Request, Session
 
 
 class Line(models.Model):
@@ -123,3 +125,53 @@ class Route(models.Model):
 
     def __str__(self) -> str:
         return f"{self.post} -> {self.member or '-'} ({self.by or 'pending'})"
+
+
+class Delivery(LeasedWork):
+    """One post handed to one member (spec "Waking members").
+
+    ``mode`` says what runs: ``wake`` (the member's seat hears the post and runs its
+    turn), ``fallback`` (the fallback block, for a member whose seat cannot hear) or
+    ``call`` (a plain notify block). ``notify_input`` is the MailboxNotifyInput, so the
+    task needs nothing but this row. Created with the post (in its transaction), run
+    on the task cluster after the commit, and claimed with a conditional UPDATE so that
+    a redelivered task never runs a seat's turn twice (unique per ``(post, member)``).
+    """
+
+    class Mode(models.TextChoices):
+        WAKE = "wake"
+        FALLBACK = "fallback"
+        CALL = "call"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    mailbox = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="deliveries")
+    post_id = models.CharField(max_length=64, help_text="The line's id.")
+    member = models.CharField(max_length=200)
+    mode = models.CharField(max_length=10, choices=Mode.choices)
+    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries")
+    notify_input = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    started_at = models.DateTimeField(null=True, blank=True, help_text="When its first turn started.")
+    conversation = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    turn_request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    output = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True, help_text='{"reason": ..., "message": ...}')
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["post_id", "member"], name="delivery_unique_post_member"),
+        ]
+        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"])]
+        verbose_name_plural = "deliveries"
+        # The table kept its name when deliveries moved here from the seats app.
+        db_table = "seats_delivery"
+
+    def __str__(self) -> str:
+        return f"{self.post_id} -> {self.member} ({self.mode}, {self.status})"

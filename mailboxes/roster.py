@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from workforce.facets import MAILBOX, ROUTE
 from workforce.flows import registry
 from workforce.loader import LoadError, read_mailboxes_directory
 
@@ -46,8 +47,8 @@ def mailbox_kind_specs() -> dict[str, MailboxKindSpec]:
     specs = {}
     for name in registry.kinds():
         flow = registry.get(name)
-        if flow is not None and flow.facets.get("mailbox"):
-            route = flow.facets.get("route")
+        if MAILBOX.get(flow):
+            route = ROUTE.get(flow)
             planned = name == BUILTIN_KIND and bool(getattr(settings, "WORKFORCE_ROUTE_MODEL", ""))
             specs[name] = MailboxKindSpec(
                 kind=name,

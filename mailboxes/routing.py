@@ -20,12 +20,12 @@ composition root does at boot). Then, for every line posted on a mailbox of that
    and one ``route`` request on the mailbox's session) and hands the post to the chosen
    member only, through the notify facet's ``deliver_routed`` with ``routed: true`` and
    the recent lines.
-4. **The answer** comes back through the internal ``answer`` entry (``answer``): at most
-   one answer line per post, enforced by a unique constraint.
+4. **The answer** comes back through the internal ``answer`` entry
+   (``mailboxes.services.do_answer_post``): at most one answer line per post, enforced
+   by a unique constraint.
 
-The seats a route reads are duck-typed (``seat_id``, ``kind``, ``description``,
-``scope``, ``organization_id``, ``owner_user_id``): the mailboxes app never imports the
-seats app; the composition root hands the hired seats in.
+The seats a route reads are the hired seats the composition root hands in; which of
+them a mailbox's principal reaches is ``seats.queries.reachable_seats``.
 """
 from __future__ import annotations
 
@@ -35,10 +35,13 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
+from seats.models import Seat
+from seats.queries import reachable_seats
 from workforce.dispatch import enqueue, external_dispatcher
+from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
 from workforce.llm.evaluation import (
     Choice,
@@ -64,7 +67,6 @@ ROUTE_BLOCK = "mailbox-route"
 ROUTE_QUESTION = "member"
 ROUTE_QUESTION_TEXT = "Which member should answer this post?"
 ROUTE_ACTION = "route"
-ANSWER_ACTION = "answer"
 ROUTE_TASK = "mailboxes.tasks.route_post"
 LEDGER_LINES = 20
 ROUTING_KEYS = ("fallback",)
@@ -77,35 +79,6 @@ CHOICE_NOT_OFFERED = "choice-not-offered"
 FALLBACK_UNREACHABLE = "fallback-unreachable"
 FALLBACK_CANNOT_HEAR = "fallback-cannot-hear"
 ROUTE_NOT_CONFIGURED = "route-not-configured"
-
-SCOPE_ORDER = {"own": 0, "org": 1, "shared": 2}
-
-
-# ----------------------------------------------------------------------------- seats, duck-typed
-
-
-def seat_reachable(seat: Any, *, org_id: str, user_id: str) -> bool:
-    """True when ``user_id`` in ``org_id`` can reach ``seat`` (their own, their
-    organization's, or a shared one). Seats without a ``scope`` count as shared."""
-    scope = getattr(seat, "scope", "shared") or "shared"
-    if scope == "shared":
-        return True
-    if getattr(seat, "organization_id", None) != org_id:
-        return False
-    return scope == "org" or getattr(seat, "owner_user_id", "") == user_id
-
-
-def resolve_member_seat(seats: Iterable[Any], member: str, *, org_id: str, user_id: str) -> Any | None:
-    """The seat called ``member`` that ``user_id`` in ``org_id`` reaches first: their
-    own, then the organization's, then a shared one (spec "Waking agent seats")."""
-    best = None
-    for seat in seats:
-        if seat.seat_id != member or not seat_reachable(seat, org_id=org_id, user_id=user_id):
-            continue
-        if best is None or SCOPE_ORDER.get(seat.scope, 2) < SCOPE_ORDER.get(best.scope, 2):
-            best = seat
-    return best
-
 
 # ----------------------------------------------------------------------------- the route
 
@@ -201,8 +174,8 @@ class RouteByPurpose(MailboxRoute):
             )
         return None
 
-    def _seat(self, member: str, session: Session) -> Any | None:
-        return resolve_member_seat(self.seats or [], member, org_id=session.organization_id, user_id=session.user_id)
+    def _seat(self, member: str, session: Session) -> Seat | None:
+        return reachable_seats(session.organization_id, session.user_id, [member], among=self.seats or []).get(member)
 
     def held_member(self, route: Route) -> str | None:
         """The member still on the last client post, or None (spec step 1): the post
@@ -294,7 +267,7 @@ def route_by_purpose(seats: Iterable[Any] | None, *, model: Any) -> RouteByPurpo
     spec's ``routeByPurpose(seats, { model })``).
 
     Args:
-        seats: the hired seats (``seats.services.hire_workforce``; the composition root
+        seats: the hired seats (``seats.hiring.hire_workforce``; the composition root
             passes what the notify block wakes). A seat hired later is not in the list
             until the process boots again, and never a choice: it has no description.
             ``None``: seats not known here (the fallback check at bind is skipped).
@@ -313,7 +286,7 @@ def configure_route(kind: str, route: MailboxRoute | None) -> None:
     Raises:
         Refusal("flow-not-found"): no such kind.
     """
-    registry.require(kind).facets["route"] = route
+    ROUTE.set_on(kind, route)
 
 
 def declared_routing(mailbox_id: str) -> dict | None:
@@ -428,7 +401,7 @@ def do_route_post(route_id: int) -> str:
         return "not-claimed"
     started = timezone.now()
     flow = registry.get(route.session.flow_kind)
-    router = flow.facets.get("route") if flow is not None else None
+    router = ROUTE.get(flow)
     if not isinstance(router, MailboxRoute):
         decision = RouteDecision(None, Route.By.FAILED, ROUTE_NOT_CONFIGURED, "this process runs the mailbox kind without a route")
     else:
@@ -453,7 +426,7 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
         request = _record_route_request(session, route.post.line_id, output=output, started=started)
         emit_item(session, ROUTE_ITEM, output, request=request)
         delivered = "none"
-        notify = flow.facets.get("notify") if flow is not None else None
+        notify = NOTIFY.get(flow)
         if decision.member and notify is not None and hasattr(notify, "deliver_routed"):
             ctx = ActionContext(org=session.organization, session=session, request=request, user_id=session.user_id, flow=flow)
             recent = [recent_entry(entry) for entry in route.recent]
@@ -483,45 +456,3 @@ def do_sweep_routes(*, now=None) -> list[int]:
             enqueue(ROUTE_TASK, pk)
             requeued.append(pk)
     return requeued
-
-
-# ----------------------------------------------------------------------------- the answer
-
-
-def do_answer_post(ctx: ActionContext, *, post_id: str, body: str, author: str) -> dict:
-    """Land a routed member's answer to ``post_id`` as its line (the mailbox's internal
-    ``answer`` entry; spec "The answer lands in the mailbox").
-
-    The line is the seat's (``seatAuthored: true``, author = the seat id, checked
-    against the members like a post's) and names the post it answers. A post gets at
-    most one answer line: once one landed, any other lands nothing, even one sent at
-    the same moment (the mailbox's row lock, and a unique constraint behind it).
-
-    Returns:
-        ``{"landed": true, "postId", "line": {...}}``, or ``{"landed": false, "postId",
-        "answerId"}`` when the post was already answered.
-
-    Raises:
-        Refusal("post-not-found"): ``post_id`` is not a client post of this mailbox.
-        Refusal("author-not-a-member" | "mailbox-not-bound" | ...): as ``post`` refuses;
-            nothing is written and the post's one answer line is not used up.
-    """
-    from .services import do_post_line
-
-    session = ctx.lock_session()
-    access_mailbox_state(session)
-    post = Line.objects.filter(session=session, line_id=post_id).first()
-    if post is None or post.seat_authored:
-        raise Refusal("post-not-found", f'"{post_id}" is not a client post of {session.session_id}.')
-    existing = Line.objects.filter(answer_to=post).values_list("line_id", flat=True).first()
-    if existing:
-        return {"landed": False, "postId": post_id, "answerId": existing}
-    try:
-        with transaction.atomic():
-            line = do_post_line(ctx, body=body, author=author, seat_authored=True, answer_to=post)
-    except IntegrityError:
-        existing = Line.objects.filter(answer_to=post).values_list("line_id", flat=True).first()
-        if existing is None:
-            raise
-        return {"landed": False, "postId": post_id, "answerId": existing}
-    return {"landed": True, "postId": post_id, "line": line.as_wire()}

@@ -1,12 +1,14 @@
-"""Write side of mailboxes: opening the roster and posting lines."""
+"""Write side of mailboxes: opening the roster, posting lines, and landing a routed
+post's answer (``do_answer_post``)."""
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from workforce.facets import NOTIFY, ROUTE
 from workforce.models import Organization, OrgRecord, Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, now_ms
@@ -158,10 +160,47 @@ def do_post_line(
         answer_to=answer_to,
     )
     ctx.emit("mailbox-post", line.as_wire())
-    route = ctx.flow.facets.get("route")
+    route = ROUTE.get(ctx.flow)
     if route is not None and route.on_line(ctx, line):
         return line  # the route hands the post to its one member
-    notify = ctx.flow.facets.get("notify")
+    notify = NOTIFY.get(ctx.flow)
     if notify is not None:
         notify(ctx, line)
     return line
+
+
+def do_answer_post(ctx: ActionContext, *, post_id: str, body: str, author: str) -> dict:
+    """Land a routed member's answer to ``post_id`` as its line (the mailbox's internal
+    ``answer`` entry; spec "The answer lands in the mailbox").
+
+    The line is the seat's (``seatAuthored: true``, author = the seat id, checked
+    against the members like a post's) and names the post it answers. A post gets at
+    most one answer line: once one landed, any other lands nothing, even one sent at
+    the same moment (the mailbox's row lock, and a unique constraint behind it).
+
+    Returns:
+        ``{"landed": true, "postId", "line": {...}}``, or ``{"landed": false, "postId",
+        "answerId"}`` when the post was already answered.
+
+    Raises:
+        Refusal("post-not-found"): ``post_id`` is not a client post of this mailbox.
+        Refusal("author-not-a-member" | "mailbox-not-bound" | ...): as ``post`` refuses;
+            nothing is written and the post's one answer line is not used up.
+    """
+    session = ctx.lock_session()
+    access_mailbox_state(session)
+    post = Line.objects.filter(session=session, line_id=post_id).first()
+    if post is None or post.seat_authored:
+        raise Refusal("post-not-found", f'"{post_id}" is not a client post of {session.session_id}.')
+    existing = Line.objects.filter(answer_to=post).values_list("line_id", flat=True).first()
+    if existing:
+        return {"landed": False, "postId": post_id, "answerId": existing}
+    try:
+        with transaction.atomic():
+            line = do_post_line(ctx, body=body, author=author, seat_authored=True, answer_to=post)
+    except IntegrityError:
+        existing = Line.objects.filter(answer_to=post).values_list("line_id", flat=True).first()
+        if existing is None:
+            raise
+        return {"landed": False, "postId": post_id, "answerId": existing}
+    return {"landed": True, "postId": post_id, "line": line.as_wire()}

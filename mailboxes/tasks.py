@@ -1,12 +1,14 @@
 """django-q2 entry points of mailboxes: ids in, one service call, no logic (design.md §2).
 
-Every task is idempotent: a route is decided with a conditional UPDATE, so the broker's
-redelivery never records a post's route twice.
+Every task is idempotent: a route is decided, and a delivery claimed, with a
+conditional UPDATE, so the broker's redelivery never records a post's route twice nor
+runs a seat's turn twice.
 """
 from __future__ import annotations
 
 from workforce.runtime import boot_for_task
 
+from .deliveries import do_deliver, do_sweep_deliveries
 from .routing import do_route_post, do_sweep_routes
 
 
@@ -22,3 +24,19 @@ def sweep_routes() -> list[int]:
     """Enqueue again the routes a lossy broker or a crashed worker dropped."""
     boot_for_task()
     return do_sweep_routes()
+
+
+def deliver_post(delivery_id: int) -> str:
+    """Run delivery ``delivery_id`` (one post to one member;
+    ``mailboxes.deliveries.do_deliver``). Returns its outcome (``done``, ``failed``,
+    ``not-claimed``, ``lease-lost``)."""
+    boot_for_task()
+    return do_deliver(delivery_id)
+
+
+def sweep_deliveries() -> dict:
+    """Re-enqueue deliveries a crashed worker or the broker dropped. Returns
+    ``{"requeued": [ids], "abandoned": [ids]}``."""
+    boot_for_task()
+    result = do_sweep_deliveries()
+    return {"requeued": result.requeued, "abandoned": result.abandoned}

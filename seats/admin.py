@@ -1,10 +1,7 @@
-"""Seats (editable: a hired worker's row) and deliveries (read-only: the record of who
-was handed which post)."""
+"""Seats (editable: a hired worker's row)."""
 from django.contrib import admin
 
-from workforce.admin import LedgerAdmin
-
-from .models import Delivery, Seat
+from .models import Seat
 
 
 @admin.register(Seat)
@@ -14,10 +11,3 @@ class SeatAdmin(admin.ModelAdmin):
     search_fields = ("seat_id", "description", "owner_user_id")
     ordering = ("seat_id", "scope")
     readonly_fields = ("hired_at", "updated_at", "source")
-
-
-@admin.register(Delivery)
-class DeliveryAdmin(LedgerAdmin):
-    list_display = ("post_id", "member", "mode", "status", "attempts", "mailbox", "started_at", "finished_at")
-    list_filter = ("status", "mode")
-    search_fields = ("post_id", "member", "mailbox__session_id")

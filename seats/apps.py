@@ -9,12 +9,10 @@ class SeatsConfig(AppConfig):
         from workforce.sweepers import register_sweep
 
         from . import checks  # noqa: F401  (registers the worker checks)
+        from .agent import register
         from .drains import do_sweep_board_drains
-        from .flow import register
-        from .services import do_sweep_deliveries
 
         register()
-        # Deliveries and board rows a crashed worker or the broker dropped, from each
-        # cluster worker (workforce.sweepers).
-        register_sweep("deliveries", do_sweep_deliveries)
+        # Board rows a crashed worker or the broker dropped, from each cluster worker
+        # (workforce.sweepers).
         register_sweep("board drains", do_sweep_board_drains)

@@ -1,5 +1,6 @@
 """Boards a seat holds (spec "Working the rows"): what a WORKER.md declares about boards,
-and the capability that gives a seat's model the eight task tools of each.
+(the capability that gives a seat's model the eight task tools of each is
+``seats.board_tools``).
 
 Two keys, both optional, both lists of board ledger ids (``<mailbox id>.<board>``, the id
 ``mailbox_board(mailbox, name).id`` mints, e.g. ``support.desk.escalations``):
@@ -33,7 +34,7 @@ and hiring warns about it (``seats.drains``). Read errors are only about shape.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from boards.naming import board_name_problem, split_board_id, tool_suffix
@@ -43,11 +44,6 @@ DRAINS_KEY = "drains"
 BOARD_TOOLS_KEY = "boardTools"
 BOARD_KEYS = (DRAINS_KEY, BOARD_TOOLS_KEY)
 DRAIN_ENTRY_KEYS = ("board", "worker")
-
-# The kind facets a board needs: the function that runs one claimed row as the seat's
-# turn (``board_row_turn(task=, seat=, session=) -> output``), and, in ``capabilities``,
-# ``board_task_capability`` (the eight tools per board).
-BOARD_ROW_TURN_FACET = "board_row_turn"
 
 _LEDGER_EXAMPLE = "support.desk.escalations"
 
@@ -188,50 +184,3 @@ def seat_boards(config: dict | None) -> SeatBoards:
             seen.add(board)
             tool_boards.append(board)
     return SeatBoards(tuple(drains), tuple(tool_boards))
-
-
-def board_task_capability(seat) -> list:
-    """The agent kind's board capability (its ``capabilities`` facet): the eight task
-    tools of every board the seat drains or holds by ``boardTools:``, composed once per
-    board, in declared order (``boards.tools.board_task_tools``). The board's worker
-    keys are read from the hired drains at call time (``unknown_assignee``). A row the
-    model adds with ``addTask_…`` wakes the board's drains at once."""
-    from boards.tools import board_task_tools
-
-    tools = []
-    for board_id in seat_boards(seat.config).board_ids:
-        for tool in board_task_tools(board_id):
-            if tool.name.startswith("addTask_"):
-                tool = replace(tool, call=_waking(tool.call, board_id))
-            tools.append(tool)
-    return tools
-
-
-def _waking(call, board_id: str):
-    def add_and_wake(ctx, args):
-        result = call(ctx, args)
-        if result.get("ok"):
-            from .drains import wake_board_drains
-
-            wake_board_drains(ctx.org, board_id, assignee=(args or {}).get("assignee"))
-        return result
-
-    add_and_wake.__name__ = getattr(call, "__name__", "addTask")
-    return add_and_wake
-
-
-def board_hire_problems(worker, flow) -> list[tuple[str, str]]:
-    """Why ``worker`` can't hold the boards it declares on kind ``flow`` (a registered
-    worker kind): ``drains:`` needs a kind that can run a row as the seat's turn (facet
-    ``board_row_turn``), and either key needs a kind that offers the board capability.
-    Returns ``(worker id, sentence)`` pairs; empty when the worker declares no board."""
-    boards = seat_boards(worker.config)
-    if not boards.board_ids:
-        return []
-    problems = []
-    if boards.drains and not callable(flow.facets.get(BOARD_ROW_TURN_FACET)):
-        problems.append((worker.id, f"drains: the {flow.kind} kind can't run a board's rows as a seat's turn"))
-    if board_task_capability not in (flow.facets.get("capabilities") or ()):
-        key = DRAINS_KEY if boards.drains else BOARD_TOOLS_KEY
-        problems.append((worker.id, f"{key}: the {flow.kind} kind does not offer a board's task tools"))
-    return problems

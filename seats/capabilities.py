@@ -20,13 +20,16 @@ dispatch. Answers:
 """
 from __future__ import annotations
 
-from workforce.dispatch import dispatch_once, external_dispatcher
+from workforce.dispatch import dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
 
 MAILBOX_KIND = "mailbox"
 POST_TO_MAILBOX = "post-to-mailbox"
+# The turn's answer slot (``workforce.facets.AnswerSlot``) in ``ToolContext.extras``: set
+# when the turn's reply answers a post (a routed mailbox post).
+ANSWER_EXTRA = "answer"
 
 
 def refused(refusal: Refusal) -> dict:
@@ -39,7 +42,9 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
 
     ``ctx.extras`` may carry ``idempotency_prefix`` (a delivery's key): the n-th call
     in a turn is then dispatched with key ``<prefix>:post-to-mailbox:<n>``, so a turn
-    run again after a crash hands each post over once.
+    run again after a crash hands each post over once; and ``answer``, the turn's answer
+    slot ``{postId, token}``: the call that answers that post is keyed
+    ``<token>:post-to-mailbox:answer``.
     """
     try:
         mailbox_id, body = _check_args(args)
@@ -67,8 +72,9 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
                 f"your answer to this post was already handed to {mailbox_id}; nothing was posted.",
             )
         if answering:
-            key = f"{prefix}:{POST_TO_MAILBOX}:answer"
-            action, payload = "answer", {"postId": ctx.extras["answer_post_id"], "body": body, "author": ctx.seat_id}
+            slot = ctx.extras[ANSWER_EXTRA]
+            key = f"{slot.get('token') or prefix}:{POST_TO_MAILBOX}:answer"
+            action, payload = "answer", {"postId": slot["postId"], "body": body, "author": ctx.seat_id}
         else:
             count = ctx.extras.get("post_count", 0) + 1
             ctx.extras["post_count"] = count
@@ -87,8 +93,6 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
             if prefix:
                 request = dispatch_once(idempotency_key=key, **kwargs)
             else:
-                from workforce.dispatch import dispatch
-
                 request = dispatch(**kwargs)
         except Refusal as refusal:
             if refusal.reason != "idempotency-key-reused":
@@ -107,10 +111,10 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
 
 def _answers_routed_post(ctx: ToolContext, mailbox_id: str) -> bool:
     """True when this call is a routed member's answer: the turn answers a routed post
-    (``answer_post_id``) and the call goes into that post's mailbox (spec "A seat
+    (its answer slot is set) and the call goes into that post's mailbox (spec "A seat
     answering in the mailbox": "the first call into that post's mailbox is the post's
     answer")."""
-    return bool(ctx.extras.get("answer_post_id")) and mailbox_id == ctx.extras.get("mailbox_id")
+    return bool(ctx.extras.get(ANSWER_EXTRA)) and mailbox_id == ctx.extras.get("mailbox_id")
 
 
 def _check_args(args: object) -> tuple[str, str]:

@@ -8,7 +8,7 @@ from django.core import checks
 
 from workforce.loader import UNREADABLE_SLOT, WorkforceRootError
 
-from .services import hire_problems
+from .hiring import hire_problems
 from .workers import read_workforce
 
 

@@ -50,25 +50,24 @@ from boards.drains import (
 )
 from boards.models import BoardTask, TaskStatus
 from boards.naming import split_board_id
+from boards.queries import claimable_tasks
+from boards.tasks import drain_board
 from workforce.dispatch import enqueue
+from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
 from workforce.flows import registry
-from workforce.models import Organization, Request, Session
+from workforce.leases import lease_seconds
+from workforce.models import Organization, Session
 from workforce.refusals import Refusal
-from workforce.sessions import do_record_request, emit_item
-from workforce.tools import ToolContext
 
-from .boards import BOARD_ROW_TURN_FACET, default_worker_key, seat_boards
+from .boards import default_worker_key, seat_boards
 from .models import Seat
 from .queries import access_seat
-from .services import agent_tools, lease_seconds
-from .turn import run_turn
 
 logger = logging.getLogger(__name__)
 
 SEAT_DRAIN_TASK = "seats.tasks.drain_board_as_seat"
 ROW_RUNNER = "seats.drains.run_board_row"
 RUN_TASK_ACTION = "runTask"
-ON_TASK_FILED_FACET = "on_task_filed"
 RUN_ID_MAX = 200  # BoardTask.run
 
 _lock = threading.Lock()
@@ -132,7 +131,7 @@ def configure_board_drains(mailbox_kind: str, seats: Iterable[Seat], held_board_
     held = list(held_board_ids)
     drains = seat_board_drains(seats)
     set_board_drains(drains)
-    registry.require(mailbox_kind).facets[ON_TASK_FILED_FACET] = on_task_filed
+    ON_TASK_FILED.set_on(mailbox_kind, on_task_filed)
     warnings = (
         unknown_drain_warnings(drains, held)
         + unknown_board_tools_warnings(seats, held)
@@ -198,8 +197,6 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     drains = current_board_drains()
     if not drains:
         return []
-    from boards.queries import claimable_tasks
-
     grace = now - timedelta(seconds=sweep_grace_seconds())
     waiting = (
         BoardTask.objects.filter(board_id__in={d.board_id for d in drains})
@@ -272,7 +269,7 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     """One step of ``seat_id``'s drain of ``board_id`` in ``org_id`` (the
     ``drain_board_as_seat`` task's body): claim at most one row and run it as the seat's
     turn (``boards.tasks.drain_board`` with ``run_board_row``, ``max_rows=1``, a lease
-    of ``seats.services.lease_seconds()``), then, when it claimed one, enqueue the next
+    of ``workforce.leases.lease_seconds()``), then, when it claimed one, enqueue the next
     step. Never raises for a row's failure (the row is failed).
 
     Returns:
@@ -281,15 +278,13 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
         the seat can't be reached in the organization or its kind can't run a row (the
         rows stay pending).
     """
-    from boards.tasks import drain_board
-
     org = Organization.objects.get(pk=org_id)
     mailbox_id, _ = split_board_id(board_id)
     principal = Session.objects.filter(organization=org, session_id=mailbox_id).values_list("user_id", flat=True).first()
     try:
         seat = access_seat(org, principal or "", seat_id)
         flow = registry.require(seat.kind)
-        if not callable(flow.facets.get(BOARD_ROW_TURN_FACET)):
+        if not callable(BOARD_ROW_TURN.get(flow)):
             raise Refusal("cannot-drain", f"the {seat.kind} kind can't run a board's rows")
         session = ensure_board_session(org, board_id, seat, user_id=principal or seat_id)
     except Refusal as refusal:
@@ -311,7 +306,8 @@ class TurnFailed(Exception):
 def run_board_row(task: BoardTask) -> Any:
     """The drain's runner (``boards.tasks.drain_board``'s ``runner``): run the claimed
     ``task`` as the turn of the seat whose board session ``task.run`` names, through its
-    kind's ``board_row_turn`` facet. Returns the row's output.
+    kind's ``board_row_turn`` facet (``workforce.facets.BOARD_ROW_TURN``), and finish
+    the turn. Returns the row's output (the reply).
 
     Raises:
         TurnFailed: the seat can't be reached or its turn failed (the row is failed).
@@ -325,10 +321,15 @@ def run_board_row(task: BoardTask) -> Any:
         seat = access_seat(session.organization, session.user_id, session.state["seat"])
     except Refusal as refusal:
         raise TurnFailed(refusal.message) from None
-    turn = registry.require(seat.kind).facets.get(BOARD_ROW_TURN_FACET)
-    if not callable(turn):
+    work_row = BOARD_ROW_TURN.get(registry.require(seat.kind))
+    if not callable(work_row):
         raise TurnFailed(f"cannot-drain: the {seat.kind} kind can't run a board's rows")
-    return turn(task=task, seat=seat, session=session)
+    turn = work_row(task=task, seat=seat, session=session)
+    with transaction.atomic():
+        turn.finish()
+    if turn.error is not None:
+        raise TurnFailed(turn.error.message)
+    return turn.reply
 
 
 def row_turn_text(task: BoardTask) -> str:
@@ -352,65 +353,3 @@ def row_turn_text(task: BoardTask) -> str:
         lines.append(f"Input: {json.dumps(task.input, sort_keys=True, ensure_ascii=False)}")
     lines.append("Your reply is the task's output.")
     return "\n".join(lines)
-
-
-MESSAGE = "message"
-TOOL_CALL = "tool-call"
-
-
-def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str:
-    """The built-in agent kind's ``board_row_turn``: run ``task`` as ``seat``'s turn, with
-    the model outside any transaction, and return the reply (the row's output).
-
-    Records a ``runTask`` request on the seat's board ``session`` (input ``{taskId,
-    boardId, attempt}``) with the turn text as a user message; a ``runTask`` of the same
-    row left running by a crashed worker is marked aborted first. The model sees the
-    seat's instructions and the turn text only (each row is its own turn) and is offered
-    ``agent_tools(seat)``: its ``tools:`` and every board's task tools it holds. Tool
-    posts are dispatched with keys derived from the row, so a turn run again hands each
-    post over once. The request ends completed (``{taskId, reply, toolCalls}``) or failed.
-
-    Raises:
-        TurnFailed: the turn failed (``model-error``, ``turn-timeout``, ...).
-    """
-    text = row_turn_text(task)
-    now = timezone.now()
-    with transaction.atomic():
-        Request.objects.filter(
-            session=session, action=RUN_TASK_ACTION, status=Request.Status.RUNNING, input__taskId=task.task_id
-        ).update(
-            status=Request.Status.ABORTED, finished_at=now,
-            error=Refusal("aborted", "the task running this row stopped before it finished; the row was claimed again.").as_error(),
-        )
-        request = do_record_request(
-            session, action=RUN_TASK_ACTION, input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
-            user_id=session.user_id, running=True, started_at=now,
-        )
-        emit_item(session, "", {"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
-                  type=MESSAGE, request=request)
-    tool_ctx = ToolContext(
-        org=session.organization, seat_id=seat.seat_id, session=session, request=request,
-        extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
-    )
-
-    def record(call: dict) -> None:
-        with transaction.atomic():
-            emit_item(session, TOOL_CALL, call, type="component", request=request)
-
-    result = run_turn(seat=seat, text=text, history=[], tools=agent_tools(seat), tool_ctx=tool_ctx, on_tool_call=record)
-    with transaction.atomic():
-        request.finished_at = timezone.now()
-        if result.error is None:
-            if result.reply:
-                emit_item(session, "", {"role": "assistant", "text": result.reply, "agentName": seat.seat_id,
-                                        "taskId": task.task_id}, type=MESSAGE, request=request)
-            request.status = Request.Status.COMPLETED
-            request.output = {"taskId": task.task_id, "reply": result.reply,
-                              "toolCalls": [c["name"] for c in result.tool_calls]}
-        else:
-            request.status = Request.Status.FAILED
-            request.error = result.error.as_error()
-        request.save(update_fields=["status", "output", "error", "finished_at"])
-    if result.error is not None:
-        raise TurnFailed(result.error.message)
-    return result.reply

@@ -1,21 +1,16 @@
-"""Seats and deliveries (design.md §3).
+"""Seats: hired workers.
 
 A *seat* is a hired worker: its id (the record id a mailbox's ``members:`` lists), its
 kind (the flow it runs on), its scope and what its WORKER.md declared. One seat id may
 exist in several scopes; a caller reaches its own first, then its organization's, then a
 shared one (spec "Waking agent seats").
-
-A *delivery* is one post handed to one member: created with the post (in its
-transaction), run on the task cluster after the commit, and claimed with a conditional
-UPDATE so that a redelivered task never runs a seat's turn twice (unique per
-``(post, member)``).
 """
 from __future__ import annotations
 
 from django.db import models
 from django.db.models import Q
 
-from workforce.models import Organization, Request, Session
+from workforce.models import Organization
 
 
 class Seat(models.Model):
@@ -72,54 +67,3 @@ class Seat(models.Model):
     def model_id(self, default: str) -> str:
         """The seat's model id, or ``default`` when its file named none."""
         return self.model or default
-
-
-class Delivery(models.Model):
-    """One post handed to one member (spec "Waking members").
-
-    ``mode`` says what runs: ``wake`` (the member's seat hears the post and runs its
-    turn), ``fallback`` (the fallback block, for a member whose seat cannot hear) or
-    ``call`` (a plain notify block). ``notify_input`` is the MailboxNotifyInput, so the
-    task needs nothing but this row.
-    """
-
-    class Mode(models.TextChoices):
-        WAKE = "wake"
-        FALLBACK = "fallback"
-        CALL = "call"
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        RUNNING = "running"
-        DONE = "done"
-        FAILED = "failed"
-
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    mailbox = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="deliveries")
-    post_id = models.CharField(max_length=64, help_text="The line's id.")
-    member = models.CharField(max_length=200)
-    mode = models.CharField(max_length=10, choices=Mode.choices)
-    seat = models.ForeignKey(Seat, null=True, blank=True, on_delete=models.SET_NULL, related_name="deliveries")
-    notify_input = models.JSONField(default=dict)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    attempts = models.PositiveIntegerField(default=0, help_text="Times it was claimed.")
-    claim_token = models.CharField(max_length=32, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True, help_text="A running claim older than this is abandoned.")
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True, help_text="When its first turn started.")
-    finished_at = models.DateTimeField(null=True, blank=True)
-    conversation = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    turn_request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    output = models.JSONField(null=True, blank=True)
-    error = models.JSONField(null=True, blank=True, help_text='{"reason": ..., "message": ...}')
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["post_id", "member"], name="delivery_unique_post_member"),
-        ]
-        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"])]
-        verbose_name_plural = "deliveries"
-
-    def __str__(self) -> str:
-        return f"{self.post_id} -> {self.member} ({self.mode}, {self.status})"

@@ -1,5 +1,5 @@
-"""Reads of seats, conversations and deliveries (design.md §2: ``access_*`` raise,
-``list_*`` return what there is)."""
+"""Reads of seats and their conversations (``access_*`` raise, ``list_*`` return what
+there is)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -10,15 +10,13 @@ from workforce.models import Item, Organization, Request, Session
 from workforce.queries import window_request_ids
 from workforce.refusals import Refusal
 
-from .models import Delivery, Seat
+from .models import Seat
 
 SCOPE_ORDER = {Seat.Scope.OWN: 0, Seat.Scope.ORG: 1, Seat.Scope.SHARED: 2}
 MESSAGE_ITEM = "message"
 
 
-def seat_reachable(seat: Seat, *, org_id: str, user_id: str) -> bool:
-    """True when ``user_id`` in organization ``org_id`` can reach ``seat``: their own,
-    their organization's, or a shared one."""
+def _reaches(seat: Seat, *, org_id: str, user_id: str) -> bool:
     if seat.scope == Seat.Scope.SHARED:
         return True
     if seat.organization_id != org_id:
@@ -26,31 +24,44 @@ def seat_reachable(seat: Seat, *, org_id: str, user_id: str) -> bool:
     return seat.scope == Seat.Scope.ORG or seat.owner_user_id == user_id
 
 
-def resolve_seat(seats: Iterable[Seat], seat_id: str, *, org_id: str, user_id: str) -> Seat | None:
-    """The seat called ``seat_id`` that ``user_id`` in ``org_id`` reaches first among
-    ``seats``: their own, then the organization's, then a shared one (spec "Waking
-    agent seats"). None when none of them is reachable."""
-    best: Seat | None = None
-    for seat in seats:
-        if seat.seat_id != seat_id or not seat_reachable(seat, org_id=org_id, user_id=user_id):
+def reachable_seats(
+    org_id: str, user_id: str, seat_ids: Iterable[str], *, among: Iterable[Seat] | None = None
+) -> dict[str, Seat]:
+    """The scope rule (spec "Waking agent seats"): ``{seat id: seat}`` for each of
+    ``seat_ids`` that ``user_id`` in organization ``org_id`` reaches, their own seat
+    first, then their organization's, then a shared one. A seat nobody hired, another
+    user's or another organization's, or one that was fired is absent.
+
+    Args:
+        among: the seats to choose from (the hired seats a notify block or a route was
+            built with); None reads the hired seats, in one query.
+    """
+    wanted = set(seat_ids)
+    if not wanted:
+        return {}
+    if among is None:
+        among = Seat.objects.filter(seat_id__in=wanted).filter(
+            Q(scope=Seat.Scope.SHARED) | Q(organization_id=org_id, scope=Seat.Scope.ORG)
+            | Q(organization_id=org_id, scope=Seat.Scope.OWN, owner_user_id=user_id)
+        )
+    found: dict[str, Seat] = {}
+    for seat in among:
+        if seat.seat_id not in wanted or not _reaches(seat, org_id=org_id, user_id=user_id):
             continue
+        best = found.get(seat.seat_id)
         if best is None or SCOPE_ORDER[seat.scope] < SCOPE_ORDER[best.scope]:
-            best = seat
-    return best
+            found[seat.seat_id] = seat
+    return found
 
 
 def access_seat(org: Organization, user_id: str, seat_id: str) -> Seat:
-    """The seat ``seat_id`` as ``user_id`` in ``org`` reaches it (own, org, shared).
+    """The seat ``seat_id`` as ``user_id`` in ``org`` reaches it (``reachable_seats``).
 
     Raises:
         Refusal("seat-not-found"): no reachable seat has that id (another user's or
             organization's seat is not found either).
     """
-    rows = Seat.objects.filter(seat_id=seat_id).filter(
-        Q(scope=Seat.Scope.SHARED) | Q(organization=org, scope=Seat.Scope.ORG)
-        | Q(organization=org, scope=Seat.Scope.OWN, owner_user_id=user_id)
-    )
-    seat = resolve_seat(rows, seat_id, org_id=org.pk, user_id=user_id)
+    seat = reachable_seats(org.pk, user_id, [seat_id]).get(seat_id)
     if seat is None:
         raise Refusal("seat-not-found", f'No worker "{seat_id}" on your roster.')
     return seat
@@ -69,26 +80,33 @@ def conversation_id(mailbox_id: str, seat_id: str) -> str:
     return f"{mailbox_id}:{seat_id}"
 
 
-def list_conversation_messages(conversation: Session, *, exclude_request_id: int | None = None) -> list[dict]:
-    """The conversation's messages inside its history window, oldest first, as chat
-    messages ``{"role": "user"|"assistant", "content": text}`` (spec: "a seat remembers
-    only as far back as its history window reaches"). A turn aborted by a crashed
-    worker is left out: its post was delivered again."""
+def conversation_history(session: Session, *, speaker: str, exclude_request_id: int | None = None) -> list[dict]:
+    """A session's messages inside its history window, oldest first, as chat messages
+    (spec: "a seat remembers only as far back as its history window reaches"): what a
+    turn's model sees before the turn text.
+
+    A user message item is ``{"role": "user", "content": text}``; an assistant message
+    item is ``{"role": "assistant", "content": text}`` when ``speaker`` (the turn's own
+    ``agentName``) or nobody said it, and ``<agentName>: <text>`` when another did (a
+    delegate's answer in a coordinator's conversation). A turn aborted by a crashed
+    worker is left out (its work was run again), and so is ``exclude_request_id``'s.
+    """
     items = (
-        Item.objects.filter(session=conversation, type=MESSAGE_ITEM, request__in=window_request_ids(conversation))
+        Item.objects.filter(session=session, type=MESSAGE_ITEM, request__in=window_request_ids(session))
         .exclude(request__status=Request.Status.ABORTED)
         .order_by("seq")
     )
     if exclude_request_id is not None:
         items = items.exclude(request_id=exclude_request_id)
-    return [
-        {"role": item.data["role"], "content": item.data.get("text", "")}
-        for item in items
-        if item.data.get("role") in ("user", "assistant") and item.data.get("text")
-    ]
-
-
-def list_deliveries(mailbox: Session, post_id: str | None = None) -> QuerySet[Delivery]:
-    """The deliveries of a mailbox (or of one post), oldest first."""
-    qs = Delivery.objects.filter(mailbox=mailbox).order_by("pk")
-    return qs.filter(post_id=post_id) if post_id else qs
+    messages = []
+    for item in items:
+        data = item.data
+        text = data.get("text") or ""
+        if not text:
+            continue
+        if data.get("role") == "user":
+            messages.append({"role": "user", "content": text})
+        elif data.get("role") == "assistant":
+            name = data.get("agentName") or ""
+            messages.append({"role": "assistant", "content": text if name in ("", speaker) else f"{name}: {text}"})
+    return messages

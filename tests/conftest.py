@@ -66,7 +66,7 @@ def open_mailboxes(root: Path, org: Organization, *, user_id: str = OWNER) -> Ro
 def hire_tree(root: Path) -> list:
     """Read the workers of the tree at ``root`` (a load error fails the test) and hire
     them all; returns the seats (``hire_workforce``)."""
-    from seats.services import hire_workforce
+    from seats.hiring import hire_workforce
     from seats.workers import read_workforce
 
     workers, errors = read_workforce(root)

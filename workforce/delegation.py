@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from rest_framework import serializers
 
+from .facets import REQUEST_ON_FINISHED
 from .flows import Action, StrictCharField, registry
 from .refusals import Refusal
 
@@ -54,8 +55,7 @@ def delegated_post_on_finished(outcome: str) -> bool:
 def reports_cancellation(kind: str) -> bool:
     """True when flow ``kind`` sets ``delegated_post_on_finished`` (its
     ``request_on_finished`` facet)."""
-    flow = registry.get(kind)
-    return flow is not None and flow.facets.get("request_on_finished") is delegated_post_on_finished
+    return REQUEST_ON_FINISHED.of(kind) is delegated_post_on_finished
 
 
 def declares_delegated_post_entry(kind: str) -> bool:

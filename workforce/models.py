@@ -144,3 +144,24 @@ class OrgRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.organization_id}:{self.key}"
+
+
+class LeasedWork(models.Model):
+    """The lease fields of a row of work a task claims (``workforce.leases.claim_lease``):
+    a mailbox's delivery, a coordinator's delegated post and job. Each concrete model
+    adds its own ``status`` (with ``Status.PENDING`` and ``Status.RUNNING``).
+
+    ``attempts`` counts the claims; ``claim_token`` is the live claim's token, which
+    guards what the run writes; a running claim whose ``lease_until`` passed is
+    abandoned; ``enqueued_at`` is when its task was last handed to the broker (the
+    sweeps read it); ``finished_at`` when it settled.
+    """
+
+    attempts = models.PositiveIntegerField(default=0)
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .refusals import Refusal
@@ -165,7 +166,7 @@ def do_run_action(
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
     if not internal:
-        client_creates = CHILD_SEPARATOR not in session_id and flow.facets.get("client_creates_sessions", True)
+        client_creates = CHILD_SEPARATOR not in session_id and CLIENT_CREATES_SESSIONS.get(flow)
         if not client_creates and not Session.objects.filter(organization=org, session_id=session_id).exists():
             # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
             # sessions are opened another way (a coordinator conversation) creates none on a
@@ -187,7 +188,7 @@ def do_run_action(
                     "session-not-addressable",
                     f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
                 )
-            if not internal and flow.facets.get("private_sessions") and session.user_id != user_id:
+            if not internal and PRIVATE_SESSIONS.get(flow) and session.user_id != user_id:
                 # Another user's conversation: not found, and nothing recorded in it (a
                 # refused call would take up the owner's history window).
                 raise Refusal("session-not-found", f'No session "{session_id}" exists.')

@@ -14,7 +14,8 @@ from mailboxes.roster import load_roster, set_current_roster
 from mailboxes.routing import configure_route, route_by_purpose
 from mailboxes.services import OpenOutcome, do_open_mailboxes
 from seats.drains import configure_board_drains
-from seats.services import configure_notify, do_hire_tree_workers, seats_to_wake, wake_member_seats
+from mailboxes.notify import configure_notify, wake_member_seats
+from seats.hiring import do_hire_tree_workers, seats_to_wake
 from workforce.models import DEFAULT_ORG_ID
 from workforce.runtime import mark_booted
 from workforce.sessions import ensure_organization
@@ -34,7 +35,7 @@ def boot(root: str | Path | None = None) -> Roster:
     Needs a migrated database.
 
     Raises:
-        seats.services.WorkerTreeError: a worker failed to load or cannot be hired.
+        seats.hiring.WorkerTreeError: a worker failed to load or cannot be hired.
         mailboxes.roster.TreeError: the mailboxes have errors or a record was refused.
         workforce.loader.WorkforceRootError: the root is unreadable or a symlink.
     """

@@ -25,7 +25,8 @@ from seats.drains import (
     row_turn_text,
 )
 from seats.models import Seat
-from seats.services import HireRefused, agent_tools, hire_workforce
+from seats.agent import agent_tools
+from seats.hiring import HireRefused, hire_workforce
 from seats.workers import WORKER_KEYS, WORKER_LOAD_FAILED, read_workforce
 from workforce.flows import FlowKind, registry
 from workforce.llm import set_model_resolver

@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from coordinators.checks import check_coordinator_setup
 from coordinators.config import configure_coordinator, current_setup, setup_from_settings
 from coordinators.constants import DEFAULT_ROUND_DEADLINE_MS
-from seats.services import HireRefused, hire_problems, hire_workforce
+from seats.hiring import HireRefused, hire_problems, hire_workforce
 from seats.workers import read_workforce
 from tests.coordinators.conftest import ACCOUNTS, DELEGATES, DEVICES, GENERAL, HELP, coordinator_md, desk_tree
 

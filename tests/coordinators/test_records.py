@@ -8,8 +8,9 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from coordinators import policies
-from coordinators.queries import conversation_messages
+from coordinators.constants import judgment_agent_name
 from seats.models import Seat
+from seats.queries import conversation_history
 from tests.conftest import MEMBER
 from tests.coordinators.conftest import ACCOUNTS, CONVERSATION, DEVICES, GENERAL, HELP
 from workforce.llm import set_model_resolver
@@ -22,7 +23,7 @@ def test_one_component_item_per_decision_that_never_enters_the_models_history(de
     items = list(Item.objects.filter(session__session_id=CONVERSATION, component="coordinator-route").order_by("seq"))
     assert [i.type for i in items] == ["component", "component"]  # round 0, and the answer going out in round 1
     assert [i.data["round"] for i in items] == [0, 1] and {i.data["postId"] for i in items} == {post.request_id}
-    history = conversation_messages(Session.objects.get(session_id=CONVERSATION))
+    history = conversation_history(Session.objects.get(session_id=CONVERSATION), speaker=judgment_agent_name(HELP))
     assert all("coordinator-route" not in m["content"] and "postId" not in m["content"] for m in history)
     assert [m["role"] for m in history] == ["user", "assistant", "assistant"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mailboxes.models import Line
-from seats.models import Delivery
-from seats.services import do_deliver
+from mailboxes.models import Delivery
+from mailboxes.deliveries import do_deliver
 from workforce.dispatch import dispatch
 from workforce.flows import Action, FlowKind, registry
 from workforce.models import Request
@@ -138,16 +138,16 @@ def test_an_empty_reply_is_fine_once_the_tool_handed_the_answer_over(routed, pos
 
 
 def test_the_reply_lands_when_the_tools_answer_did_not(routed, post, monkeypatch):
-    import mailboxes.routing
+    import mailboxes.flow
 
-    original = mailboxes.routing.do_answer_post
+    original = mailboxes.flow.do_answer_post  # the answer entry's service (mailboxes.services)
 
     def refuse_the_tools(ctx, *, post_id, body, author):
         if body == "via the tool":  # the mailbox fails to write the tool's answer
             raise Refusal("answer-not-written", "the mailbox could not write it")
         return original(ctx, post_id=post_id, body=body, author=author)
 
-    monkeypatch.setattr(mailboxes.routing, "do_answer_post", refuse_the_tools)
+    monkeypatch.setattr(mailboxes.flow, "do_answer_post", refuse_the_tools)
     routed(with_tool(), scripts={DEVICES: [{"tool_calls": [tool_call(DESK, "via the tool")]}, "the reply"], "*": ok})
     post("my printer is jammed")
     assert [l.body for l in lines()] == ["my printer is jammed", "the reply"]

@@ -6,7 +6,7 @@ import pytest
 
 from mailboxes.roster import TreeError, load_roster
 from mailboxes.routing import configure_route, route_by_purpose
-from seats.services import hire_workforce
+from seats.hiring import hire_workforce
 from seats.workers import read_workforce
 from workforce.flows import FlowKind, registry
 from workforce.models import Session

@@ -26,7 +26,7 @@ def a_post(routed, org):
     entry is exercised)."""
     routed()
     configure_route("mailbox", None)
-    from seats.services import configure_notify
+    from mailboxes.notify import configure_notify
 
     configure_notify("mailbox", None)
     request = do_run_action(org=org, kind="mailbox", session_id=DESK, action="post",

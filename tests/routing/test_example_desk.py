@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.route_questions import HELD_OUT, QUESTIONS, format_table, route_table
 from mailboxes.models import Line
-from seats.models import Delivery
+from mailboxes.models import Delivery
 from workforce.llm import set_model_resolver
 from workforce.sessions import do_run_action
 

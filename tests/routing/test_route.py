@@ -7,7 +7,8 @@ import pytest
 
 from mailboxes.models import Route, RouteLedger
 from mailboxes.routing import do_route_post
-from seats.models import Delivery, Seat
+from mailboxes.models import Delivery
+from seats.models import Seat
 from workforce.dispatch import dispatch
 from workforce.llm import ModelError, set_model_resolver
 from workforce.models import Request

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from seats.models import Seat
-from seats.services import configure_notify, wake_member_seats
+from mailboxes.notify import configure_notify, wake_member_seats
 from tests.conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand, write_tree
 from workforce.sessions import do_run_action
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from seats.models import Delivery, Seat
+from mailboxes.models import Delivery
+from seats.models import Seat
 
 
 def test_seats_and_deliveries_show_in_the_admin(admin_client, wired, post):
@@ -13,9 +14,9 @@ def test_seats_and_deliveries_show_in_the_admin(admin_client, wired, post):
     assert "eng.lead" in seats and "eng.analyst" in seats
     seat = Seat.objects.get(seat_id="eng.lead")
     assert admin_client.get(reverse("admin:seats_seat_change", args=[seat.pk])).status_code == 200
-    deliveries = admin_client.get(reverse("admin:seats_delivery_changelist")).content.decode()
+    deliveries = admin_client.get(reverse("admin:mailboxes_delivery_changelist")).content.decode()
     assert "eng.lead" in deliveries
     delivery = Delivery.objects.get(member="eng.lead")
-    page = admin_client.get(reverse("admin:seats_delivery_change", args=[delivery.pk]))
+    page = admin_client.get(reverse("admin:mailboxes_delivery_change", args=[delivery.pk]))
     assert page.status_code == 200
-    assert admin_client.post(reverse("admin:seats_delivery_change", args=[delivery.pk]), {}).status_code == 403
+    assert admin_client.post(reverse("admin:mailboxes_delivery_change", args=[delivery.pk]), {}).status_code == 403

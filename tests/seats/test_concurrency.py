@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from seats import services
-from seats.models import Delivery
+from mailboxes import deliveries, notify
+from mailboxes.models import Delivery
 from tests.conftest import MEMBER, run_in_threads
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
@@ -22,14 +22,14 @@ N = 8
 @pytest.fixture
 def pending(wired, org, monkeypatch):
     """A committed post whose deliveries were written but not handed to the cluster."""
-    monkeypatch.setattr(services, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
     wired()
     do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": "x"}, user_id=MEMBER)
     return Delivery.objects.get(member="eng.lead")
 
 
 def test_a_delivery_handed_to_many_tasks_at_once_runs_once(pending, org):
-    outcomes = run_in_threads(lambda i: services.do_deliver(pending.pk), N)
+    outcomes = run_in_threads(lambda i: deliveries.do_deliver(pending.pk), N)
     assert sorted(outcomes) == ["done"] + ["not-claimed"] * (N - 1)
     assert Request.objects.filter(session__session_id="eng.incidents:eng.lead", action=ON_MAILBOX_POST).count() == 1
     pending.refresh_from_db()

@@ -6,7 +6,7 @@ import pytest
 
 from mailboxes.models import Line
 from seats.capabilities import POST_TO_MAILBOX_TOOL
-from seats.models import Delivery
+from mailboxes.models import Delivery
 from tests.conftest import MEMBER
 from workforce.dispatch import dispatch
 from workforce.models import Request
@@ -46,7 +46,7 @@ def test_the_tool_call_fails_with_external_dispatcher(wired, org, external):
 
 
 def test_a_delivery_already_queued_fails_by_name(wired, org, settings, django_capture_on_commit_callbacks):
-    from seats.services import do_deliver
+    from mailboxes.deliveries import do_deliver
     from workforce.sessions import do_run_action
 
     wired()

@@ -6,8 +6,8 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from seats.models import Seat
-from seats.queries import access_seat, resolve_seat
-from seats.services import HireRefused, hire_workforce
+from seats.queries import access_seat, reachable_seats
+from seats.hiring import HireRefused, hire_workforce
 from seats.workers import WorkerManifest
 from workforce.refusals import Refusal
 
@@ -94,16 +94,16 @@ def test_own_then_organization_then_shared(db, org, other_org):
     [shared] = hire_workforce([worker("eng.lead", description="shared")])
     [theirs] = hire_workforce([worker("eng.lead", description="acme's")], scope="org", org=other_org)
     seats = [shared, theirs]
-    assert resolve_seat(seats, "eng.lead", org_id=org.pk, user_id="u_1") == shared
-    assert resolve_seat(seats, "eng.lead", org_id=other_org.pk, user_id="u_1") == theirs
+    assert reachable_seats(org.pk, "u_1", ["eng.lead"], among=seats).get("eng.lead") == shared
+    assert reachable_seats(other_org.pk, "u_1", ["eng.lead"], among=seats).get("eng.lead") == theirs
     [ours] = hire_workforce([worker("eng.lead", description="ours")], scope="org", org=org)
     seats.append(ours)
-    assert resolve_seat(seats, "eng.lead", org_id=org.pk, user_id="u_1") == ours
+    assert reachable_seats(org.pk, "u_1", ["eng.lead"], among=seats).get("eng.lead") == ours
     [mine] = hire_workforce([worker("eng.lead", description="mine")], scope="own", org=org, owner_user_id="u_1")
     seats.append(mine)
-    assert resolve_seat(seats, "eng.lead", org_id=org.pk, user_id="u_1") == mine
-    assert resolve_seat(seats, "eng.lead", org_id=org.pk, user_id="u_2") == ours  # someone else's own is not reachable
-    assert resolve_seat(seats, "eng.other", org_id=org.pk, user_id="u_1") is None
+    assert reachable_seats(org.pk, "u_1", ["eng.lead"], among=seats).get("eng.lead") == mine
+    assert reachable_seats(org.pk, "u_2", ["eng.lead"], among=seats).get("eng.lead") == ours  # someone else's own is not reachable
+    assert reachable_seats(org.pk, "u_1", ["eng.other"], among=seats).get("eng.other") is None
     assert access_seat(org, "u_1", "eng.lead") == mine
     assert access_seat(org, "u_2", "eng.lead") == ours
     assert access_seat(other_org, "u_1", "eng.lead") == theirs
@@ -116,7 +116,7 @@ def test_the_wake_reaches_the_mailbox_principals_own_seat_first(wired, post, org
     from tests.conftest import OWNER
     from workforce.llm import use_model_resolver
     from workforce.testing import create_mock_model_resolver
-    from seats.models import Delivery
+    from mailboxes.models import Delivery
 
     [mine] = hire_workforce([worker("eng.lead", description="the owner's own")], scope="own", org=org, owner_user_id=OWNER)
     [someone_elses] = hire_workforce([worker("eng.lead")], scope="own", org=org, owner_user_id="u_else")

@@ -5,7 +5,7 @@ import pytest
 
 from mailboxes.models import Line
 from seats.capabilities import POST_TO_MAILBOX_TOOL
-from seats.models import Delivery
+from mailboxes.models import Delivery
 from tests.conftest import OWNER, mailbox_md
 from tests.seats.conftest import ECHO_LISTENER, SEATS_TREE, worker_md
 from workforce.flows import FlowKind, registry
@@ -134,7 +134,7 @@ def test_the_tool_schema_takes_exactly_mailbox_and_body():
 def test_a_turn_run_again_hands_each_post_over_once(wired, post, org):
     """The n-th call of a delivery's turn is keyed by the delivery: replaying the turn
     (a crashed worker's delivery claimed again) posts nothing new."""
-    from seats.services import do_deliver
+    from mailboxes.deliveries import do_deliver
 
     script = say({"mailbox": "eng.incidents", "body": "answer"}) * 2
     run_with(wired, post, script)

@@ -10,8 +10,11 @@ from django.utils import timezone
 
 from mailboxes.roster import current_roster
 from seats.checks import check_turn_timeout, check_workers
-from seats.models import Delivery, Seat
-from seats.services import WakeMemberSeats, WorkerTreeError, do_deliver, do_sweep_deliveries
+from mailboxes.models import Delivery
+from seats.models import Seat
+from mailboxes.deliveries import do_deliver, do_sweep_deliveries
+from mailboxes.notify import WakeMemberSeats
+from seats.hiring import WorkerTreeError
 from tests.conftest import MEMBER
 from tests.seats.conftest import ECHO_LISTENER, SEATS_TREE, worker_md
 from workforce.flows import registry

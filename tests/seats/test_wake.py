@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mailboxes.models import Line
-from seats.models import Delivery
-from seats.services import configure_notify, do_deliver, notify_block
+from mailboxes.models import Delivery
+from mailboxes.deliveries import do_deliver
+from mailboxes.notify import configure_notify, notify_block
 from tests.conftest import MEMBER, OWNER, mailbox_md, open_mailboxes
 from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER, SEATS_TREE, worker_md
 from workforce.flows import Action, FlowKind, registry
@@ -279,7 +280,8 @@ def test_a_post_refused_hands_nothing_out(wired, post, org):
 
 @pytest.mark.parametrize("members", [2, 25])
 def test_fan_out_query_count_does_not_grow_with_members(make_tree, org, django_assert_num_queries, members, django_capture_on_commit_callbacks):
-    from seats.services import hire_workforce, wake_member_seats
+    from mailboxes.notify import wake_member_seats
+    from seats.hiring import hire_workforce
     from seats.workers import read_workforce
     from workforce.sessions import do_run_action
 

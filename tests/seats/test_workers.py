@@ -158,7 +158,7 @@ def test_check_names_every_worker_problem(tmp_path, settings):
 
 
 def test_the_example_tree_reads_and_hires(settings):
-    from seats.services import hire_problems
+    from seats.hiring import hire_problems
 
     root = Path(settings.BASE_DIR) / "examples" / "support-desk"
     workers, errors = read_workforce(root)

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
-from seats.services import HireRefused, WorkerTreeError
+from seats.hiring import HireRefused, WorkerTreeError
 from workforce.loader import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 

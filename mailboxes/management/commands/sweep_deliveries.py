@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from seats.services import do_sweep_deliveries
+from mailboxes.deliveries import do_sweep_deliveries
 
 
 class Command(BaseCommand):

@@ -1,0 +1,296 @@
+"""Running a mailbox's deliveries on the task cluster (spec "Waking members": "A
+delivery that fails is recorded"; see ``docs/architecture.md``, "A post end to end").
+
+``mailboxes.tasks.deliver_post(delivery_id)`` runs ``do_deliver``: it claims the
+delivery with a conditional UPDATE (``workforce.leases.claim_lease``: pending, or
+running with a lapsed lease), so a redelivered task does nothing, then runs what the
+member gets. A ``wake`` runs the seat's turn through its kind's ``post_turn`` facet in
+the seat's conversation (a child session of the mailbox, one per seat per mailbox),
+and settles the delivery in the transaction that finishes the turn; a kind without
+that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a failed
+request on the mailbox's session; the others run; the post stays.
+``do_sweep_deliveries`` re-enqueues what a crashed worker or a lossy broker dropped.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from seats.models import Seat
+from seats.queries import conversation_id
+from workforce.dispatch import dispatch, enqueue, external_dispatcher
+from workforce.facets import NOTIFY, POST_TURN, AnswerSlot
+from workforce.flows import registry
+from workforce.leases import LeaseLost, claim_lease, lease_seconds
+from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
+from workforce.models import Request, Session
+from workforce.notify import ON_MAILBOX_POST
+from workforce.refusals import Refusal
+from workforce.sessions import do_abort_request, do_record_failed_request, ensure_child_session
+
+from .models import Delivery
+from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
+
+logger = logging.getLogger(__name__)
+
+FAILED_DELIVERY_ACTION = "deliverPost"
+
+
+def do_deliver(delivery_id: int) -> str:
+    """Run one delivery, once (the ``deliver_post`` task's body). Never raises.
+
+    Claims the delivery with a conditional UPDATE (pending, or running with a lapsed
+    lease, and fewer than ``max_delivery_attempts()`` claims); a delivery that is done,
+    failed or held by a live claim is left alone, so a redelivered task never runs a
+    seat's turn twice. A turn left running by a crashed worker is marked ``aborted``
+    before the delivery runs again.
+
+    Returns:
+        ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
+    """
+    now = timezone.now()
+    token = claim_lease(Delivery, delivery_id, now=now)
+    if token is None:
+        return "not-claimed"
+    delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
+    if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
+        do_abort_request(delivery.turn_request_id,
+                         "the task running this turn stopped before it finished; the post was delivered again.", now=now)
+    try:
+        if delivery.mode == Delivery.Mode.WAKE:
+            return _deliver_wake(delivery, token)
+        return _deliver_block(delivery, token)
+    except LeaseLost:
+        logger.warning("delivery %s: the claim lapsed and another task took it over", delivery_id)
+        return "lease-lost"
+    except Exception as exc:  # a bug: record it on the mailbox, keep the cluster going
+        logger.exception("delivery %s failed", delivery_id)
+        error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
+        try:
+            _settle(delivery, token, error=error)
+        except LeaseLost:
+            return "lease-lost"
+        turn_id = Delivery.objects.filter(pk=delivery_id).values_list("turn_request_id", flat=True).first()
+        if turn_id:
+            Request.objects.filter(pk=turn_id, status=Request.Status.RUNNING).update(
+                status=Request.Status.FAILED, finished_at=timezone.now(), error=error.as_error()
+            )
+        return "failed"
+
+
+def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusal | None = None) -> None:
+    """Mark the delivery done (or failed, recording the failure on the mailbox's
+    session), if our claim still holds. Call inside a transaction to make it atomic with
+    what the delivery wrote. Raises LeaseLost when the claim lapsed."""
+    with transaction.atomic():
+        updated = Delivery.objects.filter(pk=delivery.pk, claim_token=token, status=Delivery.Status.RUNNING).update(
+            status=Delivery.Status.FAILED if error else Delivery.Status.DONE,
+            finished_at=timezone.now(),
+            output=output,
+            error=error.as_error() if error else None,
+        )
+        if not updated:
+            raise LeaseLost()
+        if error is not None:
+            record_failed_delivery(delivery, error)
+
+
+def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
+    """A failed request on the mailbox's session naming the member, the post and why
+    (spec: "A delivery that fails is recorded"). The reason is the failure's own."""
+    refusal = Refusal(
+        error.reason, f"the delivery of post {delivery.post_id} to {delivery.member} failed: {error.detail}"
+    )
+    return do_record_failed_request(
+        session=delivery.mailbox,
+        action=FAILED_DELIVERY_ACTION,
+        input={"postId": delivery.post_id, "member": delivery.member, "delivery": delivery.mode},
+        user_id=delivery.mailbox.user_id,
+        refusal=refusal,
+    )
+
+
+def _deliver_block(delivery: Delivery, token: str) -> str:
+    notify = NOTIFY.get(registry.require(delivery.mailbox.flow_kind))
+    if not isinstance(notify, NotifyFanOut):
+        _settle(delivery, token, error=Refusal("notify-not-configured", "the mailbox kind has no notify block in this process"))
+        return "failed"
+    try:
+        output = notify.run_block(delivery.mode, delivery.notify_input)
+    except Refusal as refusal:
+        _settle(delivery, token, error=refusal)
+        return "failed"
+    except Exception as exc:
+        _settle(delivery, token, error=Refusal("notify-failed", f"{type(exc).__name__}: {exc}"))
+        return "failed"
+    _settle(delivery, token, output=_jsonable(output))
+    return "done"
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def ensure_conversation(mailbox: Session, seat: Seat) -> Session:
+    """The seat's conversation in ``mailbox``: one child session per seat per mailbox,
+    created on its first post and reused after (spec "Each woken seat keeps one
+    conversation per mailbox"). Its id is ``<mailbox id>:<seat id>``, its owner the
+    mailbox's principal, its kind the seat's.
+
+    Raises:
+        Refusal("session-not-addressable"): the id is held by a session on another kind.
+    """
+    return ensure_child_session(
+        mailbox, conversation_id(mailbox.session_id, seat.seat_id), kind=seat.kind,
+        state={"seat": seat.seat_id, "mailboxId": mailbox.session_id},
+    )
+
+
+def _deliver_wake(delivery: Delivery, token: str) -> str:
+    seat = delivery.seat
+    if seat is None:
+        _settle(delivery, token, error=Refusal("seat-not-found", f'the seat "{delivery.member}" is no longer hired'))
+        return "failed"
+    if not seat_hears(seat):
+        _settle(delivery, token, error=Refusal("cannot-hear", f'the {seat.kind} kind no longer hears posts'))
+        return "failed"
+    if external_dispatcher():
+        _settle(delivery, token, error=Refusal(
+            "external-dispatcher", "this deployment hands dispatch to an external queue whose workers share no lease backend."))
+        return "failed"
+    try:
+        with transaction.atomic():
+            conversation = ensure_conversation(delivery.mailbox, seat)
+    except Refusal as refusal:
+        _settle(delivery, token, error=refusal)
+        return "failed"
+    post_turn = POST_TURN.get(registry.require(seat.kind))
+    if post_turn is not None:
+        return _run_post_turn(post_turn, delivery, seat, conversation, token)
+    # A kind of your own: its onMailboxPost runs as an ordinary dispatched action, and the
+    # delivery is settled in the same transaction, so a crash re-runs it whole or not at all.
+    with transaction.atomic():
+        request = dispatch(
+            org=delivery.organization,
+            kind=seat.kind,
+            session_id=conversation.session_id,
+            action=ON_MAILBOX_POST,
+            payload=delivery.notify_input,
+            user_id=delivery.mailbox.user_id,
+            parent_session=delivery.mailbox,
+        )
+        Delivery.objects.filter(pk=delivery.pk).update(turn_request=request, conversation=conversation)
+        if request.status == Request.Status.COMPLETED:
+            _settle(delivery, token, output={"requestId": request.request_id})
+            return "done"
+        error = request.error or {"reason": "internal-error", "message": "internal-error: the turn failed"}
+        _settle(delivery, token, error=Refusal(error["reason"], error["message"].partition(": ")[2]))
+        return "failed"
+
+
+def answer_slot(delivery: Delivery) -> AnswerSlot | None:
+    """The delivery's answer slot: for a routed post, ``{postId, token}`` (the turn's
+    reply is the post's answer, handed over keyed by ``token``, ``dlv<id>``); None
+    otherwise."""
+    if not delivery.notify_input.get("routed"):
+        return None
+    return AnswerSlot(postId=delivery.post_id, token=f"dlv{delivery.pk}")
+
+
+def _run_post_turn(post_turn, delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
+    """Run the seat's turn through its kind's ``post_turn`` and settle the delivery in
+    the transaction that finishes the turn, so a crash re-runs it whole or not at all.
+    Raises LeaseLost when the claim lapsed meanwhile."""
+
+    def note_turn(request: Request) -> None:
+        if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
+            raise LeaseLost()
+
+    turn = post_turn(
+        seat=seat, mailbox=delivery.mailbox, conversation=conversation, notify_input=delivery.notify_input,
+        key=f"dlv{delivery.pk}", answer=answer_slot(delivery), on_started=note_turn,
+    )
+    try:
+        with transaction.atomic():
+            turn.finish()
+            if turn.error is None:
+                _settle(delivery, token, output={"requestId": turn.request.request_id})
+            else:
+                _settle(delivery, token, error=turn.error)
+    except LeaseLost:
+        do_abort_request(turn.request.pk, "another task took this delivery over")
+        raise
+    return "done" if turn.error is None else "failed"
+
+
+# ----------------------------------------------------------------------------- sweeping
+
+
+@dataclass
+class SweepResult:
+    """What one sweep did: deliveries handed to the cluster again, and given up."""
+
+    requeued: list[int] = field(default_factory=list)
+    abandoned: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        """True when the sweep did anything (the sweeper logs it then)."""
+        return bool(self.requeued or self.abandoned)
+
+
+def requeue_after_seconds() -> float:
+    """A pending delivery not claimed this long after it was enqueued is enqueued again:
+    the broker's own redelivery horizon (``Q_CLUSTER["retry"]``)."""
+    return float(settings.Q_CLUSTER.get("retry") or 60)
+
+
+def do_sweep_deliveries(*, now=None) -> SweepResult:
+    """Recover deliveries the broker or a crashed worker dropped. Idempotent; safe to run
+    from several processes at once (each re-enqueue is a conditional UPDATE).
+
+    - running with a lapsed lease: enqueued again (the next claim aborts the dead turn),
+      or, after ``max_delivery_attempts()`` claims, failed (``delivery-abandoned``) and
+      recorded on the mailbox's session;
+    - pending and enqueued longer than ``requeue_after_seconds()`` ago: enqueued again.
+    """
+    now = now or timezone.now()
+    result = SweepResult()
+    lapsed = Delivery.objects.filter(status=Delivery.Status.RUNNING, lease_until__lt=now)
+    for delivery in lapsed.filter(attempts__gte=max_delivery_attempts()).select_related("mailbox"):
+        with transaction.atomic():
+            updated = Delivery.objects.filter(
+                pk=delivery.pk, status=Delivery.Status.RUNNING, lease_until__lt=now, claim_token=delivery.claim_token
+            ).update(
+                status=Delivery.Status.FAILED,
+                finished_at=now,
+                error=Refusal("delivery-abandoned", f"given up after {delivery.attempts} attempts").as_error(),
+            )
+            if updated:
+                record_failed_delivery(
+                    delivery, Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts")
+                )
+                result.abandoned.append(delivery.pk)
+    lease_horizon = now - timedelta(seconds=lease_seconds())
+    pending_horizon = now - timedelta(seconds=requeue_after_seconds())
+    candidates = Delivery.objects.filter(
+        (Q(status=Delivery.Status.RUNNING, lease_until__lt=now, attempts__lt=max_delivery_attempts())
+         & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=lease_horizon)))
+        | (Q(status=Delivery.Status.PENDING) & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=pending_horizon)))
+    ).values_list("pk", "enqueued_at")
+    for pk, enqueued_at in candidates:
+        if Delivery.objects.filter(pk=pk, enqueued_at=enqueued_at).update(enqueued_at=now):
+            enqueue(DELIVER_TASK, pk)
+            result.requeued.append(pk)
+    return result

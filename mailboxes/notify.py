@@ -1,0 +1,243 @@
+"""A mailbox's notify fan-out (spec "Waking members", "Waking agent seats", "Making a
+kind of your own hear posts"): who gets each post, written as one ``Delivery`` per
+member inside the post's transaction and run by ``mailboxes.deliveries`` on the task
+cluster after the commit (see ``docs/architecture.md``, "A post end to end").
+
+``do_post_line`` calls the kind's notify facet (``workforce.facets.NOTIFY``) inside the
+post's transaction. A ``NotifyFanOut`` (``wake_member_seats`` or ``notify_block``)
+decides per declared member, the poster included, records one fan-out request
+(``notify``) on the mailbox's session, writes one ``Delivery`` per member that gets
+something (unique per post and member) and enqueues one ``deliver_post`` task per
+delivery with the commit. A routed post is handed to its one member by
+``deliver_routed``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from seats.models import Seat
+from seats.queries import reachable_seats
+from workforce.dispatch import enqueue, external_dispatcher
+from workforce.facets import NOTIFY
+from workforce.models import Session
+from workforce.notify import build_notify_input, kind_hears_posts
+from workforce.refusals import Refusal
+from workforce.sessions import ActionContext, do_record_request
+
+from .models import Delivery
+
+DELIVER_TASK = "mailboxes.tasks.deliver_post"
+FAN_OUT_ACTION = "notify"
+
+
+def seat_hears(seat: Seat) -> bool:
+    """True when the seat's kind declares the internal action ``onMailboxPost`` (spec
+    "Making a kind of your own hear posts": that declaration is all that is looked for)."""
+    return kind_hears_posts(seat.kind)
+
+
+def call_block(block: Callable[[dict], Any] | str, notify_input: dict) -> Any:
+    """Run a notify or fallback block: a callable ``(MailboxNotifyInput) -> JSON`` or
+    the dotted path of one."""
+    fn = import_string(block) if isinstance(block, str) else block
+    return fn(dict(notify_input))
+
+
+@dataclass
+class Plan:
+    """What one member gets for one post: ``mode`` (``wake``/``fallback``/``call``) and,
+    for ``wake``, the seat."""
+
+    mode: str
+    seat: Seat | None = None
+
+
+class NotifyFanOut:
+    """A mailbox kind's notify facet: called as ``notify(ctx, line)`` inside the post's
+    transaction, it plans one delivery per declared member and fans them out (see the
+    module docstring). Subclasses say what each member gets (``plan``) and run the
+    blocks that are not a seat's turn (``run_block``)."""
+
+    def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+        raise NotImplementedError
+
+    def run_block(self, mode: str, notify_input: dict) -> Any:
+        raise NotImplementedError
+
+    def __call__(self, ctx: ActionContext, line: Any) -> list[Delivery]:
+        return do_fan_out(ctx, line, self)
+
+    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict]) -> str:
+        """Hand a routed post to its one member (called by the mailbox's route once it
+        decided; nobody else is told). Returns what the member got: ``wake``,
+        ``fallback``, ``call`` or ``none``. See ``do_routed_delivery``."""
+        return do_routed_delivery(ctx, line, member, recent, self)
+
+
+class WakeMemberSeats(NotifyFanOut):
+    """What ``wake_member_seats`` returns. Per member, for each post:
+
+    - the line is not a seat's and the member's seat hears a post: the seat runs its turn
+      (``wake``);
+    - the line is a seat's (``seatAuthored``): a member whose seat hears gets nothing;
+    - a member whose seat cannot hear, or who has no seat in ``seats``, gets ``fallback``
+      when one was given, else nothing. Never both.
+    """
+
+    def __init__(self, seats: Iterable[Seat], fallback: Callable[[dict], Any] | str | None = None):
+        self.seats = list(seats)
+        self.fallback = fallback
+
+    def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+        seat = reachable_seats(org_id, principal, [member], among=self.seats).get(member)
+        if seat is not None and seat_hears(seat):
+            return None if notify_input.get("seatAuthored") else Plan(Delivery.Mode.WAKE, seat)
+        return Plan(Delivery.Mode.FALLBACK) if self.fallback is not None else None
+
+    def run_block(self, mode: str, notify_input: dict) -> Any:
+        if mode != Delivery.Mode.FALLBACK or self.fallback is None:
+            raise Refusal("notify-not-configured", f"this process has no {mode} block for the mailbox kind")
+        return call_block(self.fallback, notify_input)
+
+
+class NotifyBlock(NotifyFanOut):
+    """A plain notify block: runs once per declared member per post, the poster
+    included, seat's lines too (it reads ``seatAuthored`` itself)."""
+
+    def __init__(self, block: Callable[[dict], Any] | str):
+        self.block = block
+
+    def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+        return Plan(Delivery.Mode.CALL)
+
+    def run_block(self, mode: str, notify_input: dict) -> Any:
+        return call_block(self.block, notify_input)
+
+
+def wake_member_seats(seats: Iterable[Seat], *, fallback: Callable[[dict], Any] | str | None = None) -> WakeMemberSeats:
+    """The notify block that wakes the hired seats a post reaches (spec "Waking agent
+    seats"). Put it in the mailbox kind's ``notify`` facet.
+
+    Args:
+        seats: the seats hired (``hire_workforce``); a seat hired later is not in the
+            list until the process boots again. Where one seat id appears in several
+            scopes, the mailbox principal's own wins, then its organization's, then a
+            shared one.
+        fallback: a block ``(MailboxNotifyInput) -> JSON`` (or its dotted path) run for
+            each member whose seat cannot hear a post, on every post.
+    """
+    return WakeMemberSeats(seats, fallback)
+
+
+def notify_block(block: Callable[[dict], Any] | str) -> NotifyBlock:
+    """A notify facet that runs ``block(MailboxNotifyInput)`` once per declared member
+    per post, each in its own delivery on the cluster (spec "Waking members")."""
+    return NotifyBlock(block)
+
+
+def configure_notify(kind: str, notify: NotifyFanOut | None) -> None:
+    """Put ``notify`` in mailbox kind ``kind``'s notify facet (``None`` clears it).
+
+    Raises:
+        Refusal("flow-not-found"): no such kind.
+    """
+    NOTIFY.set_on(kind, notify)
+
+
+def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Delivery]:
+    """Plan and hand out one post's deliveries; runs inside the post's transaction.
+
+    Records one ``notify`` request on the mailbox's session (the fan-out: each post on a
+    mailbox with a notify block uses two requests of its history window), whose output
+    lists ``{member, outcome}`` with outcome ``wake``, ``fallback``, ``call`` or
+    ``none``. Writes one Delivery per member that gets something, in one INSERT, and
+    enqueues one ``deliver_post`` task each after the commit. Under an external
+    dispatcher nothing is handed out: the fan-out request is failed with
+    ``external-dispatcher`` and the post stays.
+
+    Args:
+        ctx: the post's ActionContext (the mailbox session, locked).
+        line: the committed-to-be line (``line_id``, ``body``, ``principal``,
+            ``author``, ``seat_authored``).
+
+    Returns:
+        The deliveries written (none under an external dispatcher).
+    """
+    mailbox = ctx.session
+    members = list((mailbox.state or {}).get("members", []))
+    if external_dispatcher():
+        refusal = Refusal(
+            "external-dispatcher",
+            f"post {line.line_id} was written, but no member was woken: this deployment hands dispatch to an "
+            "external queue whose workers share no lease backend.",
+        )
+        do_record_request(mailbox, action=FAN_OUT_ACTION, input={"postId": line.line_id}, user_id=ctx.user_id,
+                          error=refusal.as_error(), parent=ctx.request)
+        return []
+    now = timezone.now()
+    outcomes: list[dict] = []
+    deliveries: list[Delivery] = []
+    for member in members:
+        notify_input = build_notify_input(mailbox_id=mailbox.session_id, member=member, line=line)
+        plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
+        outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
+        if plan is not None:
+            deliveries.append(_delivery(mailbox, line, member, plan, notify_input, now))
+    Delivery.objects.bulk_create(deliveries)
+    do_record_request(
+        mailbox,
+        action=FAN_OUT_ACTION,
+        input={"postId": line.line_id},
+        user_id=ctx.user_id,
+        output={"postId": line.line_id, "deliveries": outcomes},
+        parent=ctx.request,
+    )
+    for delivery in deliveries:
+        enqueue(DELIVER_TASK, delivery.pk)
+    return deliveries
+
+
+def do_routed_delivery(ctx: ActionContext, line: Any, member: str, recent: list[dict], fan_out: NotifyFanOut) -> str:
+    """One delivery of a routed post, to the member the route chose (spec "Routing a
+    mailbox": "Only that member receives the post"). Runs inside the route's
+    transaction; the delivery's task is enqueued with it.
+
+    The delivery's MailboxNotifyInput carries ``routed: true`` and ``recent`` (the
+    mailbox's lines before the post, ``[{from, text}]``, at most 20). A seat of the
+    built-in agent kind then answers in the mailbox; a kind of your own gets the input
+    and its reply is not posted for it.
+
+    Args:
+        ctx: the route's context (the mailbox session, the route request).
+        line: the client post; member: the chosen member; recent: as above.
+
+    Returns:
+        ``wake``, ``fallback``, ``call`` (what the member gets) or ``none``.
+    """
+    mailbox = ctx.session
+    notify_input = build_notify_input(mailbox_id=mailbox.session_id, member=member, line=line, routed=True, recent=recent)
+    plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
+    if plan is None:
+        return "none"
+    delivery = _delivery(mailbox, line, member, plan, notify_input, timezone.now())
+    delivery.save(force_insert=True)
+    enqueue(DELIVER_TASK, delivery.pk)
+    return plan.mode
+
+
+def _delivery(mailbox: Session, line: Any, member: str, plan: Plan, notify_input: dict, now) -> Delivery:
+    """One post's delivery to ``member`` as ``plan`` says, enqueued ``now`` (not saved)."""
+    return Delivery(
+        organization_id=mailbox.organization_id,
+        mailbox=mailbox,
+        post_id=line.line_id,
+        member=member,
+        mode=plan.mode,
+        seat=plan.seat,
+        notify_input=notify_input,
+        enqueued_at=now,
+    )

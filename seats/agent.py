@@ -1,0 +1,304 @@
+"""The built-in ``agent`` kind (spec "The built-in agent kind", "A seat answering in the
+mailbox"; 004 "Making your own flow a delegate").
+
+A worker whose file names no ``flow:`` runs on it. Every way the kind is woken runs the
+seat's one turn (``seats.turns.run_turn``) and records it in the one turn log; the
+caller settles its own work item:
+
+- a mailbox delivery: ``hear_post`` (its ``post_turn`` facet), run by
+  ``mailboxes.deliveries.do_deliver`` with the model outside any transaction;
+- ``onMailboxPost`` dispatched by another flow (``on_mailbox_post``): the turn runs in
+  that action's request and transaction;
+- a board row its drain claimed: ``work_board_row`` (its ``board_row_turn`` facet), run
+  by ``seats.drains.run_board_row``;
+- a coordinator's delegated post: ``on_delegated_post`` (the internal action
+  ``onDelegatedPost``), run by ``coordinators.delivery``.
+
+Facets (``workforce.facets``): ``worker``, ``hears_posts``, ``tools`` (the catalog a
+worker's ``tools:`` line is read against: ``post-to-mailbox``), ``capabilities``
+(``seats.board_tools.board_task_capability``), ``post_turn``, ``board_row_turn`` and
+``request_on_finished`` (``delegated_post_on_finished``: a coordinator hears at once
+when a delegated run ends, cancelled included).
+"""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from boards.models import BoardTask
+from workforce.delegation import DELEGATED_POST_ENTRY, delegated_post_entry, delegated_post_on_finished
+from workforce.dispatch import dispatch, dispatch_once
+from workforce.facets import (
+    BOARD_ROW_TURN,
+    CAPABILITIES,
+    HEARS_POSTS,
+    POST_TURN,
+    REQUEST_ON_FINISHED,
+    TOOL_CATALOG,
+    WORKER,
+    AnswerSlot,
+)
+from workforce.flows import Action, FlowKind, registry
+from workforce.models import Organization, Request, Session
+from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, recent_text, turn_text
+from workforce.refusals import Refusal
+from workforce.sessions import ActionContext
+
+from .board_tools import board_task_capability
+from .capabilities import AGENT_CATALOG, ANSWER_EXTRA
+from .drains import RUN_TASK_ACTION, row_turn_text
+from .models import Seat
+from .queries import access_seat, conversation_history
+from .turns import TurnResult, adopt_turn, offered_tools, run_turn, start_turn
+
+logger = logging.getLogger(__name__)
+
+KIND = "agent"
+
+
+def agent_tools(seat: Seat) -> list:
+    """What a seat of an agent kind is offered: its kind's catalog filtered by the
+    seat's ``tools:``, plus what the kind's capabilities always give."""
+    flow = registry.require(seat.kind)
+    return offered_tools(seat, TOOL_CATALOG.get(flow) or {}, CAPABILITIES.get(flow) or [])
+
+
+# ----------------------------------------------------------------------------- a mailbox post
+
+
+def _post_prompt(text: str, notify_input: dict) -> dict:
+    return {"role": "user", "text": text, "postId": notify_input["postId"], "mailboxId": notify_input["mailboxId"]}
+
+
+def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None) -> dict:
+    extras = {"post_id": notify_input["postId"], "mailbox_id": notify_input["mailboxId"]}
+    if key:
+        extras["idempotency_prefix"] = key
+    if answer is not None:
+        extras[ANSWER_EXTRA] = dict(answer)
+    return extras
+
+
+def hear_post(
+    *, seat: Seat, mailbox: Session, conversation: Session, notify_input: dict, key: str,
+    answer: AnswerSlot | None, on_started,
+) -> TurnResult:
+    """The agent kind's woken turn on a mailbox post (its ``post_turn`` facet), run by
+    the mailbox's delivery with the delivery claimed, outside any transaction.
+
+    Starts an ``onMailboxPost`` request on ``conversation`` (running, the turn text as a
+    user message item; ``on_started(request)`` in the same transaction), runs the model,
+    and returns the turn. The delivery then calls ``turn.finish()`` in the transaction
+    that settles it: the reply as an assistant message item (``agentName`` the seat
+    id), the request completed (``{reply, toolCalls}``) or failed, and, for a routed
+    post (``answer`` set), the reply handed to the mailbox as the post's answer. Tool
+    posts and the answer are dispatched with keys derived from ``key`` and the answer
+    slot's token, so a turn run again after a crash hands each over once.
+    """
+    text = turn_text(notify_input)
+    log = start_turn(conversation, org=mailbox.organization, action=ON_MAILBOX_POST, input=notify_input,
+                     user_id=mailbox.user_id, prompt=_post_prompt(text, notify_input), on_started=on_started)
+    extras = _post_extras(notify_input, answer, key)
+    result = run_turn(
+        seat, log, text=text,
+        history=conversation_history(conversation, speaker=seat.seat_id, exclude_request_id=log.request.pk),
+        tools=agent_tools(seat), extras=extras, context=routed_context(notify_input) if answer else None,
+    )
+    if answer is not None:
+        _answers_routed_post(result, seat, mailbox, answer)
+    return result
+
+
+def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
+    """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
+    through a delivery): the turn runs inside the action's request and transaction.
+
+    Raises:
+        Refusal("seat-not-found"): the session is not a seat's conversation.
+        Refusal: the turn failed (``model-error``, ...); nothing it wrote stays.
+    """
+    session = ctx.session
+    seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
+    seat = access_seat(ctx.org, session.user_id, seat_id)
+    text = turn_text(data)
+    answer = AnswerSlot(postId=data["postId"], token="") if data.get("routed") else None
+    history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
+    log = adopt_turn(ctx, prompt=_post_prompt(text, data))
+    result = run_turn(seat, log, text=text, history=history, tools=agent_tools(seat),
+                      extras=_post_extras(data, answer, None), context=routed_context(data) if answer else None)
+    if answer is not None:
+        mailbox = Session.objects.filter(organization=ctx.org, session_id=data["mailboxId"]).first()
+        _answers_routed_post(result, seat, mailbox, answer)
+    if result.error is not None:
+        raise result.error
+    result.finish()
+    return result.default_output()
+
+
+def routed_context(notify_input: dict) -> list[dict]:
+    """What a routed member's model sees with the post, for that one answer (spec "What
+    the member sees when it answers"): one message listing the mailbox's last lines
+    before the post. Never stored in the member's conversation."""
+    return [{"role": "user", "content": recent_text(notify_input.get("recent") or [], notify_input["mailboxId"])}]
+
+
+def _answers_routed_post(result: TurnResult, seat: Seat, mailbox: Session | None, answer: AnswerSlot) -> None:
+    """A routed turn's reply is the post's answer (spec "The answer lands in the
+    mailbox"): an empty reply fails the turn (``empty-reply``) unless the
+    post-to-mailbox tool already handed an answer over; a reply is handed over when the
+    turn finishes."""
+    post_id = answer["postId"]
+    if result.error is None and not result.reply.strip() and not result.extras.get("answer_handed"):
+        result.error = Refusal(
+            "empty-reply", f"{seat.seat_id} answered the routed post {post_id} with nothing; nothing was posted."
+        )
+    if mailbox is None:
+        return
+
+    def hand_over(turn: TurnResult) -> None:
+        if turn.error is None and turn.reply.strip():
+            hand_over_answer(
+                org=turn.log.org, mailbox=mailbox, post_id=post_id, body=turn.reply, seat_id=seat.seat_id,
+                parent_request=turn.request,
+                idempotency_key=f"{answer['token']}:answer:reply" if answer["token"] else None,
+            )
+
+    result.after.append(hand_over)
+
+
+def hand_over_answer(
+    *, org: Organization, mailbox: Session, post_id: str, body: str, seat_id: str,
+    parent_request: Request | None, idempotency_key: str | None = None,
+) -> Request | None:
+    """Hand a routed member's answer to its mailbox's internal ``answer`` entry, by
+    dispatch (author = the seat's id). With ``idempotency_key`` a repeated hand-over
+    (a redelivered task) answers the first one's request. The mailbox decides whether
+    it lands (one answer line per post); a refusal is a failed request on the mailbox's
+    session and the seat is not told. Returns the mailbox's request, or None when the
+    dispatch itself was refused (logged)."""
+    kwargs = dict(
+        org=org, kind=mailbox.flow_kind, session_id=mailbox.session_id, action="answer",
+        payload={"postId": post_id, "body": body, "author": seat_id}, user_id=mailbox.user_id,
+        parent_request=parent_request,
+    )
+    try:
+        if idempotency_key:
+            return dispatch_once(idempotency_key=idempotency_key, **kwargs)
+        return dispatch(**kwargs)
+    except Refusal as refusal:
+        logger.warning("the answer of %s to post %s was not handed over: %s", seat_id, post_id, refusal.message)
+        return None
+
+
+# ----------------------------------------------------------------------------- a board row
+
+
+def work_board_row(*, task: BoardTask, seat: Seat, session: Session) -> TurnResult:
+    """The agent kind's ``board_row_turn``: run ``task`` as ``seat``'s turn, with the
+    model outside any transaction, and return the turn (the drain finishes it; the
+    reply is the row's output).
+
+    Starts a ``runTask`` request on the seat's board ``session`` (input ``{taskId,
+    boardId, attempt}``) with the turn text as a user message; a ``runTask`` of the same
+    row left running by a crashed worker is marked aborted first. The model sees the
+    seat's instructions and the turn text only (each row is its own turn) and is offered
+    ``agent_tools(seat)``: its ``tools:`` and every board's task tools it holds. Tool
+    posts are dispatched with keys derived from the row, so a turn run again hands each
+    post over once. Finished, the request is completed (``{taskId, reply, toolCalls}``)
+    or failed.
+    """
+    text = row_turn_text(task)
+    now = timezone.now()
+    with transaction.atomic():
+        Request.objects.filter(
+            session=session, action=RUN_TASK_ACTION, status=Request.Status.RUNNING, input__taskId=task.task_id
+        ).update(
+            status=Request.Status.ABORTED, finished_at=now,
+            error=Refusal("aborted", "the task running this row stopped before it finished; the row was claimed again.").as_error(),
+        )
+        log = start_turn(
+            session, action=RUN_TASK_ACTION, input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
+            user_id=session.user_id, started_at=now,
+            prompt={"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
+        )
+    result = run_turn(
+        seat, log, text=text, history=[], tools=agent_tools(seat),
+        extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
+        reply_data={"taskId": task.task_id},
+    )
+    result.output = {"taskId": task.task_id}
+    return result
+
+
+# ----------------------------------------------------------------------------- a delegated post
+
+
+def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
+    """Run the seat's turn on a delegated post in ``ctx.session`` (the delegate's own
+    session for one coordinator conversation, whose state names the seat), with the
+    message ``<from>, through <coordinator>: <post>`` as the turn text (spec 004 "A
+    worker on the built-in agent flow can take posts as it is"). The coordinator runs
+    it outside any transaction, in a request it settles itself.
+
+    Emits the turn text as a user message item and the reply as an assistant message
+    item (``agentName`` the seat id); tool calls as ``tool-call`` items.
+
+    Returns:
+        ``{"text": reply}``.
+
+    Raises:
+        Refusal("seat-not-found"): the session names no seat the owner reaches.
+        Refusal: the turn failed (``model-error``, ``turn-timeout``, ``empty-reply``, ...).
+    """
+    session = ctx.session
+    seat = access_seat(ctx.org, session.user_id, (session.state or {}).get("seat") or "")
+    text = data["message"]
+    delegated = dict(ctx.extras.get("delegated") or {})
+    history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
+    context = {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated}
+    log = adopt_turn(ctx, prompt={"role": "user", "text": text, **context})
+    result = run_turn(seat, log, text=text, history=history, tools=agent_tools(seat),
+                      extras={"idempotency_prefix": delegated.get("idempotencyPrefix") or ctx.request.request_id})
+    if result.error is None and not result.reply.strip():
+        result.error = Refusal("empty-reply", f"{seat.seat_id} answered the delegated post with nothing; nothing is answered.")
+    if result.error is not None:
+        raise result.error
+    result.finish()
+    return {"text": result.reply}
+
+
+AGENT_DELEGATED_POST = delegated_post_entry(on_delegated_post, description="Run the seat's turn on a delegated post.")
+
+
+# ----------------------------------------------------------------------------- the kind
+
+
+def build_agent_kind() -> FlowKind:
+    """The built-in agent kind, registered once per process."""
+    flow = FlowKind(
+        kind=KIND,
+        actions={},
+        internal_actions={
+            ON_MAILBOX_POST: Action(
+                ON_MAILBOX_POST, on_mailbox_post, MailboxNotifyInput,
+                description="Run the seat's turn on a post it heard.",
+            ),
+            # A coordinator's delegate (spec 004 "Making your own flow a delegate").
+            DELEGATED_POST_ENTRY: AGENT_DELEGATED_POST,
+        },
+    )
+    WORKER.set(flow, True)
+    HEARS_POSTS.set(flow, True)
+    TOOL_CATALOG.set(flow, dict(AGENT_CATALOG))
+    CAPABILITIES.set(flow, [board_task_capability])
+    POST_TURN.set(flow, hear_post)
+    REQUEST_ON_FINISHED.set(flow, delegated_post_on_finished)
+    BOARD_ROW_TURN.set(flow, work_board_row)
+    return flow
+
+
+def register() -> FlowKind:
+    """Register the built-in agent kind (``SeatsConfig.ready``)."""
+    return registry.register(build_agent_kind())

@@ -1,0 +1,19 @@
+# Deliveries belong to the mailbox that fans a post out: the model moved to the
+# mailboxes app (mailboxes.0003_delivery). Only Django's state changes; the table
+# seats_delivery and its rows stay where they are.
+
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('seats', '0001_initial'),
+    ]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            state_operations=[migrations.DeleteModel(name='Delivery')],
+            database_operations=[],
+        ),
+    ]

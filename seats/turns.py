@@ -1,0 +1,292 @@
+"""One seat's turn and its turn log: the one way every caller wakes an agent (see
+``docs/architecture.md``, "A post end to end").
+
+A turn has three parts, written in the same shape whoever runs it (a mailbox delivery,
+a board row, a delegated post, a coordinator's own turn):
+
+1. **start** (``start_turn``, or ``adopt_turn`` when an action's request is already
+   running): a running request on the session the turn is recorded in, and the turn's
+   text as a user ``message`` item (left out when the text is already in the session,
+   as a coordinator's post is);
+2. **the model** (``run_turn``): the seat's instructions as the system prompt, the
+   history the caller read (``seats.queries.conversation_history``), the turn text;
+   each tool call a ``tool-call`` component item as it finishes. Model calls happen
+   outside any database transaction, so a slow model never holds a lock;
+3. **finish** (``TurnResult.finish``, called by the caller inside the transaction that
+   settles its own work item): the reply as an assistant ``message`` item, then the
+   request completed with its output, or failed with the turn's error. A request that
+   belongs to an action run (``adopt_turn``) is settled by that run instead.
+
+A turn fails, with a named reason, when the provider fails or times out
+(``model-error``), the turn passes its deadline (``turn-timeout``), the model keeps
+calling tools past ``WORKFORCE_TURN_MAX_STEPS`` (``turn-step-limit``), or it answers
+nothing at all (``empty-reply``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from workforce.llm import ModelCall, ModelError, current_resolver
+from workforce.models import Item, Organization, Request, Session
+from workforce.refusals import Refusal
+from workforce.sessions import ActionContext, do_record_request, emit_item
+from workforce.tools import Tool, ToolContext
+
+from .models import Seat
+
+logger = logging.getLogger(__name__)
+
+MESSAGE = "message"
+TOOL_CALL = "tool-call"
+
+
+def model_timeout() -> float:
+    """Seconds one model call may take (``WORKFORCE_MODEL_TIMEOUT``, default 60)."""
+    return float(getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60))
+
+
+def turn_timeout() -> float:
+    """Seconds a whole turn may take (``WORKFORCE_TURN_TIMEOUT``, default 100); kept below
+    the task cluster's ``timeout`` by a system check."""
+    return float(getattr(settings, "WORKFORCE_TURN_TIMEOUT", 100))
+
+
+def max_steps() -> int:
+    """Model calls a turn may make (``WORKFORCE_TURN_MAX_STEPS``, default 8)."""
+    return int(getattr(settings, "WORKFORCE_TURN_MAX_STEPS", 8))
+
+
+def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: list[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:
+    """The tools a seat's model is offered: the catalog's tools its ``tools:`` names, in
+    that order, then what each capability always gives. A tool the worker does not
+    name is never offered."""
+    tools = [catalog[name] for name in seat.tools if name in catalog]
+    for capability in capabilities:
+        tools.extend(capability(seat))
+    return tools
+
+
+# ----------------------------------------------------------------------------- the turn log
+
+
+@dataclass
+class TurnLog:
+    """Where one turn is recorded: ``request`` on ``session`` (in ``org``).
+
+    ``owns_request`` is False when the request belongs to an action run (an internal
+    action dispatched to the seat's kind): that run settles the request's status, and
+    the log only adds the turn's items to it.
+    """
+
+    org: Organization
+    session: Session
+    request: Request
+    owns_request: bool = True
+
+    def message(self, data: dict) -> Item:
+        """One model message item (``{"role", "text", ...}``), in its own transaction."""
+        with transaction.atomic():
+            return emit_item(self.session, "", data, type=MESSAGE, request=self.request)
+
+    def tool_call(self, record: dict) -> Item:
+        """One ``tool-call`` component item (``{name, arguments, result}``), in its own
+        transaction."""
+        with transaction.atomic():
+            return emit_item(self.session, TOOL_CALL, record, request=self.request)
+
+
+def start_turn(
+    session: Session,
+    *,
+    action: str,
+    input: dict,
+    user_id: str,
+    prompt: dict | None,
+    org: Organization | None = None,
+    on_started: Callable[[Request], None] | None = None,
+    started_at=None,
+) -> TurnLog:
+    """Start a turn: a running request ``action`` on ``session`` and the ``prompt``
+    message item (``{"role": "user", "text": ...}`` plus the caller's keys; None when
+    the turn's text is already in the session), in one transaction with
+    ``on_started(request)`` (a caller notes the request on its work item there; an
+    exception it raises rolls the start back).
+
+    Args:
+        input: the request's JSON input; user_id: who the turn runs as (the session's
+            owner); org: the session's organization, when the caller holds it.
+    """
+    with transaction.atomic():
+        request = do_record_request(session, action=action, input=input, user_id=user_id, running=True,
+                                    started_at=started_at)
+        if prompt is not None:
+            emit_item(session, "", prompt, type=MESSAGE, request=request)
+        if on_started is not None:
+            on_started(request)
+    return TurnLog(org=org or session.organization, session=session, request=request)
+
+
+def adopt_turn(ctx: ActionContext, *, prompt: dict | None) -> TurnLog:
+    """Start a turn inside an action run: the log is ``ctx.request`` (running, settled by
+    the run), with the ``prompt`` message item emitted now."""
+    log = TurnLog(org=ctx.org, session=ctx.session, request=ctx.request, owns_request=False)
+    if prompt is not None:
+        log.message(prompt)
+    return log
+
+
+@dataclass
+class TurnResult:
+    """How a turn ended: ``reply`` (the model's last text), ``tool_calls`` (one record
+    ``{name, arguments, result}`` per call, in order) and ``error`` (a Refusal when the
+    turn failed); ``log`` is where it is recorded and ``extras`` what its tools shared
+    (``ToolContext.extras``).
+
+    ``finish`` writes the turn's end; what the kind does when its turn ends (a routed
+    answer handed to its mailbox) is in ``after``, run by ``finish`` in the same
+    transaction.
+    """
+
+    log: TurnLog | None = None
+    reply: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    error: Refusal | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    agent_name: str = ""
+    reply_data: dict[str, Any] = field(default_factory=dict)
+    output: dict[str, Any] | None = None
+    after: list[Callable[["TurnResult"], None]] = field(default_factory=list)
+
+    @property
+    def request(self) -> Request | None:
+        """The turn's request."""
+        return self.log.request if self.log is not None else None
+
+    def default_output(self) -> dict:
+        """``{"reply", "toolCalls": [names]}`` plus what the caller set in ``output``."""
+        return {**(self.output or {}), "reply": self.reply, "toolCalls": [c["name"] for c in self.tool_calls]}
+
+    def finish(self, *, output: dict | None = None) -> None:
+        """Write the turn's end (call inside the transaction that settles the caller's
+        work item): the reply as an assistant message item (``agentName`` and
+        ``reply_data``), when the turn answered; then, when the log owns its request,
+        the request completed with ``output`` (default ``default_output()``) or failed
+        with ``error``; then the ``after`` hooks."""
+        log = self.log
+        if self.error is None and self.reply.strip():
+            log.message({"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data})
+        if log.owns_request:
+            request = log.request
+            request.finished_at = timezone.now()
+            if self.error is None:
+                request.status = Request.Status.COMPLETED
+                request.output = self.default_output() if output is None else output
+            else:
+                request.status = Request.Status.FAILED
+                request.error = self.error.as_error()
+            request.save(update_fields=["status", "output", "error", "finished_at"])
+        for hook in self.after:
+            hook(self)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def run_turn(
+    seat: Seat,
+    log: TurnLog,
+    *,
+    text: str,
+    history: list[dict],
+    tools: list[Tool],
+    extras: dict | None = None,
+    timeout: float | None = None,
+    context: list[dict] | None = None,
+    agent_name: str | None = None,
+    reply_data: dict | None = None,
+) -> TurnResult:
+    """Run one turn of ``seat`` on ``text``, recorded in ``log``; never raises for a
+    failed turn. Call it outside any transaction; the caller then calls
+    ``result.finish()`` inside the transaction that settles its work item.
+
+    Args:
+        seat: the hired seat (instructions, model).
+        log: where the turn is recorded (``start_turn``/``adopt_turn``).
+        text: the turn text (``<writer> in <mailbox>: <body>`` for a woken seat).
+        history: earlier chat messages of the conversation, oldest first.
+        tools: what the model is offered (see ``offered_tools``).
+        extras: the tools' shared ``ToolContext.extras`` (the same dict, so the caller
+            reads back what a tool noted in it).
+        timeout: seconds the turn may take (default ``turn_timeout()``).
+        context: chat messages the model sees right before the turn text, for this
+            turn only (a routed member's recent lines); they are not history.
+        agent_name: the reply item's ``agentName`` (default the seat's id);
+            reply_data: more keys for the reply item.
+
+    Returns:
+        TurnResult; ``error`` is set (reason ``model-error``, ``turn-timeout``,
+        ``turn-step-limit``, ``empty-reply``) when the turn failed.
+    """
+    extras = {} if extras is None else extras
+    result = TurnResult(log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name,
+                        reply_data=dict(reply_data or {}))
+    tool_ctx = ToolContext(org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras)
+    deadline = time.monotonic() + (turn_timeout() if timeout is None else timeout)
+    messages: list[dict] = []
+    if seat.instructions:
+        messages.append({"role": "system", "content": seat.instructions})
+    messages.extend(history)
+    messages.extend(context or ())
+    messages.append({"role": "user", "content": text})
+    by_name = {tool.name: tool for tool in tools}
+    schemas = [tool.openai_schema() for tool in tools]
+    model_id = seat.model_id(settings.WORKFORCE_MODEL)
+    try:
+        model = current_resolver().resolve(model_id, block=seat.seat_id)
+        for _ in range(max_steps()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise Refusal("turn-timeout", f"{seat.seat_id}'s turn passed its deadline before the model answered.")
+            reply = model.complete(
+                ModelCall(block=seat.seat_id, messages=messages, tools=schemas, timeout=min(model_timeout(), remaining))
+            )
+            if not reply.tool_calls:
+                if not reply.text.strip() and not result.tool_calls:
+                    raise Refusal("empty-reply", f"{model_id} answered {seat.seat_id}'s turn with nothing.")
+                result.reply = reply.text
+                return result
+            messages.append(
+                {"role": "assistant", "content": reply.text or None, "tool_calls": [c.as_message_part() for c in reply.tool_calls]}
+            )
+            for call in reply.tool_calls:
+                outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
+                record = {"name": call.name, "arguments": call.arguments, "result": outcome}
+                result.tool_calls.append(record)
+                log.tool_call(record)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(outcome)})
+        raise Refusal("turn-step-limit", f"{seat.seat_id} kept calling tools past {max_steps()} model calls.")
+    except ModelError as exc:
+        result.error = Refusal("model-error", str(exc))
+    except Refusal as refusal:
+        result.error = refusal
+    return result
+
+
+def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> dict:
+    if tool is None:
+        return {"ok": False, "reason": "tool-not-offered", "error": f'tool-not-offered: "{name}" is not one of your tools.'}
+    if arguments is None:
+        return {"ok": False, "reason": "invalid-input", "error": f"invalid-input: {name} takes a JSON object."}
+    try:
+        return tool.call(ctx, arguments)
+    except Exception as exc:  # a tool must not take the turn down with it
+        logger.exception("tool %s failed for %s", name, ctx.seat_id)
+        return {"ok": False, "reason": "internal-error", "error": f"internal-error: {type(exc).__name__}: {exc}"}

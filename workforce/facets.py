@@ -1,0 +1,187 @@
+"""Typed seams between the apps: the facets a flow kind carries (see the facet table
+in ``docs/architecture.md``).
+
+A facet is something one app puts on a kind and another reads, without importing it:
+the mailbox kind's ``notify`` block is set by the composition root (built by
+``mailboxes.notify``) and read by ``mailboxes.services.do_post_line``; the agent kind's
+``post_turn`` is set by ``seats.agent`` and read by ``mailboxes.deliveries``. Each facet
+here has a named key (the string stored in ``FlowKind.facets``) and a Protocol saying
+what its value must be; read and write facets through them (``NOTIFY.get(flow)``,
+``ROUTE.set(flow, route)``), never by a bare string.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Protocol, TypedDict, TypeVar
+
+from .flows import FlowKind, registry
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .models import Request, Session
+    from .sessions import ActionContext
+    from .tools import Tool
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Facet(Generic[T]):
+    """One facet: ``key`` in ``FlowKind.facets``, the Protocol (or type) its value
+    satisfies, and the value a kind without it reads as (``default``)."""
+
+    key: str
+    protocol: Any
+    default: Any = None
+    doc: str = ""
+
+    def get(self, flow: FlowKind | None) -> T | None:
+        """The facet's value on ``flow`` (``default`` when unset or ``flow`` is None)."""
+        if flow is None:
+            return self.default
+        return flow.facets.get(self.key, self.default)
+
+    def of(self, kind: str) -> T | None:
+        """The facet's value on the registered kind ``kind`` (``default`` when the kind
+        is not registered)."""
+        return self.get(registry.get(kind))
+
+    def set(self, flow: FlowKind, value: T | None) -> None:
+        """Put ``value`` in ``flow``'s facet (None clears it to unset)."""
+        flow.facets[self.key] = value
+
+    def set_on(self, kind: str, value: T | None) -> None:
+        """``set`` on the registered kind ``kind``.
+
+        Raises:
+            Refusal("flow-not-found"): no such kind.
+        """
+        self.set(registry.require(kind), value)
+
+
+# ----------------------------------------------------------------------------- protocols
+
+
+class AnswerSlot(TypedDict):
+    """What a turn answers, when its reply is a post's answer (a routed mailbox post;
+    later a room's): ``postId`` the post answered, ``token`` the idempotency prefix its
+    hand-overs are keyed by, so a turn run again hands its answer over once."""
+
+    postId: str
+    token: str
+
+
+class Turn(Protocol):
+    """What a kind's turn hands its caller (``seats.turns.TurnResult``): the reply, the
+    error (a Refusal, or None), the request it is recorded in, and ``finish()``, which
+    the caller runs inside the transaction that settles its own work item."""
+
+    reply: str
+    error: Any
+
+    @property
+    def request(self) -> "Request | None": ...
+
+    def finish(self, *, output: dict | None = None) -> None: ...
+
+
+class NotifyFacet(Protocol):
+    """A mailbox kind's notify block (``mailboxes.notify.NotifyFanOut``)."""
+
+    def __call__(self, ctx: "ActionContext", line: Any) -> list:
+        """Plan and hand out a post's deliveries, inside the post's transaction."""
+
+    def deliver_routed(self, ctx: "ActionContext", line: Any, member: str, recent: list[dict]) -> str:
+        """Hand a routed post to its one member; returns what it got."""
+
+    def run_block(self, mode: str, notify_input: dict) -> Any:
+        """Run a delivery that is not a seat's turn (a fallback or plain block)."""
+
+
+class RouteFacet(Protocol):
+    """A mailbox kind's route (``mailboxes.routing.MailboxRoute``)."""
+
+    def on_line(self, ctx: "ActionContext", line: Any) -> bool:
+        """Keep the ledger; True when the route took the post."""
+
+    def decide(self, route: Any) -> Any:
+        """Where a route's post goes (outside any transaction)."""
+
+    def fallback_problem(self, member: str) -> str | None:
+        """Why ``member`` can't be a routed mailbox's fallback."""
+
+
+class PostTurn(Protocol):
+    """A worker kind's woken turn on a mailbox post (``seats.agent.hear_post``): runs
+    the model outside any transaction in ``conversation`` and returns the Turn; the
+    delivery (its caller) settles itself with ``turn.finish()``. ``on_started(request)``
+    runs in the transaction that starts the turn; ``key`` prefixes the turn's
+    idempotency keys; ``answer`` is set when the reply answers a routed post."""
+
+    def __call__(
+        self, *, seat: Any, conversation: "Session", notify_input: dict, key: str,
+        answer: AnswerSlot | None, on_started: Callable[["Request"], None],
+    ) -> Turn: ...
+
+
+class BoardRowTurn(Protocol):
+    """A worker kind's turn on one claimed board row (``seats.agent.work_board_row``);
+    the drain (its caller) settles the row."""
+
+    def __call__(self, *, task: Any, seat: Any, session: "Session") -> Turn: ...
+
+
+class OnTaskFiled(Protocol):
+    """Told when ``fileTask`` filed a row (``seats.drains.on_task_filed``), inside its
+    transaction."""
+
+    def __call__(self, ctx: "ActionContext", board_id: str, task: Any) -> Any: ...
+
+
+class ValidateWorker(Protocol):
+    """A kind's own checks of what its workers declare, one sentence per problem
+    (``coordinators.config.coordinator_worker_problems``)."""
+
+    def __call__(self, worker: Any, workers: Iterable[Any]) -> list[str]: ...
+
+
+class Capability(Protocol):
+    """Tools every seat of a kind is offered whatever its ``tools:`` says
+    (``seats.board_tools.board_task_capability``)."""
+
+    def __call__(self, seat: Any) -> list["Tool"]: ...
+
+
+class RequestOnFinished(Protocol):
+    """Called when a request of the kind ends (``workforce.delegation``)."""
+
+    def __call__(self, request: "Request") -> Any: ...
+
+
+# ----------------------------------------------------------------------------- the facets
+
+
+MAILBOX: Facet[bool] = Facet("mailbox", bool, False, "the kind is a mailbox kind")
+NOTIFY: Facet[NotifyFacet] = Facet("notify", NotifyFacet, None, "a mailbox kind's notify block")
+ROUTE: Facet[RouteFacet] = Facet("route", RouteFacet, None, "a mailbox kind's route")
+ON_TASK_FILED: Facet[OnTaskFiled] = Facet("on_task_filed", OnTaskFiled, None, "told when a row is filed")
+WORKER: Facet[bool] = Facet("worker", bool, False, "a worker can run on the kind")
+HEARS_POSTS: Facet[bool] = Facet("hears_posts", bool, False, "informational: the kind hears posts")
+TOOL_CATALOG: Facet[dict] = Facet("tools", dict, None, "the tools a worker's tools: line is read against")
+CAPABILITIES: Facet[list] = Facet("capabilities", list, None, "Capability functions of the kind")
+POST_TURN: Facet[PostTurn] = Facet("post_turn", PostTurn, None, "the kind's woken turn on a mailbox post")
+BOARD_ROW_TURN: Facet[BoardRowTurn] = Facet("board_row_turn", BoardRowTurn, None, "the kind's turn on a board row")
+TAKES_TASKS: Facet[bool] = Facet("takes_tasks", bool, False, "the kind takes board tasks")
+REQUEST_ON_FINISHED: Facet[RequestOnFinished] = Facet("request_on_finished", RequestOnFinished, None,
+                                                      "told when a request ends")
+VALIDATE_WORKER: Facet[ValidateWorker] = Facet("validate_worker", ValidateWorker, None, "the kind's worker checks")
+COORDINATOR: Facet[Any] = Facet("coordinator", object, None, "a coordinator kind's CoordinatorSetup")
+STATE_FIELDS: Facet[tuple] = Facet("state_fields", tuple, (), "session state only the kind writes")
+PRIVATE_SESSIONS: Facet[bool] = Facet("private_sessions", bool, False, "a session is its owner's only")
+CLIENT_CREATES_SESSIONS: Facet[bool] = Facet("client_creates_sessions", bool, True,
+                                             "an action call naming a new id creates the session")
+
+ALL_FACETS: tuple[Facet, ...] = (
+    MAILBOX, NOTIFY, ROUTE, ON_TASK_FILED, WORKER, HEARS_POSTS, TOOL_CATALOG, CAPABILITIES, POST_TURN,
+    BOARD_ROW_TURN, TAKES_TASKS, REQUEST_ON_FINISHED, VALIDATE_WORKER, COORDINATOR, STATE_FIELDS,
+    PRIVATE_SESSIONS, CLIENT_CREATES_SESSIONS,
+)
