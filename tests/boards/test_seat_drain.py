@@ -35,6 +35,7 @@ from workforce.sessions import do_run_action
 from workforce.testing import create_mock_model_resolver
 from workforce.tools import ToolContext
 
+from ..turn_log import TURN_LOG, ScriptedTurn, turn_log
 from ..conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, run_in_threads, wired_by_hand
 
 FOLLOWUPS = "eng.incidents.followups"
@@ -369,6 +370,31 @@ def test_a_failed_turn_sends_the_row_back_to_pending_until_it_runs_out_of_attemp
     turns = Request.objects.filter(session__session_id=LEAD_RUN).order_by("id")
     assert [(t.status, t.error["reason"]) for t in turns] == [("failed", "model-error")] * 2
     assert len(resolver.calls_for("eng.lead")) == 2
+
+
+def test_a_rows_turn_is_recorded_in_the_turn_log(hired, file_task):
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    script = ScriptedTurn("runTask")
+    set_model_resolver(create_mock_model_resolver({"eng.lead": script}))
+    task = row(file_task("Write it."))
+    request = Request.objects.get(session__session_id=LEAD_RUN, action="runTask")
+    assert script.statuses == ["running", "running"]
+    assert turn_log(request) == TURN_LOG
+    assert request.status == "completed"
+    assert request.output == {"taskId": task.task_id, "reply": "the reply", "toolCalls": ["no-such-tool"]}
+    assert (task.status, task.output) == ("completed", "the reply")  # the drain settled its row
+
+
+def test_a_rows_failed_turn_ends_failed_with_its_error(hired, file_task):
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    script = ScriptedTurn("runTask", fail=True)
+    set_model_resolver(create_mock_model_resolver({"eng.lead": script}))
+    task = row(file_task("Write it.", maxAttempts=1))
+    request = Request.objects.get(session__session_id=LEAD_RUN, action="runTask")
+    assert script.statuses == ["running"]
+    assert turn_log(request) == TURN_LOG[:1]
+    assert request.status == "failed" and request.error["reason"] == "model-error"
+    assert task.status == "errored"
 
 
 def test_a_row_whose_turn_failed_once_completes_on_its_next_attempt(hired, file_task):
