@@ -14,7 +14,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from .flows import StrictCharField
+from .flows import StrictCharField, registry
 
 ON_MAILBOX_POST = "onMailboxPost"
 
@@ -74,8 +74,6 @@ def kind_hears_posts(kind: str) -> bool:
     """True when the flow kind ``kind`` can hear a post: it declares the internal action
     ``onMailboxPost`` (spec "Making a kind of your own hear posts": that declaration is
     all that is looked for). An unregistered kind hears nothing."""
-    from .flows import registry
-
     flow = registry.get(kind)
     return flow is not None and ON_MAILBOX_POST in flow.internal_actions
 
