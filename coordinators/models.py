@@ -1,6 +1,5 @@
-"""A coordinator's conversations, delegates, posts, rounds and deliveries (spec 004;
-design.md §3: "delegate lists, rounds and deliveries get their own tables with the
-constraints that make the spec's promises hold").
+"""A coordinator's conversations, delegates, posts, rounds and deliveries (spec 004):
+each gets its own table, with the constraints that make the spec's promises hold.
 
 - ``Conversation``: one per coordinator conversation (a session on the ``coordinator``
   kind). It takes its own copy of the file's ``delegates:`` and ``fallback:`` on its

@@ -1,4 +1,4 @@
-"""Reads of coordinator conversations (design.md §2: ``access_*`` raise, ``list_*`` and
+"""Reads of coordinator conversations (``access_*`` raise, ``list_*`` and
 ``find_*`` return what there is)."""
 from __future__ import annotations
 

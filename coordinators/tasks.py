@@ -1,5 +1,4 @@
-"""django-q2 entry points of coordinators: ids in, one service call, no logic
-(design.md §2). Every task is idempotent: deliveries and jobs are claimed with a
+"""django-q2 entry points of coordinators: ids in, one service call, no logic. Every task is idempotent: deliveries and jobs are claimed with a
 conditional UPDATE, and a round closes once (conditional UPDATE on its status)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Boards drained by seats on the task cluster (spec "Working the rows"; issue 5, item 4).
+"""Boards drained by seats on the task cluster (spec "Working the rows").
 
 At hire (``configure_board_drains``, called by the composition root) the hired seats'
 ``drains:`` become the process's board drains (``boards.drains.set_board_drains``), the
