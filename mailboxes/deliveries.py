@@ -27,7 +27,7 @@ from django.utils import timezone
 from seats.models import Seat
 from seats.queries import conversation_id
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
-from workforce.facets import NOTIFY, POST_TURN, AnswerSlot
+from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
 from workforce.leases import LeaseLost, claim_lease, lease_seconds
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
@@ -209,7 +209,7 @@ def answer_slot(delivery: Delivery) -> AnswerSlot | None:
     return AnswerSlot(postId=delivery.post_id, token=f"dlv{delivery.pk}")
 
 
-def _run_post_turn(post_turn, delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
+def _run_post_turn(post_turn: PostTurn, delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
     """Run the seat's turn through its kind's ``post_turn`` and settle the delivery in
     the transaction that finishes the turn, so a crash re-runs it whole or not at all.
     Raises LeaseLost when the claim lapsed meanwhile."""

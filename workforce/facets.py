@@ -112,13 +112,14 @@ class RouteFacet(Protocol):
 
 class PostTurn(Protocol):
     """A worker kind's woken turn on a mailbox post (``seats.agent.hear_post``): runs
-    the model outside any transaction in ``conversation`` and returns the Turn; the
-    delivery (its caller) settles itself with ``turn.finish()``. ``on_started(request)``
-    runs in the transaction that starts the turn; ``key`` prefixes the turn's
-    idempotency keys; ``answer`` is set when the reply answers a routed post."""
+    the model outside any transaction in ``conversation`` (the seat's child session of
+    ``mailbox``) and returns the Turn; the delivery (its caller) settles itself in the
+    transaction that runs ``turn.finish()``. ``on_started(request)`` runs in the
+    transaction that starts the turn; ``key`` prefixes the turn's idempotency keys;
+    ``answer`` is set when the reply answers a routed post."""
 
     def __call__(
-        self, *, seat: Any, conversation: "Session", notify_input: dict, key: str,
+        self, *, seat: Any, mailbox: "Session", conversation: "Session", notify_input: dict, key: str,
         answer: AnswerSlot | None, on_started: Callable[["Request"], None],
     ) -> Turn: ...
 
