@@ -38,9 +38,9 @@ from .constants import (
     REMOVE_DELEGATE,
     SET_FALLBACK,
     judgment_agent_name,
-    nothing_to_pass_on,
     no_worker_on_roster,
     not_a_delegate,
+    nothing_to_pass_on,
 )
 from .delegates import do_change_delegates
 from .models import Answer, Conversation, DelegatedPost, Post

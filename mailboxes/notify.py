@@ -13,8 +13,9 @@ delivery with the commit. A routed post is handed to its one member by
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from django.utils import timezone
 from django.utils.module_loading import import_string

@@ -8,7 +8,7 @@ idempotently; ``do_hire_tree_workers`` is what ``serve`` does with the tree.
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 from django.db import IntegrityError, transaction
 
@@ -39,7 +39,7 @@ class WorkerTreeError(Exception):
     def __init__(self, root: str, lines: list[str]):
         self.root = root
         self.lines = lines
-        super().__init__(f"workforce tree {root}:\nworkers: {len(lines)} problem(s)\n" + "\n".join(f"  {l}" for l in lines))
+        super().__init__(f"workforce tree {root}:\nworkers: {len(lines)} problem(s)\n" + "\n".join(f"  {line}" for line in lines))
 
 
 def hire_problems(workers: Iterable[WorkerManifest]) -> list[tuple[str, str]]:

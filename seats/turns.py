@@ -27,8 +27,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -163,7 +164,7 @@ class TurnResult:
     agent_name: str = ""
     reply_data: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] | None = None
-    after: list[Callable[["TurnResult"], None]] = field(default_factory=list)
+    after: list[Callable[[TurnResult], None]] = field(default_factory=list)
 
     @property
     def request(self) -> Request | None:

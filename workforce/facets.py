@@ -11,8 +11,9 @@ what its value must be; read and write facets through them (``NOTIFY.get(flow)``
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 
 from .flows import FlowKind, registry
 
@@ -79,7 +80,7 @@ class Turn(Protocol):
     error: Any
 
     @property
-    def request(self) -> "Request | None": ...
+    def request(self) -> Request | None: ...
 
     def finish(self, *, output: dict | None = None) -> None: ...
 
@@ -87,10 +88,10 @@ class Turn(Protocol):
 class NotifyFacet(Protocol):
     """A mailbox kind's notify block (``mailboxes.notify.NotifyFanOut``)."""
 
-    def __call__(self, ctx: "ActionContext", line: Any) -> list:
+    def __call__(self, ctx: ActionContext, line: Any) -> list:
         """Plan and hand out a post's deliveries, inside the post's transaction."""
 
-    def deliver_routed(self, ctx: "ActionContext", line: Any, member: str, recent: list[dict]) -> str:
+    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict]) -> str:
         """Hand a routed post to its one member; returns what it got."""
 
     def run_block(self, mode: str, notify_input: dict) -> Any:
@@ -100,7 +101,7 @@ class NotifyFacet(Protocol):
 class RouteFacet(Protocol):
     """A mailbox kind's route (``mailboxes.routing.MailboxRoute``)."""
 
-    def on_line(self, ctx: "ActionContext", line: Any) -> bool:
+    def on_line(self, ctx: ActionContext, line: Any) -> bool:
         """Keep the ledger; True when the route took the post."""
 
     def decide(self, route: Any) -> Any:
@@ -119,8 +120,8 @@ class PostTurn(Protocol):
     ``answer`` is set when the reply answers a routed post."""
 
     def __call__(
-        self, *, seat: Any, mailbox: "Session", conversation: "Session", notify_input: dict, key: str,
-        answer: AnswerSlot | None, on_started: Callable[["Request"], None],
+        self, *, seat: Any, mailbox: Session, conversation: Session, notify_input: dict, key: str,
+        answer: AnswerSlot | None, on_started: Callable[[Request], None],
     ) -> Turn: ...
 
 
@@ -128,14 +129,14 @@ class BoardRowTurn(Protocol):
     """A worker kind's turn on one claimed board row (``seats.agent.work_board_row``);
     the drain (its caller) settles the row."""
 
-    def __call__(self, *, task: Any, seat: Any, session: "Session") -> Turn: ...
+    def __call__(self, *, task: Any, seat: Any, session: Session) -> Turn: ...
 
 
 class OnTaskFiled(Protocol):
     """Told when ``fileTask`` filed a row (``seats.drains.on_task_filed``), inside its
     transaction."""
 
-    def __call__(self, ctx: "ActionContext", board_id: str, task: Any) -> Any: ...
+    def __call__(self, ctx: ActionContext, board_id: str, task: Any) -> Any: ...
 
 
 class ValidateWorker(Protocol):
@@ -149,13 +150,13 @@ class Capability(Protocol):
     """Tools every seat of a kind is offered whatever its ``tools:`` says
     (``seats.board_tools.board_task_capability``)."""
 
-    def __call__(self, seat: Any) -> list["Tool"]: ...
+    def __call__(self, seat: Any) -> list[Tool]: ...
 
 
 class RequestOnFinished(Protocol):
     """Called when a request of the kind ends (``workforce.delegation``)."""
 
-    def __call__(self, request: "Request") -> Any: ...
+    def __call__(self, request: Request) -> Any: ...
 
 
 # ----------------------------------------------------------------------------- the facets
