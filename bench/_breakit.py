@@ -401,6 +401,9 @@ def run_fuzz(port: int, cases: list[Case], figures: Figures, *, timeout: float =
     return answers
 
 
+_CHAINED = ("The above exception", "During handling of the above exception")
+
+
 def error_lines(log: str) -> list[str]:
     """The ERROR lines of a server log (``ERROR <logger>: ...`` and uvicorn's ``ERROR:``),
     each with the last line of the traceback that follows it, if any, counted when
@@ -413,12 +416,20 @@ def error_lines(log: str) -> list[str]:
             continue
         text = line.strip()[:200]
         if i + 1 < len(lines) and lines[i + 1].startswith("Traceback"):
-            j = i + 1
-            while j + 1 < len(lines) and (lines[j + 1].startswith((" ", "Traceback", "\t")) or not lines[j + 1].strip()
-                                          or lines[j + 1].startswith(("The above exception", "During handling"))):
-                j += 1
-            if j + 1 < len(lines):
-                text += " | " + lines[j + 1].strip()[:200]
+            last, j = None, i + 1
+            while j < len(lines):  # through chained tracebacks: the last exception is what escaped
+                here = lines[j]
+                if here.startswith(("Traceback", " ", "\t")) or not here.strip() or here.startswith(_CHAINED):
+                    j += 1
+                    continue
+                last = here.strip()
+                following = lines[j + 1:j + 3]
+                if len(following) == 2 and not following[0].strip() and following[1].startswith(_CHAINED):
+                    j += 1
+                    continue
+                break
+            if last:
+                text += " | " + last[:200]
         if text not in found:
             order.append(text)
         found[text] += 1

@@ -385,19 +385,33 @@ def killer(server: Server, plan: list[tuple[float, str]], figures: Figures, star
         if stop.wait(max(0.0, started + at - time.monotonic())):
             return
         with server.lock:
+            if stop.is_set():  # cleaning up: start nothing more
+                return
             t = time.monotonic() - started
-            if target == "cluster":
-                server.kill_cluster()
-                down = rng.uniform(1.0, 3.0)  # posts keep coming with no cluster: a backlog
-                time.sleep(down)
-                server.stop()
-                server.start()
-                figures.kill_log.append(f"cluster@{t:.0f}s (web alone {down:.1f}s)")
-            else:
-                server.kill_all()
-                server.start()
-                figures.kill_log.append(f"serve@{t:.0f}s")
-            figures.kills += 1
+            try:
+                kill_once(server, target, t, figures, rng)
+            except Exception as exc:  # a restart that failed: the main thread starts it again after the load
+                figures.kill_log.append(f"{target}@{t:.0f}s: restart failed ({type(exc).__name__})")
+                if stop.is_set():
+                    return
+
+
+def kill_once(server: Server, target: str, t: float, figures: Figures, rng: random.Random) -> None:
+    """SIGKILL ``target`` (``cluster`` or ``serve``) and bring serve back."""
+    if target == "cluster":
+        server.kill_cluster()
+        alone = rng.uniform(1.0, 3.0)  # posts keep coming with no cluster: a backlog
+        time.sleep(alone)
+        down = time.monotonic()
+        server.stop()
+        server.start()
+        figures.kill_log.append(f"cluster@{t:.0f}s (web alone {alone:.1f}s, then restarted in {time.monotonic() - down:.1f}s)")
+    else:
+        server.kill_all()
+        down = time.monotonic()
+        server.start()
+        figures.kill_log.append(f"serve@{t:.0f}s (restarted in {time.monotonic() - down:.1f}s)")
+    figures.kills += 1
 
 
 # ----------------------------------------------------------------------------- settle and count
@@ -496,15 +510,28 @@ def count(db: Database, broker: Broker, figures: Figures, acked: list[str], log_
 
 
 def probe_derived_ids(port: int, figures: Figures) -> None:
-    """A coordinator conversation whose own id fits its column (300) while the delegate
-    session ids derived from it (``<conversation>:<delegate>``) do not: open it, run a
-    message in it (the failure, if any, is in the cluster: ``quiet`` then the log)."""
-    opened = run_fuzz(port, [Case("derived: open a conversation of 290 chars", "POST", f"/api/workers/{COORDINATOR}/sessions",
-                                  json.dumps({"userId": "u_fuzz", "sessionId": "d" * 290}).encode())], figures)[0]
-    if opened is None or opened.status not in (200, 201) or not opened.is_json:
+    """A coordinator conversation whose own id fits its column (300 chars) while the
+    delegate session ids derived from it (``<conversation>:<delegate>``) do not: learn
+    how long the composed id is for a short ``sessionId``, open one of 296 chars, run a
+    message in it. A failure may be the cluster's only: ``quiet``, then the log."""
+    path = f"/api/workers/{COORDINATOR}/sessions"
+
+    def open_(session_id: str) -> str | None:
+        answer = run_fuzz(port, [Case(f"derived: open a conversation, sessionId {len(session_id)} chars", "POST", path,
+                                      json.dumps({"userId": "u_fuzz", "sessionId": session_id}).encode())], figures)[0]
+        if answer is None or answer.status not in (200, 201) or not answer.is_json:
+            return None
+        return json.loads(answer.body).get("sessionId")
+
+    short = open_("probe")
+    if not short:
         return
-    session_id = json.loads(opened.body).get("sessionId") or ""
-    run_fuzz(port, [Case(f"derived: run in it (its delegate ids are {len(session_id) + len(':bench.alpha')} chars)", "POST",
+    overhead = len(short) - len("probe")
+    session_id = open_("d" * (296 - overhead))
+    if not session_id:
+        return
+    run_fuzz(port, [Case(f"derived: run in a {len(session_id)}-char conversation (delegate ids "
+                         f"{len(session_id) + len(':bench.alpha')} chars)", "POST",
                          f"/api/flows/coordinator/{session_id}/actions/run",
                          json.dumps({"userId": "u_fuzz", "input": {"message": "hello"}}).encode())], figures)
 
@@ -529,7 +556,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--think", type=float, default=0.3, help="seconds each poster waits between posts")
     p.add_argument("--kills", type=int, default=3, help="SIGKILLs during the load (at most 20)")
     p.add_argument("--kill-target", choices=("cluster", "serve", "mixed"), default="mixed")
-    p.add_argument("--settle-seconds", type=float, default=90, help="longest wait for the deliveries to settle")
+    p.add_argument("--settle-seconds", type=float, default=75, help="longest wait for the deliveries to settle")
     p.add_argument("--seed", type=int, default=None, help="random seed for the kill moments")
     p.add_argument("--pg-url", default=None, help=f"PostgreSQL server (loopback) to create the database on; default {PG_BASE}")
     g = p.add_mutually_exclusive_group()
@@ -551,6 +578,7 @@ def _interrupt(signum, frame):
 def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # stop cleanly on SIGTERM as on Ctrl-C
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     tmp = Path(tempfile.mkdtemp(prefix="wf_breakit_"))
@@ -577,7 +605,9 @@ def main(argv=None) -> int:
                   f"(think {args.think}s), {args.kills} kills ({args.kill_target}, seed {seed}), "
                   f"queue timeout {QUEUE_ENV['WORKFORCE_Q_TIMEOUT']}s retry {QUEUE_ENV['WORKFORCE_Q_RETRY']}s "
                   f"sweep {QUEUE_ENV['WORKFORCE_SWEEP_SECONDS']}s, {QUEUE_ENV['WORKFORCE_Q_WORKERS']} workers")
-        if not args.fuzz_only:
+        if args.fuzz_only:
+            header = f"break-it rerun, fuzz only: {args.db} + {args.broker} broker"
+        else:
             print(f"load: {header}", flush=True)
             load = Load(server, figures, args.posters, args.think)
             started = time.monotonic()
@@ -597,11 +627,11 @@ def main(argv=None) -> int:
             count(db, broker, figures, load.acked, server.log.read_text("utf-8", "replace"))
         if not args.no_fuzz:
             cases = fuzz_cases(mailbox=MAILBOX, board_mailbox=BOARD_MAILBOX, board=BOARD, coordinator=COORDINATOR)
-            print(f"fuzz: {len(cases) + 2} requests", flush=True)
+            print(f"fuzz: {len(cases) + 3} requests", flush=True)
             offset = server.log.stat().st_size
             run_fuzz(server.port, cases, figures)
             probe_derived_ids(server.port, figures)
-            quiet(broker, 20)
+            quiet(broker, 15)
             figures.fuzz_log_errors = error_lines(server.tail(offset, chars=10_000_000))
         print()
         print(render(figures, header=header))
@@ -616,12 +646,15 @@ def main(argv=None) -> int:
     except Exception as exc:  # report it, clean up, exit 2
         print(f"breakit could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the cleanup short
+            signal.signal(signum, signal.SIG_IGN)
         stop.set()
         if load:
             load.stop.set()
         if server:
-            server.stop(timeout=20 if code == 130 else 45)
+            # Hold the lock for good: a restart under way finishes first, and none starts after.
+            server.lock.acquire(timeout=120)
+            server.stop(timeout=10)  # counted already: a stop that hangs (under backlog) is cut short
             if args.keep_log:
                 kept = Path(tempfile.gettempdir()) / f"breakit-{os.getpid()}.log"
                 shutil.copy(server.log, kept)

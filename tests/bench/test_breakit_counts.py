@@ -77,11 +77,18 @@ def test_error_lines_name_the_exception_under_each_error_and_count_repeats():
         "Traceback (most recent call last):",
         '  File "a.py", line 1, in f',
         "psycopg.errors.StringDataRightTruncation: value too long for type character varying(200)",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "b.py", line 2, in h',
+        "django.db.utils.DataError: value too long for type character varying(200)",
+        "INFO:     127.0.0.1:1 - POST /api/x 500",
         "ERROR:    Exception in ASGI application",
         "WARNING seats: something",
     ])
     assert error_lines(log) == [
-        "ERROR django.request: Internal Server Error: /api/x | psycopg.errors.StringDataRightTruncation: "
+        "ERROR django.request: Internal Server Error: /api/x | django.db.utils.DataError: "
         "value too long for type character varying(200) (x2)",
         "ERROR:    Exception in ASGI application",
     ]
