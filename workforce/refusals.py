@@ -29,6 +29,8 @@ HTTP_STATUS = {
     "session-not-addressable": 409,
     "external-dispatcher": 503,
     "internal-error": 500,
+    # fileTask naming a worker key no drain of the board declares: the board's state, not the schema.
+    "unknown-assignee": 409,
     # A mailbox's board actions (boardActions: true) refuse with the task tools' codes.
     "task_not_found": 404,
     "unknown_assignee": 400,
