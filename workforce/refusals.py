@@ -25,6 +25,7 @@ HTTP_STATUS = {
     "not-a-member": 403,
     "principal-mismatch": 403,
     "not-authenticated": 401,
+    "forbidden": 403,  # a CSRF failure with session auth
     "mailbox-is-a-template": 409,
     "session-not-addressable": 409,
     "external-dispatcher": 503,

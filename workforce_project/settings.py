@@ -71,6 +71,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# A CSRF failure on an /api/ path answers JSON in the contract's shape.
+CSRF_FAILURE_VIEW = "workforce.api.errors.csrf_failure"
+
 ROOT_URLCONF = "workforce_project.urls"
 TEMPLATES = [
     {
