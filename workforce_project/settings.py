@@ -211,7 +211,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    # A 4xx answer is a refusal working as designed: INFO, not WARNING (5xx stays ERROR).
+    "filters": {"client_errors_at_info": {"()": "workforce.api.request_log.ClientErrorsAtInfo"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("WORKFORCE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "django.request": {"filters": ["client_errors_at_info"]}},
 }

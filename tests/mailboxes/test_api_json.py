@@ -88,3 +88,21 @@ def test_an_unhandled_error_on_an_api_path_is_a_json_500_naming_no_exception(ope
     assert response["Content-Type"].startswith("application/json")
     assert_failed(response, 500, "internal-error")
     assert "secret" not in response.content.decode() and "RuntimeError" not in response.content.decode()
+
+
+def test_a_4xx_answer_is_logged_at_info_and_a_5xx_at_error(opened, caplog, monkeypatch):
+    import logging
+
+    from mailboxes.api import TranscriptView
+
+    client = Client(raise_request_exception=False)
+    with caplog.at_level(logging.DEBUG, logger="django.request"):
+        assert client.post("/api/flows/mailbox/nowhere/actions/post", {"userId": "u_42", "input": {"body": "x"}},
+                           content_type="application/json").status_code == 404
+        assert client.post("/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_42", "input": {}},
+                           content_type="application/json").status_code == 400
+        monkeypatch.setattr(TranscriptView, "get", lambda self, request, mailbox_id: 1 / 0)
+        assert client.get("/api/mailboxes/eng.standup/transcript").status_code == 500
+    records = [(r.levelname, r.status_code) for r in caplog.records if r.name == "django.request"]
+    assert records == [("INFO", 404), ("INFO", 400), ("ERROR", 500)]
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
