@@ -104,6 +104,10 @@ def _report(delivery: DelegatedPost, token: str, outcome: str, *, text: str = ""
         raise RuntimeError(f"the conversation refused the report: {request.error}")
     if not (request.output or {}).get("claimed"):
         raise LeaseLost()
+    if outcome == "failed" and error is not None:
+        logger.warning("delivery failed: coordinator %s, conversation %s, delegate %s, post %s: %s",
+                       delivery.conversation.worker, delivery.conversation.session.session_id, delivery.worker,
+                       delivery.post.post_id, error.message)
     return request
 
 
