@@ -38,3 +38,21 @@ def test_check_warns_about_the_board_problems(tmp_path, server_database):
     assert done.returncode == 0, done.stderr
     assert f"(mailboxes.W001) {UNKNOWN}" in done.stderr
     assert f"(mailboxes.W003) {UNATTENDED}" in done.stderr
+
+
+def test_serve_warns_about_a_mailbox_whose_file_changed_after_it_was_opened(start_server, tmp_path):
+    from tests.conftest import mailbox_md, write_tree
+
+    root = tree(tmp_path / "tree")
+    server = start_server(root)
+    assert server.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
+    server.stop()
+    assert "differs from what it was opened with" not in server.log.read_text()
+    write_tree(root, {"teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
+        "Where the engineering team works incidents.", members=("eng.lead",), boards="[followups, escalations]")})
+    again = start_server(root)
+    assert again.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
+    log = again.log.read_text()
+    assert log.count("differs from what it was opened with") == 1, log
+    assert ("warning: mailbox eng.incidents's MAILBOX.md differs from what it was opened with: "
+            "members (drops eng.analyst). An open mailbox keeps") in log

@@ -62,6 +62,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
+            if outcome.drift_warning:  # its file changed after it was opened
+                self.stdout.write(f"warning: {outcome.drift_warning}")
         for warning in board_warnings():  # a board nobody drains, a drain of a board nobody holds
             self.stdout.write(f"warning: {warning.message}")
         cluster = None
