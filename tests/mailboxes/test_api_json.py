@@ -106,3 +106,12 @@ def test_a_4xx_answer_is_logged_at_info_and_a_5xx_at_error(opened, caplog, monke
     records = [(r.levelname, r.status_code) for r in caplog.records if r.name == "django.request"]
     assert records == [("INFO", 404), ("INFO", 400), ("ERROR", 500)]
     assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_a_post_author_longer_than_the_line_keeps_is_invalid_input(opened):
+    from rest_framework.test import APIClient
+
+    response = APIClient().post("/api/flows/mailbox/eng.standup/actions/post",
+                                {"userId": "u_42", "input": {"body": "hi", "author": "a" * 201}}, format="json")
+    assert_failed(response, 400, "invalid-input")
+    assert response.json()["error"]["message"] == "invalid-input: author: Ensure this field has no more than 200 characters."
