@@ -231,7 +231,7 @@ def do_file_task(
     Args:
         goal: what the row is for (non-empty text).
         assignee: a key of the board's workers map; checked only when ``known_workers``
-            is given (fileTask does not check it; the task tools do).
+            is given (fileTask and the task tools pass the hired drains' keys).
         priority: higher is claimed first; None counts as 0.
         max_attempts: claims allowed before a failing row is errored (default 3).
         deps: task ids on the same board that must complete first.
