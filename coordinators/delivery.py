@@ -34,15 +34,9 @@ from .config import current_setup, takes_posts
 from .constants import cannot_take_post, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
 from .queries import reachable_seats
-from .services import report
+from .services import delegate_session_id, report
 
 logger = logging.getLogger(__name__)
-
-
-def delegate_session_id(filing_session_id: str, worker: str) -> str:
-    """The id of ``worker``'s session for the conversation ``filing_session_id``:
-    ``<filing session id>:<worker>``."""
-    return f"{filing_session_id}:{worker}"
 
 
 def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
@@ -110,6 +104,10 @@ def _report(delivery: DelegatedPost, token: str, outcome: str, *, text: str = ""
         raise RuntimeError(f"the conversation refused the report: {request.error}")
     if not (request.output or {}).get("claimed"):
         raise LeaseLost()
+    if outcome == "failed" and error is not None:
+        logger.warning("delivery failed: coordinator %s, conversation %s, delegate %s, post %s: %s",
+                       delivery.conversation.worker, delivery.conversation.session.session_id, delivery.worker,
+                       delivery.post.post_id, error.message)
     return request
 
 
