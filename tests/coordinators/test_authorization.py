@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
-from rest_framework.test import APIClient
+from rest_framework.test import APIClient, APIRequestFactory
 
 from boards.services import do_file_task
 from coordinators.services import do_ensure_worker_session
@@ -235,8 +235,6 @@ def test_naming_nobody_is_not_the_user_named_anonymous(client, desk, org):
 
 
 def test_a_read_naming_nobody_reads_as_nobody(db):
-    from rest_framework.test import APIRequestFactory
-
     principal = resolve_principal(APIRequestFactory().get("/"), None, require_user=False)
     assert (principal.user_id, principal.anonymous, principal.reader) == ("anonymous", True, None)
     assert resolve_principal(APIRequestFactory().get("/"), "anonymous").reader == "anonymous"
