@@ -34,7 +34,8 @@ LIST_LIMIT_MAX = 200
 @dataclass(frozen=True)
 class Arg:
     """One tool argument: ``kind`` is string (non-blank text), integer, boolean,
-    strings (a list of text), nullable-string, status (a task status) or any (JSON)."""
+    strings (a list of text), nullable-string, status (a task status) or any (JSON).
+    ``max_length`` caps text that lands in a bounded column (characters)."""
 
     name: str
     kind: str
@@ -42,6 +43,7 @@ class Arg:
     description: str = ""
     minimum: int | None = None
     maximum: int | None = None
+    max_length: int | None = None
 
     def schema(self) -> dict:
         if self.kind == "string":
@@ -62,12 +64,16 @@ class Arg:
             out = {"type": "string", "enum": list(TaskStatus.values)}
         else:
             out = {}
+        if self.max_length is not None:
+            out["maxLength"] = self.max_length
         if self.description:
             out["description"] = self.description
         return out
 
     def check(self, value: Any) -> str | None:
         """Why ``value`` doesn't fit, or None."""
+        if self.max_length is not None and isinstance(value, str) and len(value) > self.max_length:
+            return f"{self.name} must be at most {self.max_length} characters"
         if self.kind == "string":
             if not isinstance(value, str) or not value.strip():
                 return f"{self.name} must be non-empty text"
@@ -93,9 +99,9 @@ class Arg:
         return None
 
 
-_TASK_ID = Arg("taskId", "string", True, "The row's id (task_…).")
+_TASK_ID = Arg("taskId", "string", True, "The row's id (task_…).", max_length=64)
 _ROW_FIELDS = (
-    Arg("title", "string", description="A short title."),
+    Arg("title", "string", description="A short title.", max_length=500),
     Arg("context", "string", description="What the worker needs to know."),
     Arg("priority", "integer", description="Higher is claimed first; unset counts as 0."),
     Arg("maxAttempts", "integer", minimum=1, description="Claims allowed before a failing row is errored (default 3)."),
@@ -108,9 +114,9 @@ TOOL_ARGS: dict[str, tuple[Arg, ...]] = {
     "addTask": (
         Arg("goal", "string", True, "What the row is for."),
         *_ROW_FIELDS,
-        Arg("assignee", "string", description="The key of the worker that should run it."),
+        Arg("assignee", "string", description="The key of the worker that should run it.", max_length=200),
     ),
-    "assignTask": (_TASK_ID, Arg("assignee", "nullable-string", True, "A worker key, or null to unassign.")),
+    "assignTask": (_TASK_ID, Arg("assignee", "nullable-string", True, "A worker key, or null to unassign.", max_length=200)),
     "updateTask": (_TASK_ID, Arg("goal", "string", description="What the row is for."), *_ROW_FIELDS),
     "listTasks": (
         Arg("status", "status", description="Only rows with this status."),

@@ -16,6 +16,8 @@ from django.utils import timezone
 from seats.queries import reachable_seats
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
+from workforce.sessions import CHILD_SEPARATOR
+from workforce.wire import MAX_ID_LENGTH
 
 from . import policies
 from .config import current_setup, takes_posts, takes_tasks
@@ -29,6 +31,7 @@ from .constants import (
     NOT_A_DELEGATE,
     NOT_ON_ROSTER,
     already_a_delegate,
+    delegate_session_id,
     delegates_full,
     fallback_not_a_delegate,
     no_worker_on_roster,
@@ -128,6 +131,15 @@ def do_change_delegates(org: Organization, session: Session, user_id: str, chang
             raise Refusal(ALREADY_A_DELEGATE, already_a_delegate(worker))
         if len(listed) >= MAX_DELEGATES:
             raise Refusal(DELEGATES_FULL, delegates_full())
+        child = delegate_session_id(session.session_id, worker)
+        if len(child) > MAX_ID_LENGTH:
+            # Refused here, not when the first post reaches the delegate in the cluster.
+            raise Refusal(
+                "invalid-input",
+                f"{worker} can't be a delegate of this conversation: its session ({session.session_id[:40]}…"
+                f"{CHILD_SEPARATOR}{worker}) would be {len(child)} characters, and ids are at most {MAX_ID_LENGTH}. "
+                "Open a conversation with a shorter sessionId.",
+            )
         position = max((d.position for d in delegates), default=-1) + 1
         Delegate.objects.create(conversation=conv, worker=worker, note=note, position=position)
         return delegates_answer(conv)

@@ -33,16 +33,10 @@ from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
 
 from .config import current_setup, takes_posts
-from .constants import REPORT, cannot_take_post, no_worker_on_roster
+from .constants import REPORT, cannot_take_post, delegate_session_id, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
 
 logger = logging.getLogger(__name__)
-
-
-def delegate_session_id(filing_session_id: str, worker: str) -> str:
-    """The id of ``worker``'s session for the conversation ``filing_session_id``:
-    ``<filing session id>:<worker>``."""
-    return f"{filing_session_id}:{worker}"
 
 
 def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
@@ -130,6 +124,10 @@ def _report(delivery: DelegatedPost, token: str, outcome: str, *, text: str = ""
         raise RuntimeError(f"the conversation refused the report: {request.error}")
     if not (request.output or {}).get("claimed"):
         raise LeaseLost()
+    if outcome == "failed" and error is not None:
+        logger.warning("delivery failed: coordinator %s, conversation %s, delegate %s, post %s: %s",
+                       delivery.conversation.worker, delivery.conversation.session.session_id, delivery.worker,
+                       delivery.post.post_id, error.message)
     return request
 
 

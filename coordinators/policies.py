@@ -497,6 +497,9 @@ def best_fit_pick(conv: Conversation, setup: CoordinatorSetup, handing: Handing)
         try:
             verdict = evaluate(resolve_evaluation_model(setup.route_model, block=ROUTE_BLOCK), call)
         except EvaluationError as exc:
+            model = setup.route_model if isinstance(setup.route_model, str) else type(setup.route_model).__name__
+            logger.warning("model call failed: coordinator %s, conversation %s, route model %s: %s",
+                           conv.worker, conv.session.session_id, model, exc)
             detail = f"the evaluator call failed: {exc}"
         else:
             if verdict.choice is not None and question.offers(verdict.choice):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from workforce.models import Organization, Session
+from workforce.privacy import PARENT_JOIN, may_read
 from workforce.refusals import Refusal
 
 from .constants import MAX_DELEGATES
@@ -39,7 +40,8 @@ def find_worker_session(
     ``findWorkerSession({worker, filingSessionId})``), or None.
 
     With ``filing_session_id`` (a conversation's ``filingSessionId``): the delegate's
-    session for that conversation, when the conversation is ``user_id``'s. Without it,
+    session for that conversation, when ``user_id`` may read it (the kernel's rule,
+    ``workforce.privacy.may_read``: the conversation is ``user_id``'s). Without it,
     the caller's own direct session with the worker (``<worker>:<user id>``, what
     ``ensure_worker_session`` opens): a lookup that names only the worker never finds a
     delegate's session.
@@ -49,16 +51,13 @@ def find_worker_session(
             organization=org, session_id=f"{worker}:{user_id}", user_id=user_id, parent__isnull=True
         ).first()
     row = (
-        DelegateSession.objects.select_related("session")
-        .filter(
-            conversation__session__organization=org,
-            conversation__session__session_id=filing_session_id,
-            conversation__session__user_id=user_id,
-            worker=worker,
-        )
+        DelegateSession.objects.select_related(f"session__{PARENT_JOIN}")
+        .filter(conversation__session__organization=org, conversation__session__session_id=filing_session_id,
+                worker=worker)
         .first()
     )
-    return row.session if row is not None else None
+    # The kernel's read rule decides: a delegate's session is the conversation owner's.
+    return row.session if row is not None and may_read(row.session, user_id) else None
 
 
 def access_conversation_session(org: Organization, user_id: str, session_id: str) -> Session:

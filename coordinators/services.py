@@ -31,7 +31,7 @@ from workforce.leases import max_attempts
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, ActionContext
-from workforce.wire import MAX_USER_ID_LENGTH, check_id, check_storable
+from workforce.wire import MAX_ID_LENGTH, MAX_USER_ID_LENGTH, check_id, check_storable
 
 from . import policies, rounds
 from .config import current_setup
@@ -46,6 +46,7 @@ from .constants import (
     RESERVED_STATE_FIELDS,
     ROUND_ROBIN,
     STATE_FIELD_RESERVED,
+    delegate_session_id,
     no_worker_on_roster,
     state_field_reserved,
 )
@@ -69,6 +70,33 @@ def reserved_state_problem(state: dict) -> Refusal | None:
     return None
 
 
+def _check_conversation_ids(session_id: str, chosen: str | None, delegates: list[str]) -> None:
+    """Refuse a conversation id, or the id of a delegate's session under it, longer than
+    a session id can be (``MAX_ID_LENGTH``, 300 characters), before anything is written:
+    a delegate session that can't be stored would fail in the cluster, unanswered.
+
+    Raises:
+        Refusal("invalid-input"): naming the id, its length and how long ``sessionId``
+            may be.
+    """
+    fixed = len(session_id) - len(chosen or "")
+    if len(session_id) > MAX_ID_LENGTH:
+        head = session_id[:fixed] if chosen else session_id[:40]
+        room = f", so sessionId can be at most {max(MAX_ID_LENGTH - fixed, 0)}" if chosen else ""
+        raise Refusal("invalid-input", f"{'sessionId makes the conversation id' if chosen else 'The conversation id'} "
+                      f"{head}… {len(session_id)} characters long; ids are at most {MAX_ID_LENGTH}{room}.")
+    longest = max(delegates, key=len, default="")
+    child = delegate_session_id(session_id, longest)
+    if longest and len(child) > MAX_ID_LENGTH:
+        room = f", so sessionId can be at most {max(MAX_ID_LENGTH - fixed - 1 - len(longest), 0)}" if chosen else ""
+        raise Refusal(
+            "invalid-input",
+            f"{'sessionId' if chosen else 'The conversation id'} leaves no room for the session of delegate {longest} "
+            f"({session_id[:fixed] if chosen else session_id[:40]}…{CHILD_SEPARATOR}{longest} would be {len(child)} "
+            f"characters; ids are at most {MAX_ID_LENGTH}){room}.",
+        )
+
+
 def do_ensure_worker_session(
     org: Organization, user_id: str, worker: str, *, session_id: str | None = None, state: dict | None = None
 ) -> tuple[Session, bool]:
@@ -89,7 +117,9 @@ def do_ensure_worker_session(
     Raises:
         Refusal("state-field-reserved"): the state carries ``delegates`` or ``fallback`` (400).
         Refusal("invalid-input"): the state is not an object (or not storable), or an
-            id is empty, too long or holds ``:``.
+            id is empty, too long or holds ``:``; or the session id, or the session id
+            of a delegate the worker's file lists (``<session id>:<delegate>``), would
+            be longer than 300 characters.
         Refusal("worker-not-on-roster"): no such worker on the caller's roster (404).
         Refusal("session-not-addressable"): the id is held by another kind or user (409).
     """
@@ -110,7 +140,10 @@ def do_ensure_worker_session(
         seat = access_seat(org, user_id, worker)
     except Refusal:
         raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(worker)) from None
+    chosen = session_id
     session_id = f"{worker}{CHILD_SEPARATOR}{user_id}" + (f"{CHILD_SEPARATOR}{session_id}" if session_id else "")
+    file_delegates = (seat.config or {}).get("delegates") or []
+    _check_conversation_ids(session_id, chosen, [w for w in file_delegates if isinstance(w, str)])
     with transaction.atomic():
         session, created = Session.objects.get_or_create(
             organization=org, session_id=session_id,

@@ -35,7 +35,7 @@ class TranscriptView(APIView):
     )
     def get(self, request: HttpRequest, mailbox_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        session = access_mailbox_session(principal.org, mailbox_id)
+        session = access_mailbox_session(principal.org, mailbox_id, reader=principal.reader)
         after = _int_param(request, "after", 0)
         lines, next_seq = read_page(
             request, lambda n: list_transcript(session, after=after, limit=n), next_of=lambda line: line.seq

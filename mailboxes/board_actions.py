@@ -14,7 +14,8 @@ from typing import Any
 
 from rest_framework import serializers
 
-from boards.errors import TaskError
+from boards.drains import board_worker_keys
+from boards.errors import UNKNOWN_ASSIGNEE, TaskError
 from boards.naming import mailbox_board, tool_suffix
 from boards.queries import list_board_tasks, task_wire
 from boards.services import do_file_task
@@ -67,12 +68,12 @@ class FileTaskInput(serializers.Serializer):
     goal = ClientTextField()
     title = ClientTextField(required=False, max_length=500)
     context = ClientTextField(required=False)
-    assignee = StrictCharField(required=False)
+    assignee = StrictCharField(required=False, max_length=200)  # BoardTask.assignee
     priority = StrictIntegerField(required=False)
     maxAttempts = StrictIntegerField(required=False, min_value=1)
     labels = serializers.ListField(child=ClientTextField(max_length=200), required=False)
     input = serializers.JSONField(required=False)
-    author = StrictCharField(required=False)
+    author = StrictCharField(required=False, max_length=200)  # a member id (Seat.seat_id)
 
 
 def file_task(ctx: ActionContext, data: dict) -> dict:
@@ -81,8 +82,14 @@ def file_task(ctx: ActionContext, data: dict) -> dict:
     stored beside ``authorVerified: false``. Leaves a ``board-task`` item on the mailbox's
     session so a live board list picks the row up.
 
+    ``assignee`` must be a key of the board's workers map, as the hired drains of the
+    board declare it (``boards.drains.board_worker_keys``); a board no drain declares
+    has no map, and then any key is kept (as the task tools do).
+
     Raises:
         Refusal("board-not-declared" | "author-not-a-member" | "mailbox-not-bound").
+        Refusal("unknown-assignee"): no drain of the board has that worker key (409);
+            the message names the keys it has.
     """
     board = data["board"]
     state, board_id = require_held_board(ctx, board)
@@ -106,9 +113,12 @@ def file_task(ctx: ActionContext, data: dict) -> dict:
             input=data.get("input"),
             author=author,
             actor=author or ctx.user_id,
+            known_workers=board_worker_keys(board_id),
         )
-    except TaskError as error:  # pragma: no cover - the input schema already checked all of it
-        raise Refusal("invalid-input", error.message) from None
+    except TaskError as error:
+        if error.code == UNKNOWN_ASSIGNEE:
+            raise Refusal("unknown-assignee", error.message) from None
+        raise Refusal("invalid-input", error.message) from None  # pragma: no cover - the schema checked it
     ctx.emit(BOARD_TASK_ITEM, {"board": board, "boardId": board_id, "task": task_wire(task)})
     # The mailbox runs nothing; a kind that wants its drains woken on a filing sets the
     # facet ``on_task_filed(ctx, board_id, task)`` (enqueue after commit, e.g. a drain).

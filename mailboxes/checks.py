@@ -5,9 +5,19 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
+from seats.drains import board_problems
+from seats.models import Seat
+from seats.workers import read_workforce
 from workforce.loader import WorkforceRootError
 
 from .roster import TreeError, load_roster
+
+# The board warnings ``serve`` prints after hiring (it silences these ids in its own check).
+BOARD_CHECK_IDS = {
+    "unknown-board-drain": "mailboxes.W001",
+    "unknown-board-tools": "mailboxes.W002",
+    "unattended-board": "mailboxes.W003",
+}
 
 
 @checks.register("workforce")
@@ -33,3 +43,21 @@ def check_route_model(app_configs=None, **kwargs):
     if problem:
         return [checks.Error(f"WORKFORCE_ROUTE_MODEL: {problem}", id="workforce.E003")]
     return []
+
+
+@checks.register("workforce")
+def check_boards(app_configs=None, **kwargs):
+    """The board problems hiring warns about (spec "Working the rows"), as warnings: a
+    drain (or ``boardTools:``) of a board no mailbox holds, and a held board no worker
+    drains. Nothing is refused; a tree that doesn't load is the other checks' errors."""
+    root = settings.WORKFORCE_ROOT
+    try:
+        roster = load_roster(root)
+        workers, _ = read_workforce(root)
+    except (WorkforceRootError, TreeError):
+        return []
+    held = [m.board_id(b) for m in roster.mailboxes for b in m.boards]
+    seats = [Seat(seat_id=w.id, scope=Seat.Scope.SHARED, kind=w.flow, config=w.config) for w in workers]
+    return [
+        checks.Warning(warning.message, id=BOARD_CHECK_IDS[warning.code]) for warning in board_problems(seats, held)
+    ]

@@ -109,6 +109,8 @@ def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
     refusal = Refusal(
         error.reason, f"the delivery of post {delivery.post_id} to {delivery.member} failed: {error.detail}"
     )
+    logger.warning("delivery failed: mailbox %s, member %s, post %s: %s", delivery.mailbox.session_id,
+                   delivery.member, delivery.post_id, error.message)
     return do_record_failed_request(
         session=delivery.mailbox,
         action=FAILED_DELIVERY_ACTION,

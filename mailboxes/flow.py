@@ -24,7 +24,7 @@ class PostInput(serializers.Serializer):
     """``{body, author?}``: body is non-empty text; author an unverified member label."""
 
     body = ClientTextField()
-    author = StrictCharField(required=False)
+    author = StrictCharField(required=False, max_length=200)  # Line.author
 
 
 def post(ctx: ActionContext, data: dict) -> dict:

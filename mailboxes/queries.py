@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from workforce.models import Organization, Session
+from workforce.privacy import PARENT_JOIN, may_read
 from workforce.queries import window_request_ids
 from workforce.refusals import Refusal
 
@@ -43,14 +44,18 @@ def access_mailbox_state(session: Session) -> dict:
     return session.state
 
 
-def access_mailbox_session(org: Organization, mailbox_id: str) -> Session:
-    """The opened mailbox ``mailbox_id`` in ``org``.
+def access_mailbox_session(org: Organization, mailbox_id: str, *, reader: str | None) -> Session:
+    """The opened mailbox ``mailbox_id`` in ``org``, as ``reader`` (a user id, None for a
+    caller that named nobody) reads it: a mailbox is readable by its organization, and
+    the kernel's rule (``workforce.privacy.may_read``) refuses any session under a
+    private conversation.
 
     Raises:
-        Refusal("mailbox-not-bound"): no such session, or it is not an opened mailbox.
+        Refusal("mailbox-not-bound"): no such session, it is not an opened mailbox, or
+            ``reader`` may not read it.
     """
-    session = Session.objects.filter(organization=org, session_id=mailbox_id).first()
-    if session is None or not session.state or session.flow_kind == "channel":
+    session = Session.objects.filter(organization=org, session_id=mailbox_id).select_related(PARENT_JOIN).first()
+    if session is None or not session.state or session.flow_kind == "channel" or not may_read(session, reader):
         raise Refusal("mailbox-not-bound", f'"{mailbox_id}" was never opened as a mailbox.')
     access_mailbox_state(session)
     return session

@@ -234,6 +234,8 @@ class RouteByPurpose(MailboxRoute):
         try:
             verdict = evaluate(resolve_evaluation_model(self.model, block=ROUTE_BLOCK), call)
         except EvaluationError as exc:
+            model = self.model if isinstance(self.model, str) else type(self.model).__name__
+            logger.warning("model call failed: mailbox %s, route model %s: %s", route.session.session_id, model, exc)
             return self.fallback(route, EVALUATOR_FAILED, f"the evaluator call failed: {exc}")
         if verdict.choice is None:
             return self.fallback(route, NO_CHOICE, "the evaluator answered none of the members")

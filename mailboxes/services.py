@@ -24,10 +24,52 @@ INVENTORY_PREFIX = "inventory/mailboxes/"
 @dataclass(frozen=True)
 class OpenOutcome:
     """What ``do_open_mailboxes`` did with one record: ``opened``, ``already open`` or
-    ``adopted`` (an empty session a premature post created, now bound)."""
+    ``adopted`` (an empty session a premature post created, now bound).
+
+    ``drift`` names how an ``already open`` mailbox's file differs from what it was
+    opened with (``members (the file adds x; drops y)``, ``charter``, ``description``);
+    empty when it doesn't. The mailbox keeps what it was opened with (spec "Opening it").
+    """
 
     mailbox_id: str
     outcome: str
+    drift: tuple[str, ...] = ()
+
+    @property
+    def drift_warning(self) -> str | None:
+        """The sentence ``open_mailboxes`` and ``serve`` print for a drifted mailbox, or None."""
+        if not self.drift:
+            return None
+        return (
+            f"mailbox {self.mailbox_id}'s MAILBOX.md differs from what it was opened with: {', '.join(self.drift)}. "
+            "An open mailbox keeps the members, charter and description it was opened with. To serve the file's, "
+            "open a fresh mailbox: give it a new id (rename its folder; the old transcript stays under the old id), "
+            "or start from an empty database."
+        )
+
+
+def _quoted(text: str, most: int = 60) -> str:
+    text = " ".join(text.split())
+    return f'"{text[:most]}…"' if len(text) > most else f'"{text}"'
+
+
+def mailbox_drift(state: dict, mailbox: BoundMailbox) -> tuple[str, ...]:
+    """How ``mailbox`` (the file, as bound) differs from ``state`` (what the session was
+    opened with): one phrase per field that differs, in the order members, charter,
+    description. A reordered members list is not a difference."""
+    drift = []
+    opened = list(state.get("members") or [])
+    added = [m for m in mailbox.members if m not in opened]
+    dropped = [m for m in opened if m not in mailbox.members]
+    if added or dropped:
+        parts = ([f"the file adds {', '.join(added)}"] if added else []) + ([f"drops {', '.join(dropped)}"] if dropped else [])
+        drift.append(f"members ({'; '.join(parts)})")
+    if (state.get("charter") or "") != (mailbox.charter or ""):
+        drift.append("charter (the file's body was rewritten)")
+    if (state.get("description") or "") != (mailbox.description or ""):
+        drift.append(f"description (opened as {_quoted(state.get('description') or '')}, "
+                     f"the file says {_quoted(mailbox.description or '')})")
+    return tuple(drift)
 
 
 class OpenRefused(Exception):
@@ -64,7 +106,7 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
     """Open one session per bound record, at the record's id (spec "Opening it").
 
     Idempotent: an open mailbox is left alone (members, charter and description keep
-    what they were opened with). An empty session on the mailbox's kind (a premature
+    what they were opened with); its outcome's ``drift`` names what its file changed. An empty session on the mailbox's kind (a premature
     post, by whichever user) is adopted and from then on owned by ``user_id``. Each
     opened mailbox gets its inventory row (``inventory/mailboxes/<id>``). All or
     nothing, in one transaction.
@@ -107,13 +149,14 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
                 outcome = "adopted"
             else:
                 outcome = "already open"
+                drift = mailbox_drift(session.state, mailbox)
                 state = session.state
             OrgRecord.objects.get_or_create(
                 organization=org,
                 key=f"{INVENTORY_PREFIX}{mailbox.id}",
                 defaults={"data": {"id": mailbox.id, "members": state["members"], "description": state["description"]}},
             )
-            outcomes.append(OpenOutcome(mailbox.id, outcome))
+            outcomes.append(OpenOutcome(mailbox.id, outcome, drift if outcome == "already open" else ()))
     return outcomes
 
 

@@ -58,3 +58,35 @@ def check_turn_timeout(app_configs=None, **kwargs):
     if model <= 0 or turn <= 0:
         errors.append(checks.Error("WORKFORCE_MODEL_TIMEOUT and WORKFORCE_TURN_TIMEOUT must be positive.", id="seats.E004"))
     return errors
+
+
+OPENAI_PREFIX = "openai/"
+
+
+@checks.register("workforce")
+def check_model_endpoints(app_configs=None, **kwargs):
+    """A model id that cannot work: ``openai/<name>`` with neither ``OPENAI_BASE_URL`` nor
+    ``OPENAI_API_KEY`` set, so every call would go to api.openai.com (the openai client's
+    default) with no key and fail. One warning per use: each worker's ``model:`` in the
+    tree, ``WORKFORCE_MODEL`` (the default of workers that name none),
+    ``WORKFORCE_ROUTE_MODEL`` and ``WORKFORCE_COORDINATOR_ROUTE_MODEL``."""
+    if getattr(settings, "OPENAI_BASE_URL", "") or getattr(settings, "OPENAI_API_KEY", ""):
+        return []
+    uses = [(name, getattr(settings, name, "") or "") for name in
+            ("WORKFORCE_MODEL", "WORKFORCE_ROUTE_MODEL", "WORKFORCE_COORDINATOR_ROUTE_MODEL")]
+    try:
+        workers, _ = read_workforce(settings.WORKFORCE_ROOT)
+    except WorkforceRootError:
+        workers = []
+    uses += [(f"worker {w.id} (model:)", w.model) for w in workers]
+    return [
+        checks.Warning(
+            f"{where}: {model} cannot work: neither OPENAI_BASE_URL nor OPENAI_API_KEY is set, so its calls would "
+            "go to api.openai.com with no key and fail.",
+            hint="Set OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) and OPENAI_API_KEY, "
+                 "or use an embedded model (embedded/echo, embedded/lexical).",
+            id="seats.W001",
+        )
+        for where, model in uses
+        if isinstance(model, str) and model.startswith(OPENAI_PREFIX)
+    ]

@@ -108,7 +108,30 @@ def unknown_board_tools_warnings(seats: Iterable[Seat], held_board_ids: Iterable
     )
 
 
-def configure_board_drains(mailbox_kind: str, seats: Iterable[Seat], held_board_ids: Iterable[str]) -> list[BoardWarning]:
+def board_problems(seats: Iterable[Seat], held_board_ids: Iterable[str]) -> list[BoardWarning]:
+    """The board warnings for ``seats`` (hired, or unsaved ``Seat`` rows built from the
+    tree's workers: only ``seat_id``, ``scope`` and ``config`` are read) against the
+    ledger ids the bound mailboxes hold. Writes nothing; ``manage.py check`` and
+    ``configure_board_drains`` both use it.
+
+    Returns:
+        Drains of a board no mailbox holds (``unknown-board-drain``), task tools of such
+        a board (``unknown-board-tools``), then held boards no seat drains
+        (``unattended-board``).
+    """
+    seats = list(seats)
+    held = list(held_board_ids)
+    drains = seat_board_drains(seats)
+    return (
+        unknown_drain_warnings(drains, held)
+        + unknown_board_tools_warnings(seats, held)
+        + unattended_board_warnings(held, [d.board_id for d in drains])
+    )
+
+
+def configure_board_drains(
+    mailbox_kind: str, seats: Iterable[Seat], held_board_ids: Iterable[str], *, log: bool = True
+) -> list[BoardWarning]:
     """Wire boards drained by the hired seats into this process (called at boot, after
     hiring and binding).
 
@@ -120,6 +143,8 @@ def configure_board_drains(mailbox_kind: str, seats: Iterable[Seat], held_board_
     Args:
         seats: the hired seats (non-shared ones are passed over).
         held_board_ids: the ledger ids the bound mailboxes hold.
+        log: False keeps the warnings without logging them (``serve`` prints them
+            once itself; a cluster worker leaves them to ``serve`` and ``check``).
 
     Returns:
         The warnings, in order: drains of a board no mailbox holds
@@ -128,16 +153,11 @@ def configure_board_drains(mailbox_kind: str, seats: Iterable[Seat], held_board_
     """
     global _warnings
     seats = list(seats)
-    held = list(held_board_ids)
     drains = seat_board_drains(seats)
     set_board_drains(drains)
     ON_TASK_FILED.set_on(mailbox_kind, on_task_filed)
-    warnings = (
-        unknown_drain_warnings(drains, held)
-        + unknown_board_tools_warnings(seats, held)
-        + unattended_board_warnings(held, [d.board_id for d in drains])
-    )
-    for warning in warnings:
+    warnings = board_problems(seats, held_board_ids)
+    for warning in warnings if log else ():
         logger.warning("%s", warning.message)
     with _lock:
         _warnings = tuple(warnings)

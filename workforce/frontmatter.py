@@ -144,13 +144,31 @@ def strict_yaml_load(text: str, source: str, *, first_line: int = 1) -> object:
         context = f" ({exc.context})" if exc.context and exc.problem else ""
         raise FrontmatterError(
             source,
-            f"the frontmatter is not valid YAML: {problem}{context}.",
+            f"the frontmatter is not valid YAML: {problem}{context}{_colon_hint(text, exc)}.",
             _line(mark, first_line),
         ) from None
     except yaml.YAMLError as exc:
         raise FrontmatterError(source, f"the frontmatter is not valid YAML: {exc}.") from None
     finally:
         loader.dispose()
+
+
+_KEY_VALUE = re.compile(r"^\s*(?:-\s+)?([^\s:#'\"][^:]*?):\s+(.*\S)\s*$")
+
+
+def _colon_hint(text: str, exc: yaml.MarkedYAMLError) -> str:
+    """``; quote a value that contains ': ' (key: "quoted value")`` when the error is a
+    plain value holding ``": "`` (``description: Fixes: printers``), else ``""``."""
+    if exc.problem != "mapping values are not allowed here" or exc.problem_mark is None:
+        return ""
+    lines = text.splitlines()
+    row = exc.problem_mark.line
+    match = _KEY_VALUE.match(lines[row]) if 0 <= row < len(lines) else None
+    if match is None:
+        return "; quote a value that contains ': '"
+    key, value = match.groups()
+    quoted = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f"; quote a value that contains ': ' ({key}: \"{quoted}\")"
 
 
 def split_frontmatter(text: str, source: str) -> tuple[dict, str]:

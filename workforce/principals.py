@@ -18,10 +18,21 @@ from .sessions import CHILD_SEPARATOR, ensure_organization
 
 @dataclass(frozen=True)
 class Principal:
-    """A verified caller: ``user_id`` and the organization it acts in."""
+    """A verified caller: ``user_id`` and the organization it acts in.
+
+    ``anonymous`` is True for a read without authentication that named nobody: it acts
+    as ``"anonymous"`` but reads as nobody (``reader`` is None), so it never reads a
+    private session, even one a user named "anonymous" owns.
+    """
 
     user_id: str
     org: Organization
+    anonymous: bool = False
+
+    @property
+    def reader(self) -> str | None:
+        """The user id reads are checked against (``workforce.privacy.may_read``)."""
+        return None if self.anonymous else self.user_id
 
 
 def resolve_principal(http_request, claimed_user_id: object, *, require_user: bool = True) -> Principal:
@@ -47,7 +58,7 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
     if getattr(settings, "WORKFORCE_AUTH", "none") == "none":
         if not claimed_user_id:
             if not require_user:
-                return Principal(user_id="anonymous", org=ensure_organization(DEFAULT_ORG_ID))
+                return Principal(user_id="anonymous", org=ensure_organization(DEFAULT_ORG_ID), anonymous=True)
             raise Refusal("invalid-input", "userId is required: without authentication the caller names itself.")
         return Principal(user_id=claimed_user_id, org=ensure_organization(DEFAULT_ORG_ID))
     user = getattr(http_request, "user", None)

@@ -1,42 +1,60 @@
 """Reads of kernel data, always through the organization (design.md §8): another
-organization's object answers ``*-not-found`` (404), never 403."""
+organization's object answers ``*-not-found`` (404), never 403; inside it, a private
+conversation and every session under it are their owner's (``workforce.privacy``)."""
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from .flows import registry
 from .models import Item, Organization, Request, Session
+from .privacy import PARENT_JOIN, may_read
 from .refusals import Refusal
 from .sessions import history_window
 
 
-def access_session(org: Organization, session_id: str, *, reader: str | None = None) -> Session:
-    """The session ``session_id`` in ``org``.
+def access_session(org: Organization, session_id: str, *, reader: str | None) -> Session:
+    """The session ``session_id`` in ``org``, as ``reader`` may read it.
 
     Args:
-        reader: the caller's user id, for reads: a session on a kind with private
-            sessions (facet ``private_sessions``, a coordinator conversation) is found
-            only by its owner.
+        reader: the caller's user id, or None for a caller that named nobody (no
+            authentication, no ``userId``). A private session (a coordinator
+            conversation, or any session under one: ``workforce.privacy.may_read``) is
+            found only by its owner; None never finds one.
 
     Raises:
-        Refusal("session-not-found"): no such session, or another user's private one.
+        Refusal("session-not-found"): no such session, or one ``reader`` may not read
+            (404 either way: ids don't leak).
     """
-    session = Session.objects.filter(organization=org, session_id=session_id).first()
-    if session is not None and reader is not None and session.user_id != reader:
-        flow = registry.get(session.flow_kind)
-        if flow is not None and flow.facets.get("private_sessions"):
-            session = None
-    if session is None:
+    session = Session.objects.filter(organization=org, session_id=session_id).select_related(PARENT_JOIN).first()
+    if session is None or not may_read(session, reader):
         raise Refusal("session-not-found", f'No session "{session_id}" exists.')
     return session
 
 
-def access_request(org: Organization, request_id: str) -> Request:
-    """The request ``request_id`` in ``org``. Raises Refusal("request-not-found")."""
-    try:
-        return Request.objects.select_related("session").get(organization=org, request_id=request_id)
-    except Request.DoesNotExist:
-        raise Refusal("request-not-found", f'No request "{request_id}" exists.') from None
+def session_readable(org: Organization, session_id: str, *, reader: str | None) -> bool:
+    """False when ``session_id`` names a session in ``org`` that ``reader`` may not read
+    (``access_session``'s rule); True otherwise, also when there is no such session (a
+    read of something kept beside a session id, such as a board's rows under its
+    mailbox)."""
+    session = Session.objects.filter(organization=org, session_id=session_id).select_related(PARENT_JOIN).first()
+    return session is None or may_read(session, reader)
+
+
+def access_request(org: Organization, request_id: str, *, reader: str | None) -> Request:
+    """The request ``request_id`` in ``org``, when ``reader`` may read its session
+    (``access_session``'s rule: a request in another user's private conversation, or
+    in any session under it, is not found).
+
+    Raises:
+        Refusal("request-not-found"): no such request, or one ``reader`` may not read.
+    """
+    row = (
+        Request.objects.select_related(f"session__{PARENT_JOIN}")
+        .filter(organization=org, request_id=request_id)
+        .first()
+    )
+    if row is None or not may_read(row.session, reader):
+        raise Refusal("request-not-found", f'No request "{request_id}" exists.')
+    return row
 
 
 def list_items(session: Session, *, item_types: list[str] | None = None, after: int = 0, limit: int = 500) -> QuerySet[Item]:

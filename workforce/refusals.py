@@ -25,10 +25,13 @@ HTTP_STATUS = {
     "not-a-member": 403,
     "principal-mismatch": 403,
     "not-authenticated": 401,
+    "forbidden": 403,  # a CSRF failure with session auth
     "mailbox-is-a-template": 409,
     "session-not-addressable": 409,
     "external-dispatcher": 503,
     "internal-error": 500,
+    # fileTask naming a worker key no drain of the board declares: the board's state, not the schema.
+    "unknown-assignee": 409,
     # A mailbox's board actions (boardActions: true) refuse with the task tools' codes.
     "task_not_found": 404,
     "unknown_assignee": 400,

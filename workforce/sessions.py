@@ -16,9 +16,10 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
+from .facets import CLIENT_CREATES_SESSIONS
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
+from .privacy import may_read
 from .refusals import Refusal
 from .wire import MAX_USER_ID_LENGTH, check_id, check_storable
 
@@ -150,6 +151,8 @@ def do_run_action(
     Raises:
         Refusal("flow-not-found" | "action-not-found"): nothing to record a request on.
         Refusal("session-not-addressable"): the id is held by a session on another kind.
+        Refusal("session-not-found"): a client call on a session it may not read
+            (``workforce.privacy.may_read``: another user's conversation or one under it).
         Refusal("idempotency-key-reused"): the key was used for a different call.
         Refusal("invalid-input"): an id or the input the store can't keep (wire.py).
     """
@@ -183,15 +186,16 @@ def do_run_action(
                 session_id=session_id,
                 defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
             )
+            if not internal and not may_read(session, user_id):
+                # Another user's conversation, or a session under one: not found, and
+                # nothing recorded in it (a refused call would take up the owner's
+                # history window, and its answer would read the owner's history).
+                raise Refusal("session-not-found", f'No session "{session_id}" exists.')
             if session.flow_kind != kind:
                 raise Refusal(
                     "session-not-addressable",
                     f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
                 )
-            if not internal and PRIVATE_SESSIONS.get(flow) and session.user_id != user_id:
-                # Another user's conversation: not found, and nothing recorded in it (a
-                # refused call would take up the owner's history window).
-                raise Refusal("session-not-found", f'No session "{session_id}" exists.')
             request = Request(
                 organization=org,
                 session=session,

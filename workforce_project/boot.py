@@ -23,7 +23,7 @@ from workforce.sessions import ensure_organization
 MAILBOX_KIND = "mailbox"
 
 
-def boot(root: str | Path | None = None) -> Roster:
+def boot(root: str | Path | None = None, *, log_board_warnings: bool = True) -> Roster:
     """Read the workforce tree at ``root`` (default ``WORKFORCE_ROOT``), hire its workers,
     give the built-in mailbox kind a notify block that wakes them and a route
     (``route_by_purpose`` with ``WORKFORCE_ROUTE_MODEL``; none when that is empty), then
@@ -32,7 +32,8 @@ def boot(root: str | Path | None = None) -> Roster:
     Hiring comes first and the notify block is in place before the roster is bound
     (spec "Waking agent seats": "hire first: the wake reaches these seats"). Hiring is
     idempotent, so every process (``serve`` and each cluster worker) boots the same way.
-    Needs a migrated database.
+    Needs a migrated database. ``log_board_warnings=False`` keeps the board warnings
+    (``seats.drains.board_warnings()``) without logging them.
 
     Raises:
         seats.hiring.WorkerTreeError: a worker failed to load or cannot be hired.
@@ -51,7 +52,7 @@ def boot(root: str | Path | None = None) -> Roster:
     # Boards drained by seats (spec "Working the rows"): who drains what, a drain woken
     # per filed row, and the hire-time board warnings (logged; serve prints them).
     held_boards = [m.board_id(b) for m in roster.mailboxes for b in m.boards]
-    configure_board_drains(MAILBOX_KIND, seats, held_boards)
+    configure_board_drains(MAILBOX_KIND, seats, held_boards, log=log_board_warnings)
     # Coordinators (spec 004 "Setting one up"): the flow's options from the settings
     # (delegate flows, route model, round deadline), and the sweep that recovers
     # dropped deliveries and deadlines (a django-q2 schedule, every minute).
@@ -63,8 +64,9 @@ def boot(root: str | Path | None = None) -> Roster:
 
 def boot_process() -> None:
     """``WORKFORCE_BOOT``: how a task-cluster worker boots itself on spawn (or on its
-    first task), the same way ``serve`` booted the web process."""
-    boot(settings.WORKFORCE_ROOT)
+    first task), the same way ``serve`` booted the web process. Its board warnings are
+    not logged again: ``serve`` and ``manage.py check`` report them."""
+    boot(settings.WORKFORCE_ROOT, log_board_warnings=False)
 
 
 def open_roster(roster: Roster, *, org_id: str = DEFAULT_ORG_ID, user_id: str | None = None) -> list[OpenOutcome]:

@@ -71,6 +71,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# A CSRF failure on an /api/ path answers JSON in the contract's shape.
+CSRF_FAILURE_VIEW = "workforce.api.errors.csrf_failure"
+
 ROOT_URLCONF = "workforce_project.urls"
 TEMPLATES = [
     {
@@ -208,7 +211,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    # A 4xx answer is a refusal working as designed: INFO, not WARNING (5xx stays ERROR).
+    "filters": {"client_errors_at_info": {"()": "workforce.api.request_log.ClientErrorsAtInfo"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("WORKFORCE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {"django.db.backends": {"level": "INFO"}, "django.request": {"filters": ["client_errors_at_info"]}},
 }

@@ -23,3 +23,6 @@ urlpatterns = [
     # Last: any other /api/ path answers a JSON 404, never Django's HTML page.
     re_path(r"^api/", api_not_found),
 ]
+
+# An unhandled error on an /api/ path answers JSON too (Django's HTML page elsewhere).
+handler500 = "workforce.api.errors.server_error"

@@ -283,7 +283,9 @@ def do_drain_board(
             settled = do_settle_claim(task, park=parked.reason)
             outcome = "parked"
         except Exception as exc:  # the row's run failed; the drain goes on
-            logger.warning("board %s: run of %s failed", board_id, task.task_id, exc_info=True)
+            logger.info("board %s: run of %s failed (attempt %d of %d): %s: %s", board_id, task.task_id,
+                        task.attempts, task.max_attempts, type(exc).__name__, exc)
+            logger.debug("board %s: run of %s failed", board_id, task.task_id, exc_info=True)
             settled = do_settle_claim(task, error=f"{type(exc).__name__}: {exc}")
             outcome = "retried" if settled is not None and settled.status == S.PENDING else "errored"
         else:

@@ -8,6 +8,7 @@ writers never both move one row, on SQLite or on PostgreSQL.
 """
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
@@ -32,6 +33,8 @@ from ..transitions import can_transition, describe_calls_from, is_terminal
 
 S = TaskStatus
 K = TaskChange.Kind
+
+logger = logging.getLogger(__name__)
 
 _RACE_RETRIES = 8
 
@@ -77,6 +80,13 @@ def _apply(
         setattr(task, key, value)
     moved = "status" in updates
     _record(task, kind, from_status if moved else None, updates["status"] if moved else None, actor=actor, data=data)
+    if moved and updates["status"] == S.ERRORED:
+        # One line for operators, once the row is really errored (after commit).
+        reason = task.error or (data or {}).get("error") or kind
+        transaction.on_commit(lambda: logger.warning(
+            "board row given up: board %s, row %s, after %d of %d attempts: %s",
+            task.board_id, task.task_id, task.attempts, task.max_attempts, reason,
+        ))
     return True
 
 
@@ -221,7 +231,7 @@ def do_file_task(
     Args:
         goal: what the row is for (non-empty text).
         assignee: a key of the board's workers map; checked only when ``known_workers``
-            is given (fileTask does not check it; the task tools do).
+            is given (fileTask and the task tools pass the hired drains' keys).
         priority: higher is claimed first; None counts as 0.
         max_attempts: claims allowed before a failing row is errored (default 3).
         deps: task ids on the same board that must complete first.

@@ -148,7 +148,7 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         assert len(records(server)) == 2  # the late answer routed nothing
 
         # Cost: at most delegates x (rounds + 1) = 6 delegate turns, each run once.
-        turns = {w: session_requests(server, f"{CONVERSATION}:{w}", "onDelegatedPost") for w in DELEGATES}
+        turns = {w: session_requests(server, f"{CONVERSATION}:{w}", "onDelegatedPost", USER) for w in DELEGATES}
         assert sum(len(t) for t in turns.values()) == 6 <= len(DELEGATES) * (1 + 1)
         assert all(r["status"] == "completed" for t in turns.values() for r in t)
         assert sum(1 for t in slow.turns if t.startswith(f"{USER}, through ")) == 1

@@ -149,3 +149,22 @@ def test_duplicate_key_line_is_the_file_line():
         split_frontmatter("---\ndescription: a\ndescription: b\n---\n", SRC)
     assert info.value.line == 3
     assert str(info.value) == f'{SRC}, line 3: duplicate key "description" in the frontmatter. A key is declared once.'
+
+
+def test_a_plain_value_with_a_colon_suggests_quoting_it():
+    with pytest.raises(FrontmatterError) as info:
+        split_frontmatter("---\nmembers: [eng.lead]\ndescription: Fixes: printers\n---\nbody\n", SRC)
+    assert str(info.value) == (
+        f"{SRC}, line 3: the frontmatter is not valid YAML: mapping values are not allowed here; "
+        "quote a value that contains ': ' (description: \"Fixes: printers\")."
+    )
+    assert info.value.line == 3
+
+
+def test_the_colon_hint_escapes_quotes_and_other_yaml_errors_get_none():
+    with pytest.raises(FrontmatterError) as info:
+        load('title: Say "no": now\n')
+    assert str(info.value).endswith("; quote a value that contains ': ' (title: \"Say \\\"no\\\": now\").")
+    with pytest.raises(FrontmatterError) as info:
+        load("a: [1, 2\n")
+    assert "quote a value" not in str(info.value)

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig
+from django.views.csrf import csrf_failure as django_csrf_failure
+from django.views.decorators.csrf import csrf_exempt
+from django.views.defaults import server_error as django_server_error
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from workforce.refusals import Refusal
+
+from .middleware import refusal_json
 
 
 def refusal_response(refusal: Refusal, *, request_id: str | None = None, **extra) -> Response:
@@ -41,8 +46,24 @@ def exception_handler(exc, context):
     return response
 
 
+@csrf_exempt  # it changes nothing: a POST with no CSRF token gets the 404, not Django's HTML 403
 def api_not_found(request, *args, **kwargs):
-    """Any ``/api/`` path no view answers: a JSON 404 in the contract's shape."""
-    from .middleware import refusal_json
-
+    """Any ``/api/`` path no view answers, by any method: a JSON 404 in the contract's shape."""
     return refusal_json(Refusal("not-found", f"No API endpoint at {request.path[:200]}."))
+
+
+def csrf_failure(request, reason: str = ""):
+    """``CSRF_FAILURE_VIEW``: on an ``/api/`` path a JSON 403 ``forbidden`` in the
+    contract's shape (DRF's session authentication answers the same); elsewhere (the
+    admin) Django's own page."""
+    if not request.path.startswith("/api/"):
+        return django_csrf_failure(request, reason=reason)
+    return refusal_json(Refusal("forbidden", f"CSRF Failed: {reason} Send the X-CSRFToken header, or use token auth."))
+
+
+def server_error(request, *args, **kwargs):
+    """``handler500``: on an ``/api/`` path a JSON 500 ``internal-error`` that names no
+    exception (the log has it); elsewhere Django's own page."""
+    if not request.path.startswith("/api/"):
+        return django_server_error(request)
+    return refusal_json(Refusal("internal-error", "The server failed to answer; the error is in its log."))

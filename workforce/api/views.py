@@ -117,7 +117,7 @@ class RequestDetailView(APIView):
     @extend_schema(responses={200: RequestSerializer}, summary="Read one request")
     def get(self, request: HttpRequest, request_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        return Response(RequestSerializer(access_request(principal.org, request_id)).data)
+        return Response(RequestSerializer(access_request(principal.org, request_id, reader=principal.reader)).data)
 
 
 class SessionItemsView(APIView):
@@ -134,7 +134,7 @@ class SessionItemsView(APIView):
     )
     def get(self, request: HttpRequest, session_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        session = access_session(principal.org, session_id, reader=principal.user_id)
+        session = access_session(principal.org, session_id, reader=principal.reader)
         types = [t for t in request.query_params.get("itemTypes", "").split(",") if t]
         after = _int_param(request, "after", 0)
         limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
@@ -156,7 +156,7 @@ class SessionRequestsView(APIView):
     )
     def get(self, request: HttpRequest, session_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        session = access_session(principal.org, session_id, reader=principal.user_id)
+        session = access_session(principal.org, session_id, reader=principal.reader)
         include = request.query_params.get("includeResultOutput", "false").lower() in {"1", "true", "yes"}
         limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
         rows = list_requests(session, limit=limit)

@@ -37,5 +37,7 @@ class Command(BaseCommand):
         set_current_roster(roster)
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
+            if outcome.drift_warning:  # its file changed after it was opened
+                self.stdout.write(f"warning: {outcome.drift_warning}")
         for template in roster.templates:
             self.stdout.write(f"{template.id}: template for {template.collection}, not opened")

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from mailboxes.checks import BOARD_CHECK_IDS
 from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
@@ -50,21 +51,27 @@ class Command(BaseCommand):
             os.environ["WORKFORCE_ROOT"] = settings.WORKFORCE_ROOT  # the cluster reads the same tree
         if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
             Path(settings.DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
-        call_command("check")  # stops here, naming every problem, on a bad tree or queue config
+        # Stops here, naming every problem, on a bad tree or queue config. The board
+        # warnings are printed once below, from the hired seats, so the check leaves them out.
+        settings.SILENCED_SYSTEM_CHECKS = [*settings.SILENCED_SYSTEM_CHECKS, *BOARD_CHECK_IDS.values()]
+        call_command("check")
         call_command("migrate", interactive=False, verbosity=0)
         try:
-            outcomes = open_roster(boot(settings.WORKFORCE_ROOT))
+            outcomes = open_roster(boot(settings.WORKFORCE_ROOT, log_board_warnings=False))
         except (TreeError, WorkforceRootError, OpenRefused, WorkerTreeError, HireRefused) as exc:
             raise CommandError(str(exc)) from None
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
+            if outcome.drift_warning:  # its file changed after it was opened
+                self.stdout.write(f"warning: {outcome.drift_warning}")
         for warning in board_warnings():  # a board nobody drains, a drain of a board nobody holds
             self.stdout.write(f"warning: {warning.message}")
         cluster = None
         if not no_cluster:
             manage = Path(settings.BASE_DIR) / "manage.py"
             cluster = subprocess.Popen(
-                [sys.executable, str(manage), "qcluster"],
+                # serve ran the checks already: the cluster would print their warnings again.
+                [sys.executable, str(manage), "qcluster", "--skip-checks"],
                 env=os.environ.copy(),
                 # Its own process group: Ctrl-C reaches serve only, which stops the
                 # cluster by signalling its main process (pitfalls.md).

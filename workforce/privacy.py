@@ -1,0 +1,50 @@
+"""Who may read a session: the one rule every read of a session, its items, requests,
+runs and streams, and of a request goes through.
+
+A session is *private* when it, or any session above it in its ``parent`` chain, runs on
+a kind with the ``private_sessions`` facet (a coordinator conversation): then only the
+owner of that private session reads it, and everything under it (a delegate's session
+in the conversation). Any other session (a mailbox, a seat's conversation in it, a
+board's run session) is readable by everyone in its organization; the organization
+itself is checked by the lookup, never here. A reader of None (no authentication and no
+``userId``) never reads a private session.
+"""
+from __future__ import annotations
+
+from .facets import PRIVATE_SESSIONS
+from .models import Session
+
+# Sessions nest a level or two (mailbox > seat conversation, conversation > delegate,
+# mailbox > board run): lookups that follow this rule join this many ancestors in one
+# query, and the walk gives up (private, nobody's) past MAX_DEPTH levels.
+PARENT_JOIN = "parent__parent__parent"
+MAX_DEPTH = 16
+
+_UNREADABLE = object()
+
+
+def _private_owner(session: Session) -> object:
+    """The owner of the nearest private session in ``session``'s chain (itself
+    included), None when none is private, ``_UNREADABLE`` when the chain is deeper than
+    ``MAX_DEPTH``. Each ancestor not already loaded costs one query."""
+    node: Session | None = session
+    for _ in range(MAX_DEPTH):
+        if PRIVATE_SESSIONS.of(node.flow_kind):
+            return node.user_id
+        if node.parent_id is None:
+            return None
+        node = node.parent
+    return _UNREADABLE
+
+
+def may_read(session: Session, reader: str | None) -> bool:
+    """True when ``reader`` (a user id, or None for a caller that named nobody) may read
+    ``session``, an object already found in the reader's organization.
+
+    Load the session with ``select_related(PARENT_JOIN)`` (or as the ``session`` of a
+    request, ``"session__" + PARENT_JOIN``) to check it without further queries.
+    """
+    owner = _private_owner(session)
+    if owner is None:
+        return True
+    return reader is not None and owner is not _UNREADABLE and owner == reader
