@@ -28,6 +28,7 @@ HTTP_STATUS = {
     "mailbox-is-a-template": 409,
     "session-not-addressable": 409,
     "external-dispatcher": 503,
+    "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
     # A mailbox's board actions (boardActions: true) refuse with the task tools' codes.
     "task_not_found": 404,
