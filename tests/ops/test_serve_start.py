@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import socket
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from workforce_project.deployment import describe_broker, describe_database, is_loopback
+from workforce_project.deployment import describe_broker, describe_database, is_loopback, web_pool_options
 
 
 def closed_port() -> int:
@@ -68,3 +69,17 @@ def test_the_database_and_broker_are_named_without_passwords(settings, monkeypat
     monkeypatch.delitem(settings.Q_CLUSTER, "redis", raising=False)
     monkeypatch.setitem(settings.Q_CLUSTER, "orm", "default")
     assert describe_broker() == "django-q2 ORM broker (tasks are rows in the database above)"
+
+
+def test_the_web_pool_is_sized_from_web_concurrency(monkeypatch):
+    conf = {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 0}
+    fake = SimpleNamespace(DATABASES={"default": conf}, WORKFORCE_WEB_CONCURRENCY=12, WORKFORCE_DB_POOL=True)
+    monkeypatch.setattr("workforce_project.deployment.settings", fake)
+    assert web_pool_options() == {"min_size": 2, "max_size": 12, "timeout": 10}
+    fake.WORKFORCE_DB_POOL = False
+    assert web_pool_options() is None
+    fake.WORKFORCE_DB_POOL = True
+    conf["CONN_MAX_AGE"] = 60  # persistent connections: Django's pool refuses them
+    assert web_pool_options() is None
+    conf.update(ENGINE="django.db.backends.sqlite3", CONN_MAX_AGE=0)
+    assert web_pool_options() is None
