@@ -14,7 +14,7 @@ from tests.e2e.conftest import session_requests, wait_for
 pytestmark = pytest.mark.e2e
 
 STOP_SECONDS = 3
-MARGIN = 3  # process start-up and the last kill
+MARGIN = 5  # the last kill and the exit, on a busy machine
 TURN_MS = 4000  # each turn's model call (embedded/echo obeys /sleep)
 POSTS = 4
 SEATS = ("eng.alpha", "eng.beta")

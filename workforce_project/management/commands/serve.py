@@ -103,7 +103,7 @@ class Command(BaseCommand):
         stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
         # default SIGTERM action that would kill this process before the cluster is
-        # stopped, so SIGTERM exits through ``finally`` like Ctrl-C does.
+        # stopped, so SIGTERM raises SystemExit and stops the cluster below, as Ctrl-C does.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         config = uvicorn.Config(
             "workforce_project.asgi:application", host=host, port=port, log_level="info", lifespan="off",
@@ -112,12 +112,27 @@ class Command(BaseCommand):
         )
         try:
             _Server(config, on_exit=stopper.begin).run()
+        except SystemExit as stop:  # SIGTERM, re-raised by uvicorn once it has shut down
+            stopper.finish()
+            _exit_now(stop.code if isinstance(stop.code, int) else 1)
+        except KeyboardInterrupt:  # Ctrl-C
+            stopper.finish()
+            _exit_now(128 + signal.SIGINT)
         finally:
             stopper.finish()
 
 
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
+
+
+def _exit_now(code: int) -> None:
+    """Leave at once, once the web server and the cluster are down: tearing down the
+    interpreter of a loaded Django process takes seconds on a busy machine, and nothing
+    is left that needs it (every transaction has ended, logs are flushed here)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class _Server(uvicorn.Server):
@@ -157,7 +172,7 @@ class _Stopper:
 
     def finish(self) -> None:
         self.begin()  # the web server stopped for another reason: stop the cluster too
-        if self.cluster is None:
+        if self.cluster is None or self.cluster.returncode is not None:
             return
         try:
             self.cluster.wait(timeout=max(0.0, self.deadline - time.monotonic()))
