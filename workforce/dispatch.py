@@ -6,6 +6,7 @@ django-q2 cluster (``enqueue_action``), exactly as the spec's flows do.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -14,6 +15,8 @@ from django.db import transaction
 from .models import Organization, Request, Session
 from .refusals import Refusal
 from .sessions import do_run_action
+
+logger = logging.getLogger(__name__)
 
 
 def external_dispatcher() -> bool:
@@ -69,7 +72,10 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
     commits (or rolls back) with the rows it reads: nothing is lost if the process dies
     right after the commit. With Redis, and in sync mode (tests), it is sent from
     ``transaction.on_commit`` so a worker never runs before those rows exist
-    (pitfalls.md).
+    (pitfalls.md). A send that fails there (the broker is down) is logged as one warning
+    line and does not raise: the caller's rows are committed and its answer stands; the
+    work is picked up by its app's sweeper (pending deliveries, undecided routes, rows
+    nobody drains, coordinator deliveries and jobs).
     """
     from django_q.conf import Conf
     from django_q.tasks import async_task
@@ -78,10 +84,24 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
         options = {"group": group} if group else {}
         async_task(func_path, *args, **kwargs, **({"q_options": options} if options else {}))
 
+    def _send_after_commit() -> None:
+        # The caller's rows are committed: a broker that is down must not turn that into
+        # an error (a client would retry and act twice). Every enqueued task has a row
+        # a sweeper enqueues again, so log and go on.
+        # Sync mode (tests) runs the task here: its own exceptions still propagate.
+        if Conf.SYNC:
+            _send()
+            return
+        try:
+            _send()
+        except Exception as exc:  # noqa: BLE001  (any broker failure: connection, timeout, auth)
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            logger.warning("task %s%s not enqueued (%s); its sweeper will enqueue it again", func_path, list(args), reason)
+
     if Conf.ORM and not Conf.SYNC and transaction.get_connection().in_atomic_block:
         _send()
     else:
-        transaction.on_commit(_send)
+        transaction.on_commit(_send_after_commit)
 
 
 def dispatch_once(*, idempotency_key: str, **kwargs: Any) -> Request:

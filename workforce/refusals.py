@@ -29,6 +29,7 @@ HTTP_STATUS = {
     "mailbox-is-a-template": 409,
     "session-not-addressable": 409,
     "external-dispatcher": 503,
+    "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
     # fileTask naming a worker key no drain of the board declares: the board's state, not the schema.
     "unknown-assignee": 409,

@@ -12,6 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from workforce_project.secret_key import load_or_create_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("WORKFORCE_VAR_DIR", BASE_DIR / "var"))
 
@@ -34,7 +36,9 @@ def _env_number(name: str, default, kind=int):
         raise ImproperlyConfigured(f"{name}={raw!r} is not a {'whole number' if kind is int else 'number'}.") from None
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-workforce-secret-key-change-me")
+# Tasks are signed with this key: with none set, each installation makes its own on first
+# start (VAR_DIR/secret_key, mode 0600), read by the web server and the cluster alike.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create_secret_key(VAR_DIR / "secret_key")
 # Off unless asked for: a 500 under DEBUG hands the caller the traceback and settings.
 DEBUG = _env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
@@ -105,6 +109,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"].setdefault("TEST", {})
+# The web process (serve) takes its PostgreSQL connections from a pool sized by
+# WORKFORCE_WEB_CONCURRENCY (workforce_project.deployment.web_pool_options).
+WORKFORCE_DB_POOL = _env_bool("WORKFORCE_DB_POOL", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []
@@ -148,6 +155,9 @@ WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
 WORKFORCE_EXTERNAL_DISPATCHER = _env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)
 WORKFORCE_DELIVERY_MAX_ATTEMPTS = _env_number("WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3, int)
 WORKFORCE_SWEEP_SECONDS = _env_number("WORKFORCE_SWEEP_SECONDS", 15, float)
+# How long serve takes to stop (web server and cluster); work still running then is
+# killed and left to its lease (a positive number of seconds; checked).
+WORKFORCE_STOP_SECONDS = _env_number("WORKFORCE_STOP_SECONDS", 10, float)
 # How a task-cluster process boots itself (hire the tree's seats, wire the notify block).
 WORKFORCE_BOOT = os.environ.get("WORKFORCE_BOOT", "workforce_project.boot.boot_process")
 # Mailbox kinds of your own: {"my-mailbox": "myapp.flows.build_my_mailbox"} (spec
@@ -176,7 +186,13 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswith("rediss://"):
-    Q_CLUSTER["redis"] = WORKFORCE_BROKER_URL
+    # A broker that does not answer fails an enqueue in seconds instead of hanging it.
+    _sep = "&" if "?" in WORKFORCE_BROKER_URL else "?"
+    Q_CLUSTER["redis"] = (
+        WORKFORCE_BROKER_URL
+        if "socket_connect_timeout=" in WORKFORCE_BROKER_URL
+        else f"{WORKFORCE_BROKER_URL}{_sep}socket_connect_timeout=5"
+    )
 else:
     Q_CLUSTER["orm"] = "default"
 

@@ -7,6 +7,8 @@ from django.http import JsonResponse
 from workforce.refusals import Refusal
 from workforce.wire import text_problem
 
+from .errors import database_unavailable, database_unavailable_headers
+
 
 def refusal_json(refusal: Refusal) -> JsonResponse:
     """A refusal as the contract's error payload, outside DRF."""
@@ -31,3 +33,16 @@ class ApiHygieneMiddleware:
             if not request.META.get("CONTENT_LENGTH") and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
                 request.META["CONTENT_LENGTH"] = str(len(request.body))
         return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        """A view outside DRF that could not get a database connection: the same JSON 503
+        ``database-unavailable`` as DRF's views (``errors.exception_handler``)."""
+        if not request.path.startswith("/api/"):
+            return None
+        refusal = database_unavailable(exception)
+        if refusal is None:
+            return None
+        response = refusal_json(refusal)
+        for header, value in database_unavailable_headers().items():
+            response[header] = value
+        return response

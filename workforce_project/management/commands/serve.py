@@ -9,8 +9,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import uvicorn
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -22,6 +24,14 @@ from seats.drains import board_warnings
 from seats.hiring import HireRefused, WorkerTreeError
 from workforce.loader import WorkforceRootError
 from workforce_project.boot import boot, open_roster
+from workforce_project.deployment import (
+    BrokerUnreachable,
+    describe_broker,
+    describe_database,
+    enable_web_pool,
+    is_loopback,
+    ping_broker,
+)
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -41,11 +51,20 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Where to listen (HOST:PORT).")
         parser.add_argument("--root", default=None, help="The workforce tree (default: WORKFORCE_ROOT).")
         parser.add_argument("--no-cluster", action="store_true", help="Run the web server only.")
+        parser.add_argument(
+            "--insecure",
+            action="store_true",
+            help="Allow a non-loopback --addr with WORKFORCE_AUTH=none (anyone who reaches it acts as anyone).",
+        )
 
-    def handle(self, *args, addr="127.0.0.1:8000", root=None, no_cluster=False, **options):
-        import uvicorn
-
+    def handle(self, *args, addr="127.0.0.1:8000", root=None, no_cluster=False, insecure=False, **options):
         host, port = parse_addr(addr)
+        if settings.WORKFORCE_AUTH == "none" and not is_loopback(host) and not insecure:
+            raise CommandError(
+                f"refusing to serve {host}:{port} with WORKFORCE_AUTH=none: anyone who can reach it reads and "
+                "posts as anyone by naming a userId. Set WORKFORCE_AUTH=token, or pass --insecure to serve it "
+                "without access control anyway."
+            )
         if root:
             settings.WORKFORCE_ROOT = str(Path(root).resolve())
             os.environ["WORKFORCE_ROOT"] = settings.WORKFORCE_ROOT  # the cluster reads the same tree
@@ -55,6 +74,12 @@ class Command(BaseCommand):
         # warnings are printed once below, from the hired seats, so the check leaves them out.
         settings.SILENCED_SYSTEM_CHECKS = [*settings.SILENCED_SYSTEM_CHECKS, *BOARD_CHECK_IDS.values()]
         call_command("check")
+        self.stdout.write(f"database: {describe_database()}")
+        self.stdout.write(f"broker: {describe_broker()}")
+        try:
+            ping_broker()
+        except BrokerUnreachable as exc:
+            raise CommandError(f"{exc}. Start it, or unset WORKFORCE_BROKER_URL to use the ORM broker.") from None
         call_command("migrate", interactive=False, verbosity=0)
         try:
             outcomes = open_roster(boot(settings.WORKFORCE_ROOT, log_board_warnings=False))
@@ -78,32 +103,90 @@ class Command(BaseCommand):
                 start_new_session=True,
             )
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
+        if enable_web_pool():
+            self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
         self.stdout.write(f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/api/")
         self.stdout.flush()
+        stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
         # default SIGTERM action that would kill this process before the cluster is
-        # stopped, so SIGTERM exits through ``finally`` like Ctrl-C does.
+        # stopped, so SIGTERM raises SystemExit and stops the cluster below, as Ctrl-C does.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        config = uvicorn.Config(
+            "workforce_project.asgi:application", host=host, port=port, log_level="info", lifespan="off",
+            # Open requests and streams get part of the stop budget, then are cut.
+            timeout_graceful_shutdown=max(1, int(stopper.seconds * 0.8)),
+        )
         try:
-            uvicorn.run("workforce_project.asgi:application", host=host, port=port, log_level="info", lifespan="off")
+            _Server(config, on_exit=stopper.begin).run()
+        except SystemExit as stop:  # SIGTERM, re-raised by uvicorn once it has shut down
+            stopper.finish()
+            _exit_now(stop.code if isinstance(stop.code, int) else 1)
+        except KeyboardInterrupt:  # Ctrl-C
+            stopper.finish()
+            _exit_now(128 + signal.SIGINT)
         finally:
-            if cluster is not None:
-                _stop_cluster(cluster)
+            stopper.finish()
 
 
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def _stop_cluster(cluster: subprocess.Popen) -> None:
-    """SIGTERM the cluster's main process only (signalling its group can deadlock its
-    shutdown, pitfalls.md), wait, and kill it if it will not stop."""
-    if cluster.poll() is not None:
-        return
-    cluster.send_signal(signal.SIGTERM)
-    try:
-        cluster.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        # Last resort, after a clean stop had its chance: the whole group, workers too.
-        os.killpg(cluster.pid, signal.SIGKILL)
-        cluster.wait()
+def _exit_now(code: int) -> None:
+    """Leave at once, once the web server and the cluster are down: tearing down the
+    interpreter of a loaded Django process takes seconds on a busy machine, and nothing
+    is left that needs it (every transaction has ended, logs are flushed here)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling ``on_exit`` the moment a stop signal arrives, so the
+    cluster stops while the web server drains instead of after it."""
+
+    def __init__(self, config: uvicorn.Config, *, on_exit):
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig, frame):
+        self._on_exit()
+        super().handle_exit(sig, frame)
+
+
+class _Stopper:
+    """Stops the task cluster within ``seconds`` of the first stop signal.
+
+    ``begin()`` (at the signal) sends SIGTERM to the cluster's main process only
+    (signalling its group can deadlock its shutdown, pitfalls.md); ``finish()`` (once
+    the web server is down) waits for it until the deadline, then SIGKILLs its whole
+    process group: under a backlog django-q2 runs every task it prefetched before it
+    exits. Work cut short is not lost: a delivery or a row is leased, and its sweeper
+    hands it out again once the lease lapses."""
+
+    def __init__(self, cluster: subprocess.Popen | None, seconds: float):
+        self.cluster = cluster
+        self.seconds = seconds
+        self.deadline: float | None = None
+
+    def begin(self) -> None:
+        if self.deadline is not None:
+            return
+        self.deadline = time.monotonic() + self.seconds
+        if self.cluster is not None and self.cluster.poll() is None:
+            self.cluster.send_signal(signal.SIGTERM)
+
+    def finish(self) -> None:
+        self.begin()  # the web server stopped for another reason: stop the cluster too
+        if self.cluster is None or self.cluster.returncode is not None:
+            return
+        try:
+            self.cluster.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(self.cluster.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.cluster.wait()
+            sys.stderr.write(f"task cluster killed after {self.seconds:g}s; unfinished work is left to its leases\n")

@@ -1,0 +1,85 @@
+"""``serve`` at start-up: no open bind without auth unless --insecure; a broker that
+cannot be reached stops it; it says which database and broker it uses."""
+from __future__ import annotations
+
+import socket
+from io import StringIO
+from types import SimpleNamespace
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from workforce_project.deployment import describe_broker, describe_database, is_loopback, web_pool_options
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens once the socket is closed
+
+
+@pytest.mark.parametrize("addr", ["0.0.0.0:8000", "192.0.2.7:8000", "[::]:8000", "example.org:80"])
+def test_without_auth_a_non_loopback_address_is_refused(addr, settings):
+    settings.WORKFORCE_AUTH = "none"
+    with pytest.raises(CommandError) as refused:
+        call_command("serve", addr=addr, stdout=StringIO())
+    message = str(refused.value)
+    host = addr.rpartition(":")[0].strip("[]")
+    assert f"refusing to serve {host}:" in message
+    assert "WORKFORCE_AUTH=token" in message and "--insecure" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
+def test_loopback_counts_as_loopback(host):
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.1", "example.org", ""])
+def test_anything_else_is_not_loopback(host):
+    assert not is_loopback(host)
+
+
+def test_insecure_or_token_auth_gets_past_the_bind_check(settings, monkeypatch):
+    # Past the bind check serve pings the broker: an unreachable one stops it right there.
+    monkeypatch.setitem(settings.Q_CLUSTER, "redis", f"redis://127.0.0.1:{closed_port()}/2")
+    for auth, extra in (("none", {"insecure": True}), ("token", {})):
+        settings.WORKFORCE_AUTH = auth
+        with pytest.raises(CommandError, match="task broker"):
+            call_command("serve", addr="0.0.0.0:8000", stdout=StringIO(), **extra)
+
+
+def test_an_unreachable_broker_stops_serve_naming_it(settings, monkeypatch):
+    port = closed_port()
+    monkeypatch.setitem(settings.Q_CLUSTER, "redis", f"redis://:hunter2@127.0.0.1:{port}/2?socket_connect_timeout=5")
+    out = StringIO()
+    with pytest.raises(CommandError) as refused:
+        call_command("serve", addr="127.0.0.1:8000", stdout=out)
+    message = str(refused.value)
+    assert f"the task broker (redis 127.0.0.1:{port}/2) cannot be reached" in message
+    assert "hunter2" not in message and "hunter2" not in out.getvalue()
+    assert f"broker: redis 127.0.0.1:{port}/2\n" in out.getvalue()
+    assert f"database: {describe_database()}\n" in out.getvalue()
+
+
+def test_the_database_and_broker_are_named_without_passwords(settings, monkeypatch):
+    conf = {"ENGINE": "django.db.backends.postgresql", "NAME": "wf", "HOST": "db.internal", "PORT": 5433,
+            "USER": "app", "PASSWORD": "s3cret"}
+    assert describe_database(conf) == "postgresql wf on db.internal:5433 as app"
+    monkeypatch.delitem(settings.Q_CLUSTER, "redis", raising=False)
+    monkeypatch.setitem(settings.Q_CLUSTER, "orm", "default")
+    assert describe_broker() == "django-q2 ORM broker (tasks are rows in the database above)"
+
+
+def test_the_web_pool_is_sized_from_web_concurrency(monkeypatch):
+    conf = {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 0}
+    fake = SimpleNamespace(DATABASES={"default": conf}, WORKFORCE_WEB_CONCURRENCY=12, WORKFORCE_DB_POOL=True)
+    monkeypatch.setattr("workforce_project.deployment.settings", fake)
+    assert web_pool_options() == {"min_size": 2, "max_size": 12, "timeout": 10}
+    fake.WORKFORCE_DB_POOL = False
+    assert web_pool_options() is None
+    fake.WORKFORCE_DB_POOL = True
+    conf["CONN_MAX_AGE"] = 60  # persistent connections: Django's pool refuses them
+    assert web_pool_options() is None
+    conf.update(ENGINE="django.db.backends.sqlite3", CONN_MAX_AGE=0)
+    assert web_pool_options() is None

@@ -1,0 +1,65 @@
+"""System checks for how the server is deployed: its secret key and its database
+connections."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core import checks
+
+from workforce_project.deployment import CLUSTER_EXTRA_CONNECTIONS, connections_needed, postgres_connection_allowance
+from workforce_project.secret_key import REPOSITORY_KEY
+
+
+@checks.register("workforce")
+def check_secret_key(app_configs=None, **kwargs):
+    """The key the repository once shipped is public: tasks signed with it can be forged
+    by anyone who can write to the broker, so it is refused outright."""
+    if settings.SECRET_KEY == REPOSITORY_KEY:
+        return [
+            checks.Error(
+                "SECRET_KEY is the key published in the repository: anyone who can write to the broker can run code in the cluster.",
+                hint="Unset DJANGO_SECRET_KEY (each installation then makes its own in WORKFORCE_VAR_DIR/secret_key) or set a random one.",
+                id="workforce_project.E001",
+            )
+        ]
+    return []
+
+
+@checks.register("workforce")
+def check_stop_seconds(app_configs=None, **kwargs):
+    """``WORKFORCE_STOP_SECONDS`` bounds how long ``serve`` takes to stop: a positive
+    number of seconds."""
+    value = getattr(settings, "WORKFORCE_STOP_SECONDS", 10)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return [
+            checks.Error(
+                f"WORKFORCE_STOP_SECONDS ({value!r}) must be a positive number of seconds.",
+                hint="It is how long serve waits for the web server and the task cluster to stop before killing them.",
+                id="workforce_project.E002",
+            )
+        ]
+    return []
+
+
+@checks.register("workforce")
+def check_database_connections(app_configs=None, **kwargs):
+    """On PostgreSQL, the connections ``serve`` can hold (web concurrency, cluster
+    workers and the cluster's own processes) must fit in what the server allows
+    (``max_connections`` minus ``superuser_reserved_connections``, or the role's limit),
+    or requests fail with 503 ``database-unavailable`` under load. Says nothing when the
+    database is not PostgreSQL or cannot be reached."""
+    allowed = postgres_connection_allowance()
+    if allowed is None:
+        return []
+    needed = connections_needed()
+    if needed <= allowed:
+        return []
+    return [
+        checks.Warning(
+            f"serve can hold {needed} database connections (WORKFORCE_WEB_CONCURRENCY "
+            f"{settings.WORKFORCE_WEB_CONCURRENCY} + {settings.Q_CLUSTER.get('workers')} cluster workers + "
+            f"{CLUSTER_EXTRA_CONNECTIONS} for the cluster's own processes) but PostgreSQL allows this role {allowed}.",
+            hint="Lower WORKFORCE_WEB_CONCURRENCY or WORKFORCE_Q_WORKERS, or raise max_connections; "
+            "past the limit requests answer 503 database-unavailable.",
+            id="workforce_project.W001",
+        )
+    ]

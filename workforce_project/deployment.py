@@ -1,0 +1,137 @@
+"""What a deployment is made of, said and checked at start-up: the database, the broker,
+the address the web server binds, and the connections they need."""
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db import connections
+
+# Connections the cluster holds beyond one per worker: its monitor, the pusher and the
+# scheduler, and the sweepers (django-q2's guard process included).
+CLUSTER_EXTRA_CONNECTIONS = 3
+
+
+class BrokerUnreachable(Exception):
+    """The task broker did not answer a ping; the message says which and why."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (``127.0.0.0/8``, ``::1``); any other
+    name or address (``0.0.0.0`` included) is reachable from elsewhere."""
+    if host.lower() in {"localhost", "localhost."}:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def describe_database(conf: dict | None = None) -> str:
+    """``"postgresql wf on 127.0.0.1:5432 as postgres"`` or ``"sqlite3 /path/db"``: the
+    engine and where it is, never the password. ``conf`` is a ``DATABASES`` entry
+    (default: ``DATABASES["default"]``)."""
+    conf = settings.DATABASES["default"] if conf is None else conf
+    engine = conf["ENGINE"].rsplit(".", 1)[-1]
+    if engine.startswith("sqlite"):
+        return f"{engine} {conf.get('NAME')}"
+    where = conf.get("HOST") or "local socket"
+    if conf.get("PORT"):
+        where = f"{where}:{conf['PORT']}"
+    user = f" as {conf['USER']}" if conf.get("USER") else ""
+    return f"{engine} {conf.get('NAME')} on {where}{user}"
+
+
+def _redis_url() -> str | None:
+    redis = settings.Q_CLUSTER.get("redis")
+    return redis if isinstance(redis, str) else None
+
+
+def describe_broker() -> str:
+    """``"redis 127.0.0.1:6379/2"`` (no password) or the ORM broker's sentence."""
+    url = _redis_url()
+    if url is None:
+        return "django-q2 ORM broker (tasks are rows in the database above)"
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    port = parts.port or 6379
+    return f"{parts.scheme} {host}:{port}{parts.path or '/0'}"
+
+
+def ping_broker(timeout: float = 3.0) -> None:
+    """Ping the Redis broker within ``timeout`` seconds; the ORM broker is the database,
+    which ``migrate`` has just reached.
+
+    Raises:
+        BrokerUnreachable: no answer, naming the broker (no password) and the error.
+    """
+    url = _redis_url()
+    if url is None:
+        return
+    import redis
+
+    try:
+        client = redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except redis.RedisError as exc:
+        raise BrokerUnreachable(f"the task broker ({describe_broker()}) cannot be reached: {exc}") from None
+
+
+def connections_needed(*, web_concurrency: int | None = None, cluster_workers: int | None = None) -> int:
+    """Database connections one ``serve`` holds at most: one per running web request,
+    one per cluster worker, and ``CLUSTER_EXTRA_CONNECTIONS``."""
+    web = settings.WORKFORCE_WEB_CONCURRENCY if web_concurrency is None else web_concurrency
+    workers = settings.Q_CLUSTER.get("workers", 1) if cluster_workers is None else cluster_workers
+    return int(web) + int(workers) + CLUSTER_EXTRA_CONNECTIONS
+
+
+def postgres_connection_allowance(alias: str = "default") -> int | None:
+    """Connections PostgreSQL lets this server open: ``max_connections`` minus
+    ``superuser_reserved_connections`` (and the role's ``CONNECTION LIMIT`` when lower);
+    None when the database is not PostgreSQL or cannot be reached."""
+    connection = connections[alias]
+    if connection.vendor != "postgresql":
+        return None
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int,"
+                " (SELECT rolconnlimit FROM pg_roles WHERE rolname = current_user)"
+            )
+            allowed, role_limit = cursor.fetchone()
+    except Exception:  # noqa: BLE001  (no database: the check says nothing rather than crash)
+        return None
+    if role_limit is not None and role_limit >= 0:
+        allowed = min(allowed, role_limit)
+    return allowed
+
+
+def web_pool_options() -> dict | None:
+    """The PostgreSQL connection pool the web process uses (Django's ``OPTIONS["pool"]``):
+    up to ``WORKFORCE_WEB_CONCURRENCY`` connections, kept open between requests; a request
+    that finds none free waits ``timeout`` seconds, then answers 503
+    ``database-unavailable``. None when ``WORKFORCE_DB_POOL`` is off, the database is not
+    PostgreSQL, or ``CONN_MAX_AGE`` keeps connections itself (the pool refuses that)."""
+    conf = settings.DATABASES["default"]
+    if not settings.WORKFORCE_DB_POOL or not conf["ENGINE"].endswith("postgresql") or conf.get("CONN_MAX_AGE"):
+        return None
+    size = max(1, int(settings.WORKFORCE_WEB_CONCURRENCY))
+    return {"min_size": min(2, size), "max_size": size, "timeout": 10}
+
+
+def enable_web_pool() -> bool:
+    """Switch this process's default database to the pooled connections of
+    ``web_pool_options()``; connections this thread holds are closed first (the next
+    query takes one from the pool). Only for the web server: the task cluster forks its
+    workers, and a pool's threads do not survive a fork. Returns whether it did."""
+    options = web_pool_options()
+    if options is None:
+        return False
+    connections.close_all()
+    # The same dict object as every thread's connection settings (ConnectionHandler).
+    connections["default"].settings_dict.setdefault("OPTIONS", {})["pool"] = options
+    return True
