@@ -426,7 +426,7 @@ def deliver_tasks(db: Database) -> tuple[int, int, int]:
     """``deliver_post`` tasks the cluster finished: (distinct ids, runs, runs that found
     their delivery already taken). django-q2 keeps one row per task id, counting its
     redeliveries in ``attempt_count``; the result is a base64 pickle of the outcome."""
-    rows = db.rows("SELECT attempt_count, result FROM django_q_task WHERE func = %s", ("seats.tasks.deliver_post",))
+    rows = db.rows("SELECT attempt_count, result FROM django_q_task WHERE func = %s", ("mailboxes.tasks.deliver_post",))
     not_claimed = 0
     for _, result in rows:
         try:

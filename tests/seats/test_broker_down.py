@@ -12,8 +12,8 @@ from django_q.conf import Conf
 from rest_framework.test import APIClient
 
 from mailboxes.models import Line
-from seats.models import Delivery
-from seats.services import do_sweep_deliveries, requeue_after_seconds
+from mailboxes.deliveries import do_sweep_deliveries, requeue_after_seconds
+from mailboxes.models import Delivery
 from tests.conftest import MEMBER
 
 
@@ -50,7 +50,7 @@ def test_a_post_with_the_broker_down_answers_202_and_is_swept_later(wired, org, 
     for record, delivery in zip(warnings, deliveries):
         text = record.getMessage()
         assert record.levelno == logging.WARNING and "\n" not in text
-        assert text.startswith(f"task seats.tasks.deliver_post[{delivery.pk}] not enqueued (ConnectionError:")
+        assert text.startswith(f"task mailboxes.tasks.deliver_post[{delivery.pk}] not enqueued (ConnectionError:")
         assert text.endswith("its sweeper will enqueue it again")
 
     # The broker is back (here: the sync cluster) and the sweeper finds both deliveries.
