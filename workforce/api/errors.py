@@ -5,7 +5,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.csrf import csrf_exempt
 from django.views.defaults import server_error as django_server_error
-from django.db import OperationalError, connections
 from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -13,6 +12,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from workforce.refusals import Refusal
 
 from .middleware import refusal_json
+from .outages import database_unavailable, database_unavailable_headers
 
 
 def refusal_response(refusal: Refusal, *, request_id: str | None = None, **extra) -> Response:
@@ -25,28 +25,6 @@ def refusal_response(refusal: Refusal, *, request_id: str | None = None, **extra
 
 
 # Seconds a client is told to wait when the database refused a connection.
-DATABASE_RETRY_AFTER_SECONDS = 2
-
-
-def database_unavailable(exc: BaseException) -> Refusal | None:
-    """``database-unavailable`` when ``exc`` is the database refusing a connection (too
-    many clients, a role's connection limit, a pool with no free connection, the server
-    down); None for anything else, ordinary query errors included.
-
-    An ``OperationalError`` while no connection is open is the connect failing: a
-    query's error always comes from an open connection."""
-    if not isinstance(exc, OperationalError):
-        return None
-    if any(connections[alias].connection is not None for alias in connections):
-        return None
-    return Refusal("database-unavailable", "The database has no connection free for this request; retry shortly.")
-
-
-def database_unavailable_headers() -> dict[str, str]:
-    """The headers a ``database-unavailable`` answer carries."""
-    return {"Retry-After": str(DATABASE_RETRY_AFTER_SECONDS)}
-
-
 def exception_handler(exc, context):
     """DRF's handler, with Refusal and DRF's own errors in the contract's shape."""
     if isinstance(exc, Refusal):

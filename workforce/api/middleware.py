@@ -7,7 +7,7 @@ from django.http import JsonResponse
 from workforce.refusals import Refusal
 from workforce.wire import text_problem
 
-from .errors import database_unavailable, database_unavailable_headers
+from .outages import database_unavailable, database_unavailable_headers
 
 
 def refusal_json(refusal: Refusal) -> JsonResponse:
