@@ -35,7 +35,7 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -50,15 +50,17 @@ from boards.drains import (
 )
 from boards.models import BoardTask, TaskStatus
 from boards.naming import split_board_id
+from boards.queries import claimable_tasks
 from workforce.dispatch import enqueue
 from workforce.flows import registry
+from workforce.leases import requeue_lost
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import do_record_request, emit_item
 from workforce.tools import ToolContext
 
 from .boards import BOARD_ROW_TURN_FACET, default_worker_key, seat_boards
-from .models import Seat
+from .models import DrainWake, Seat
 from .queries import access_seat
 from .services import agent_tools, lease_seconds
 from .turn import run_turn
@@ -170,9 +172,35 @@ def wake_board_drains(org: Organization, board_id: str, *, assignee: str | None 
             continue
         for key in drain.worker_keys or (None,):
             if assignee is None or key is None or key == assignee:
-                enqueue(SEAT_DRAIN_TASK, org.pk, board_id, drain.seat_id, key)
+                enqueue_drain(org.pk, board_id, drain.seat_id, key)
                 woken.append(drain)
     return woken
+
+
+def _wake_keys(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> dict:
+    return {"organization_id": org_id, "board_id": board_id, "seat_id": seat_id, "worker_key": worker_key or ""}
+
+
+def enqueue_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None, *, requeue: bool = False) -> None:
+    """Enqueue one step of ``seat_id``'s drain of ``board_id`` and note when
+    (``DrainWake``), so the sweep knows a task is on its way. Inside a transaction the
+    task goes with its commit and the note is written after it, stamped with the time
+    before the commit (a worker that ran the task at once has the later time)."""
+    at = timezone.now()
+    keys = _wake_keys(org_id, board_id, seat_id, worker_key)
+
+    def note() -> None:
+        if DrainWake.objects.filter(**keys, enqueued_at__lt=at).update(enqueued_at=at, requeues=0):
+            return
+        if not DrainWake.objects.filter(**keys).exists():
+            try:
+                with transaction.atomic():
+                    DrainWake.objects.create(**keys, enqueued_at=at)
+            except IntegrityError:  # another process noted it at the same moment
+                pass
+
+    enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+    transaction.on_commit(note)
 
 
 def sweep_grace_seconds() -> float:
@@ -187,9 +215,12 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     added by a board action. Idempotent; safe from several processes (claims decide).
 
     For each hired drain and each organization with a row on its board that is pending
-    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, one
-    drain is enqueued when the board has a row that drain can claim and none of its rows
-    is in progress under a live claim of that seat (its chain is running).
+    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, when
+    the board has a row that drain can claim and none of its rows is in progress under a
+    live claim of that seat (its chain is running): one drain is enqueued when no task
+    of it is on its way (the last one enqueued has started), or when the one on its way
+    is known lost (``workforce.leases.requeue_lost``: the queue has passed it or holds
+    nothing, with backoff). A drain still waiting in a backlog is left alone.
 
     Returns:
         ``(org id, board id, seat id, worker key)`` per drain enqueued.
@@ -198,8 +229,6 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     drains = current_board_drains()
     if not drains:
         return []
-    from boards.queries import claimable_tasks
-
     grace = now - timedelta(seconds=sweep_grace_seconds())
     waiting = (
         BoardTask.objects.filter(board_id__in={d.board_id for d in drains})
@@ -221,9 +250,17 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
             if live.exists():
                 continue
             for key in drain.worker_keys or (None,):
-                if claimable_tasks(org, board_id, now=now, worker_key=key).exists():
-                    enqueue(SEAT_DRAIN_TASK, org_id, board_id, drain.seat_id, key)
-                    woken.append((org_id, board_id, drain.seat_id, key))
+                if not claimable_tasks(org, board_id, now=now, worker_key=key).exists():
+                    continue
+                wake = DrainWake.objects.filter(**_wake_keys(org_id, board_id, drain.seat_id, key)).first()
+                if wake is None or (wake.ran_at is not None and wake.ran_at >= wake.enqueued_at):
+                    enqueue_drain(org_id, board_id, drain.seat_id, key)  # nothing on its way
+                elif not requeue_lost(
+                    DrainWake, waiting=Q(pk=wake.pk), now=now,
+                    send=lambda pk, seat_id=drain.seat_id, key=key: enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, key),
+                ).all:
+                    continue
+                woken.append((org_id, board_id, drain.seat_id, key))
     return woken
 
 
@@ -295,11 +332,12 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     except Refusal as refusal:
         logger.warning("board %s: %s does not drain it in %s: %s", board_id, seat_id, org_id, refusal.message)
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
+    DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
     report = drain_board(
         org_id, board_id, worker_key, ROW_RUNNER, run=session.session_id, lease_seconds=lease_seconds(), max_rows=1,
     )
     if report["claimed"]:
-        enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+        enqueue_drain(org_id, board_id, seat_id, worker_key)
     return {**report, "seat": seat_id}
 
 
