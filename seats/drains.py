@@ -49,6 +49,7 @@ from boards.drains import (
     unknown_drain_warnings,
 )
 from boards.models import BoardTask, TaskStatus
+from boards.services import Settled, do_settle_claim
 from boards.naming import split_board_id
 from boards.queries import claimable_tasks
 from workforce.dispatch import enqueue
@@ -349,7 +350,8 @@ class TurnFailed(Exception):
 def run_board_row(task: BoardTask) -> Any:
     """The drain's runner (``boards.tasks.drain_board``'s ``runner``): run the claimed
     ``task`` as the turn of the seat whose board session ``task.run`` names, through its
-    kind's ``board_row_turn`` facet. Returns the row's output.
+    kind's ``board_row_turn`` facet. Returns the row's output, or ``Settled`` when the
+    turn settled the row in its own transaction (the built-in agent kind's does).
 
     Raises:
         TurnFailed: the seat can't be reached or its turn failed (the row is failed).
@@ -406,10 +408,11 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
     seat's instructions and the turn text only (each row is its own turn) and is offered
     ``agent_tools(seat)``: its ``tools:`` and every board's task tools it holds. Tool
     posts are dispatched with keys derived from the row, so a turn run again hands each
-    post over once. The request ends completed (``{taskId, reply, toolCalls}``) or failed.
+    post over once. The request ends completed (``{taskId, reply, toolCalls}``) or failed
+    and the row is settled with it, in one transaction (``finish_row_turn``).
 
-    Raises:
-        TurnFailed: the turn failed (``model-error``, ``turn-timeout``, ...).
+    Returns:
+        ``boards.services.Settled``: the drain only counts it.
     """
     text = row_turn_text(task)
     now = timezone.now()
@@ -436,6 +439,23 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
             emit_item(session, TOOL_CALL, call, type="component", request=request)
 
     result = run_turn(seat=seat, text=text, history=[], tools=agent_tools(seat), tool_ctx=tool_ctx, on_tool_call=record)
+    return finish_row_turn(task, seat, session, request, result)
+
+
+def finish_row_turn(task: BoardTask, seat: Seat, session: Session, request: Request, result) -> Settled:
+    """End a row's turn and settle the row in one transaction, as a delivery settles with
+    its turn: the ``runTask`` request completed (the reply as an assistant message) and
+    the row completed with the reply as its output; or the request failed and the row
+    failed (``TurnFailed: <the turn's refusal>``). A crash before the commit leaves both
+    as they were (the request running, the row claimed): the row's lease lapses, it is
+    claimed again and the dead request is aborted. There is no moment at which the turn
+    is recorded and the row not settled.
+
+    Returns:
+        ``Settled`` with the settled row (None when the claim was no longer current: the
+        row was settled by the turn's own task tools, cancelled or claimed again
+        meanwhile, and what that did stands).
+    """
     with transaction.atomic():
         request.finished_at = timezone.now()
         if result.error is None:
@@ -445,10 +465,10 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
             request.status = Request.Status.COMPLETED
             request.output = {"taskId": task.task_id, "reply": result.reply,
                               "toolCalls": [c["name"] for c in result.tool_calls]}
+            settled = do_settle_claim(task, output=result.reply)
         else:
             request.status = Request.Status.FAILED
             request.error = result.error.as_error()
+            settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {result.error.message}")
         request.save(update_fields=["status", "output", "error", "finished_at"])
-    if result.error is not None:
-        raise TurnFailed(result.error.message)
-    return result.reply
+    return Settled(settled)
