@@ -169,10 +169,14 @@ def main() -> None:
         print(f"  {args.posts} posts x {args.members} members = {n} deliveries, posted in {posted:.1f}s, "
               f"drained in {drained:.1f}s ({n / drained:.1f} deliveries/s); {len(failed)} not done")
         extra = ran - n
+        twice = [r for r in rows if r.attempts > 1]
         ratio = extra / n if n else 0.0
         print(f"  extra tasks: {extra} deliver_post tasks run beyond one per delivery = {100 * ratio:.2f}% of "
               f"deliveries ({ran} run; the sweepers' own count of re-enqueues: "
               f"{'n/a' if requeues is None else requeues})")
+        if twice:
+            print(f"  {len(twice)} deliveries claimed twice (a lease lapsed: the cluster killed or lost the task "
+                  f"running it); cluster log: {log}")
         ordered = sorted(latencies)
         deciles = [latencies[i * n // 10:(i + 1) * n // 10] for i in range(10)]
         print("  post-to-wake latency by position in the backlog (median per decile, s): "

@@ -162,7 +162,7 @@ class DelegatedPost(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "lease_until"]), models.Index(fields=["post", "round"]),
-            models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
         ]
         verbose_name = "delegated post"
 
@@ -233,7 +233,10 @@ class Job(models.Model):
             models.UniqueConstraint(fields=["source"], condition=Q(source__isnull=False),
                                     name="coordinator_job_once_per_answer"),
         ]
-        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["enqueued_at"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]), models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["finished_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.post.post_id} r{self.round} ({self.status})"

@@ -121,7 +121,7 @@ class Delivery(models.Model):
         ]
         indexes = [
             models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"]),
-            models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
         ]
         verbose_name_plural = "deliveries"
 
@@ -150,7 +150,7 @@ class DrainWake(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["organization", "board_id", "seat_id", "worker_key"], name="drainwake_unique"),
         ]
-        indexes = [models.Index(fields=["enqueued_at"])]
+        indexes = [models.Index(fields=["enqueued_at"]), models.Index(fields=["ran_at"])]
 
     def __str__(self) -> str:
         return f"{self.seat_id} drains {self.board_id} ({self.worker_key or '-'})"

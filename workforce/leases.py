@@ -94,8 +94,9 @@ def claim_lease(
 #   enqueued *after* it, once and only once (``requeues == 0``), started running more
 #   than ``requeue_grace_seconds()`` ago (the queue is first in, first out, and a task
 #   popped before that one has finished or been killed by then), or the broker holds no
-#   waiting task at all. And never sooner than ``requeue_delay(requeues)`` after its last
-#   enqueue: ``B``, ``2B``, ``4B`` ... capped.
+#   waiting task at all and no task started within that grace (none is on its way from
+#   the workers' prefetch). And never sooner than ``requeue_delay(requeues)`` after its
+#   last enqueue: ``B``, ``2B``, ``4B`` ... capped.
 #
 # Each re-enqueue is a conditional UPDATE on ``(enqueued_at, requeues)``, so sweeps from
 # several processes enqueue a row at most once per state; claims still decide who runs it.
@@ -157,6 +158,16 @@ def queue_mark(after: datetime, *, now: datetime) -> datetime | None:
         if latest is not None and (mark is None or latest > mark):
             mark = latest
     return mark
+
+
+def cluster_quiet(*, now: datetime) -> bool:
+    """True when no task of a registered table started in the last
+    ``requeue_grace_seconds()``: a task the cluster already took from the broker (its
+    workers prefetch a few) would have started by then."""
+    since = now - timedelta(seconds=requeue_grace_seconds())
+    return not any(
+        model.objects.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values()
+    )
 
 
 def broker_idle() -> bool:
@@ -237,7 +248,7 @@ def requeue_lost(
     for pk, enqueued_at, requeues in due:
         if mark is None or enqueued_at >= mark:
             if idle is None:
-                idle = broker_idle()
+                idle = broker_idle() and cluster_quiet(now=now)
             if not idle:
                 continue
         again(pk, enqueued_at, requeues, done.waiting)

@@ -88,3 +88,16 @@ def test_with_nothing_left_in_the_broker_a_lost_task_is_enqueued_again_with_back
     assert services.do_sweep_deliveries(now=first + timedelta(seconds=2 * b + 1)).requeued == [lost]
     assert Delivery.objects.get(pk=lost).requeues == 2
     assert queued_deliveries() == [lost]
+
+
+def test_an_empty_broker_while_tasks_still_start_is_not_taken_for_a_loss(backlog):
+    """The workers take a few tasks ahead from the broker: with the broker empty, a
+    pending delivery is not taken for lost while tasks are still starting."""
+    waiting = backlog[-4:]
+    OrmQ.objects.all().delete()  # the broker is empty: the last four are in the workers' hands
+    later = Delivery.objects.get(pk=waiting[0]).enqueued_at + timedelta(seconds=requeue_after_seconds() + 1)
+    for pk in backlog[:-4]:
+        Delivery.objects.filter(pk=pk).update(status="done", attempts=1, started_at=later - timedelta(seconds=1))
+    assert services.do_sweep_deliveries(now=later).requeued == []
+    quiet = later + timedelta(seconds=requeue_grace_seconds() + 1)
+    assert sorted(services.do_sweep_deliveries(now=quiet).requeued) == sorted(waiting)  # nothing started since: lost
