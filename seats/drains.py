@@ -23,7 +23,8 @@ The row's turn runs outside any transaction in the seat's board session, ``run``
 row (``<ledger id>:<seat id>``, a child of the mailbox's session): one ``runTask``
 request per claim, with the turn text as a user message and the reply as an assistant
 message. The reply becomes the row's ``output`` and completes it; a failed turn fails
-the row (pending again while attempts remain, else errored).
+the row (pending again while attempts remain, else errored). The row is settled in the
+transaction that ends its turn, so a crash re-runs the turn whole or not at all.
 """
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ from boards.drains import (
     unknown_drain_warnings,
 )
 from boards.models import BoardTask, TaskStatus
-from boards.services import Settled, do_settle_claim
 from boards.naming import split_board_id
 from boards.queries import claimable_tasks
+from boards.services import Settled, do_settle_claim
 from workforce.dispatch import enqueue
 from workforce.flows import registry
 from workforce.leases import requeue_lost
@@ -182,7 +183,7 @@ def _wake_keys(org_id: str, board_id: str, seat_id: str, worker_key: str | None)
     return {"organization_id": org_id, "board_id": board_id, "seat_id": seat_id, "worker_key": worker_key or ""}
 
 
-def enqueue_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None, *, requeue: bool = False) -> None:
+def enqueue_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> None:
     """Enqueue one step of ``seat_id``'s drain of ``board_id`` and note when
     (``DrainWake``), so the sweep knows a task is on its way. Inside a transaction the
     task goes with its commit and the note is written after it, stamped with the time
@@ -398,7 +399,7 @@ MESSAGE = "message"
 TOOL_CALL = "tool-call"
 
 
-def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str:
+def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> Settled:
     """The built-in agent kind's ``board_row_turn``: run ``task`` as ``seat``'s turn, with
     the model outside any transaction, and return the reply (the row's output).
 

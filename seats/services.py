@@ -25,7 +25,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
