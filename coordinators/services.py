@@ -427,7 +427,7 @@ def do_sweep(*, now=None) -> dict:
                 result["abandoned"].append(pk)
         result[key] = requeue_lost(
             model, lost=lost, waiting=Q(status="pending") | waiting_again,
-            send=lambda pk, task=task: enqueue(task, pk), now=now,
+            send=lambda pk, task=task: enqueue(task, pk), task=task, now=now,
         ).all
     for pk in Round.objects.filter(status=Round.Status.OPEN, deadline_at__lt=now).values_list("pk", flat=True):
         enqueue(rounds.DEADLINE_TASK, pk)

@@ -479,7 +479,8 @@ def do_sweep_routes(*, now=None) -> list[int]:
     in a backlog is left alone. Idempotent: each re-enqueue is a conditional UPDATE.
     Returns the route ids enqueued."""
     return requeue_lost(
-        Route, waiting=Q(decided_at__isnull=True), send=lambda pk: enqueue(ROUTE_TASK, pk), now=now,
+        Route, waiting=Q(decided_at__isnull=True), send=lambda pk: enqueue(ROUTE_TASK, pk), task=ROUTE_TASK,
+        now=now,
     ).all
 
 

@@ -832,7 +832,7 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
     lost, waiting_again = lapsed_claim_q(now)
     done = requeue_lost(
         Delivery, lost=lost, waiting=Q(status=Delivery.Status.PENDING) | waiting_again,
-        send=lambda pk: enqueue(DELIVER_TASK, pk), now=now,
+        send=lambda pk: enqueue(DELIVER_TASK, pk), task=DELIVER_TASK, now=now,
     )
     result.requeued = done.all
     return result

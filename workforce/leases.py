@@ -96,7 +96,9 @@ def claim_lease(
 #   popped before that one has finished or been killed by then), or the broker holds no
 #   waiting task at all and no task started within that grace (none is on its way from
 #   the workers' prefetch). And never sooner than ``requeue_delay(requeues)`` after its
-#   last enqueue: ``B``, ``2B``, ``4B`` ... capped.
+#   last enqueue: ``B``, ``2B``, ``4B`` ... capped. The ORM broker hands tasks out in no
+#   guaranteed order, but keeps each in its table until acknowledged: there a row the
+#   queue passed is lost only when its task is no longer in that table.
 #
 # Each re-enqueue is a conditional UPDATE on ``(enqueued_at, requeues)``, so sweeps from
 # several processes enqueue a row at most once per state; claims still decide who runs it.
@@ -170,6 +172,33 @@ def cluster_quiet(*, now: datetime) -> bool:
     )
 
 
+def orm_broker() -> bool:
+    """True when the broker is django-q2's ORM one (outside sync mode): a task stays in
+    its table until acknowledged, so whether one is still queued can be read there. It
+    hands tasks out in no guaranteed order, so the queue having passed a row is no proof
+    there."""
+    from django_q.conf import Conf
+
+    return bool(Conf.ORM) and not Conf.SYNC
+
+
+def orm_queued(func: str) -> set:
+    """The first argument of every ``func`` task in the ORM broker's table (waiting or
+    handed out and not yet acknowledged)."""
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    queued = set()
+    for payload in OrmQ.objects.values_list("payload", flat=True).iterator():
+        try:
+            task = SignedPackage.loads(payload)
+        except Exception:  # not ours to judge; the cluster will refuse it
+            continue
+        if task.get("func") == func and task.get("args"):
+            queued.add(task["args"][0])
+    return queued
+
+
 def broker_idle() -> bool:
     """True when the broker holds no task waiting to be handed out (a task still queued
     there cannot be the one we look for). False when the broker can't say."""
@@ -204,6 +233,7 @@ def requeue_lost(
     waiting: Q,
     send: Callable[[int], None],
     lost: Q | None = None,
+    task: str | None = None,
     now: datetime | None = None,
 ) -> Requeue:
     """Enqueue again the rows of ``model`` whose task is known lost (the rule above).
@@ -216,6 +246,10 @@ def requeue_lost(
             (``lapsed_claim_q``); None when the table has no leases.
         send: ``send(pk)`` enqueues the row's task; called inside the transaction of
             the conditional UPDATE (``workforce.dispatch.enqueue``).
+        task: the dotted path of the row's task when its first argument is the row's
+            pk: with the ORM broker, whose order is not first in, first out, a row the
+            queue passed is taken for lost only when no such task is in its table. None:
+            with the ORM broker only an empty, quiet queue says a task was lost.
         now: the clock (tests).
 
     Returns:
@@ -243,15 +277,22 @@ def requeue_lost(
             due.append((pk, enqueued_at, requeues))
     if not due:
         return done
-    mark = queue_mark(min(row[1] for row in due), now=now)
-    idle = None
+    orm = orm_broker()
+    mark = None if orm and task is None else queue_mark(min(row[1] for row in due), now=now)
+    idle = queued = None
     for pk, enqueued_at, requeues in due:
-        if mark is None or enqueued_at >= mark:
-            if idle is None:
-                idle = broker_idle() and cluster_quiet(now=now)
-            if not idle:
-                continue
-        again(pk, enqueued_at, requeues, done.waiting)
+        if mark is not None and enqueued_at < mark:  # the queue passed it
+            if orm:
+                if queued is None:
+                    queued = orm_queued(task)
+                if pk in queued:
+                    continue
+            again(pk, enqueued_at, requeues, done.waiting)
+            continue
+        if idle is None:
+            idle = broker_idle() and cluster_quiet(now=now)
+        if idle:
+            again(pk, enqueued_at, requeues, done.waiting)
     return done
 
 

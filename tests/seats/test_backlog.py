@@ -101,3 +101,21 @@ def test_an_empty_broker_while_tasks_still_start_is_not_taken_for_a_loss(backlog
     assert services.do_sweep_deliveries(now=later).requeued == []
     quiet = later + timedelta(seconds=requeue_grace_seconds() + 1)
     assert sorted(services.do_sweep_deliveries(now=quiet).requeued) == sorted(waiting)  # nothing started since: lost
+
+
+def test_the_orm_broker_handing_a_task_out_late_is_not_taken_for_a_loss(backlog):
+    """The ORM broker's order is not first in, first out: a delivery the queue passed
+    whose task is still in the broker's table waits; once the task is gone, it is lost."""
+    head = backlog[:60]
+    late = head[30]
+    for q in OrmQ.objects.all():
+        if SignedPackage.loads(q.payload)["args"][0] in head and SignedPackage.loads(q.payload)["args"][0] != late:
+            q.delete()
+    for pk in head:
+        if pk != late:
+            assert services.do_deliver(pk) == "done"
+    later = timezone.now() + timedelta(seconds=requeue_grace_seconds() + requeue_after_seconds() + 1)
+    assert services.do_sweep_deliveries(now=later).requeued == []  # still in the broker's table
+    OrmQ.objects.filter(pk__in=[q.pk for q in OrmQ.objects.all()
+                                if SignedPackage.loads(q.payload)["args"][0] == late]).delete()
+    assert services.do_sweep_deliveries(now=later).requeued == [late]
