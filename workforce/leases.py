@@ -87,7 +87,8 @@ def claim_lease(
 # itself.
 #
 # - *Lost*: it was claimed and its lease lapsed with no enqueue since (the task running it
-#   died: the cluster kills a task by its ``timeout``). Enqueued again at once, once.
+#   died: the cluster kills a task by its ``timeout``). Enqueued again at once, once
+#   (with the ORM broker, only when the broker no longer holds its task to hand out again).
 # - *Waiting*: enqueued and not yet run (pending, or lapsed and enqueued again). Its task
 #   is in the queue unless the broker dropped it (Redis has no receipts). It is enqueued
 #   again only when the queue is known to have passed it: a row of any registered table
@@ -266,8 +267,15 @@ def requeue_lost(
                 send(pk)
                 into.append(pk)
 
+    orm = orm_broker()
+    queued = None
     if lost is not None:
         for pk, enqueued_at, requeues in model.objects.filter(lost).values_list("pk", "enqueued_at", "requeues"):
+            if orm and task is not None:  # the ORM broker hands a task out again itself, if it still has it
+                if queued is None:
+                    queued = orm_queued(task)
+                if pk in queued:
+                    continue
             again(pk, enqueued_at, requeues, done.lost)
     due = []
     for pk, enqueued_at, requeues in model.objects.filter(waiting).values_list("pk", "enqueued_at", "requeues"):
@@ -277,9 +285,8 @@ def requeue_lost(
             due.append((pk, enqueued_at, requeues))
     if not due:
         return done
-    orm = orm_broker()
     mark = None if orm and task is None else queue_mark(min(row[1] for row in due), now=now)
-    idle = queued = None
+    idle = None
     for pk, enqueued_at, requeues in due:
         if mark is not None and enqueued_at < mark:  # the queue passed it
             if orm:

@@ -119,3 +119,14 @@ def test_the_orm_broker_handing_a_task_out_late_is_not_taken_for_a_loss(backlog)
     OrmQ.objects.filter(pk__in=[q.pk for q in OrmQ.objects.all()
                                 if SignedPackage.loads(q.payload)["args"][0] == late]).delete()
     assert services.do_sweep_deliveries(now=later).requeued == [late]
+
+
+def test_a_lapsed_claim_whose_task_the_orm_broker_still_holds_is_left_to_the_broker(backlog):
+    claimed = backlog[0]
+    Delivery.objects.filter(pk=claimed).update(status="running", attempts=1, started_at=timezone.now(),
+                                               lease_until=timezone.now() - timedelta(seconds=1))
+    assert services.do_sweep_deliveries().requeued == []  # its task is still in the broker's table
+    OrmQ.objects.filter(pk__in=[q.pk for q in OrmQ.objects.all()
+                                if SignedPackage.loads(q.payload)["args"][0] == claimed]).delete()
+    assert services.do_sweep_deliveries().requeued == [claimed]  # the worker died with it: lost
+    assert services.do_sweep_deliveries().requeued == []  # once
