@@ -10,3 +10,10 @@ class CoordinatorsConfig(AppConfig):
         from .flow import register
 
         register()
+        from workforce.leases import register_work_table
+
+        from .models import DelegatedPost, Job
+
+        # Their rows witness the task queue's progress for every sweep (workforce.leases).
+        register_work_table(DelegatedPost, "started_at")
+        register_work_table(Job, "finished_at")

@@ -147,6 +147,7 @@ class DelegatedPost(models.Model):
     claim_token = models.CharField(max_length=32, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     delegate_session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -159,7 +160,10 @@ class DelegatedPost(models.Model):
             models.UniqueConstraint(fields=["post", "round", "worker"], name="coordinator_one_delivery_per_post_round_delegate"),
             models.CheckConstraint(condition=Q(round__lte=MAX_ROUNDS), name="coordinator_delivery_round_at_most_3"),
         ]
-        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["post", "round"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]), models.Index(fields=["post", "round"]),
+            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
+        ]
         verbose_name = "delegated post"
 
     def __str__(self) -> str:
@@ -217,6 +221,7 @@ class Job(models.Model):
     claim_token = models.CharField(max_length=32, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     finished_at = models.DateTimeField(null=True, blank=True)
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -228,7 +233,10 @@ class Job(models.Model):
             models.UniqueConstraint(fields=["source"], condition=Q(source__isnull=False),
                                     name="coordinator_job_once_per_answer"),
         ]
-        indexes = [models.Index(fields=["status", "lease_until"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]), models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["finished_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.post.post_id} r{self.round} ({self.status})"

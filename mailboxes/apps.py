@@ -15,9 +15,12 @@ class MailboxesConfig(AppConfig):
         register()
         register_configured_kinds(getattr(settings, "WORKFORCE_MAILBOX_KINDS", {}))
 
+        from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
 
+        from .models import Route
         from .routing import do_sweep_routes
 
         # Routes a lossy broker or a crashed worker dropped, from each cluster worker.
         register_sweep("routes", do_sweep_routes)
+        register_work_table(Route, "decided_at")

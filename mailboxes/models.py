@@ -115,11 +115,12 @@ class Route(models.Model):
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     delivery = models.CharField(max_length=10, blank=True, default="", help_text="What the member got: wake, call or none.")
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     decided_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["decided_at", "enqueued_at"])]
+        indexes = [models.Index(fields=["decided_at", "enqueued_at"]), models.Index(fields=["enqueued_at"])]
 
     def __str__(self) -> str:
         return f"{self.post} -> {self.member or '-'} ({self.by or 'pending'})"

@@ -6,15 +6,19 @@ class SeatsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
 
         from . import checks  # noqa: F401  (registers the worker checks)
         from .drains import do_sweep_board_drains
         from .flow import register
+        from .models import Delivery, DrainWake
         from .services import do_sweep_deliveries
 
         register()
         # Deliveries and board rows a crashed worker or the broker dropped, from each
         # cluster worker (workforce.sweepers).
         register_sweep("deliveries", do_sweep_deliveries)
+        register_work_table(Delivery, "started_at")
+        register_work_table(DrainWake, "ran_at")
         register_sweep("board drains", do_sweep_board_drains)

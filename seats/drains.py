@@ -23,7 +23,8 @@ The row's turn runs outside any transaction in the seat's board session, ``run``
 row (``<ledger id>:<seat id>``, a child of the mailbox's session): one ``runTask``
 request per claim, with the turn text as a user message and the reply as an assistant
 message. The reply becomes the row's ``output`` and completes it; a failed turn fails
-the row (pending again while attempts remain, else errored).
+the row (pending again while attempts remain, else errored). The row is settled in the
+transaction that ends its turn, so a crash re-runs the turn whole or not at all.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -50,15 +51,18 @@ from boards.drains import (
 )
 from boards.models import BoardTask, TaskStatus
 from boards.naming import split_board_id
+from boards.queries import claimable_tasks
+from boards.services import Settled, do_settle_claim
 from workforce.dispatch import enqueue
 from workforce.flows import registry
+from workforce.leases import requeue_lost
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import do_record_request, emit_item
 from workforce.tools import ToolContext
 
 from .boards import BOARD_ROW_TURN_FACET, default_worker_key, seat_boards
-from .models import Seat
+from .models import DrainWake, Seat
 from .queries import access_seat
 from .services import agent_tools, lease_seconds
 from .turn import run_turn
@@ -190,9 +194,35 @@ def wake_board_drains(org: Organization, board_id: str, *, assignee: str | None 
             continue
         for key in drain.worker_keys or (None,):
             if assignee is None or key is None or key == assignee:
-                enqueue(SEAT_DRAIN_TASK, org.pk, board_id, drain.seat_id, key)
+                enqueue_drain(org.pk, board_id, drain.seat_id, key)
                 woken.append(drain)
     return woken
+
+
+def _wake_keys(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> dict:
+    return {"organization_id": org_id, "board_id": board_id, "seat_id": seat_id, "worker_key": worker_key or ""}
+
+
+def enqueue_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> None:
+    """Enqueue one step of ``seat_id``'s drain of ``board_id`` and note when
+    (``DrainWake``), so the sweep knows a task is on its way. Inside a transaction the
+    task goes with its commit and the note is written after it, stamped with the time
+    before the commit (a worker that ran the task at once has the later time)."""
+    at = timezone.now()
+    keys = _wake_keys(org_id, board_id, seat_id, worker_key)
+
+    def note() -> None:
+        if DrainWake.objects.filter(**keys, enqueued_at__lt=at).update(enqueued_at=at, requeues=0):
+            return
+        if not DrainWake.objects.filter(**keys).exists():
+            try:
+                with transaction.atomic():
+                    DrainWake.objects.create(**keys, enqueued_at=at)
+            except IntegrityError:  # another process noted it at the same moment
+                pass
+
+    enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+    transaction.on_commit(note)
 
 
 def sweep_grace_seconds() -> float:
@@ -207,9 +237,12 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     added by a board action. Idempotent; safe from several processes (claims decide).
 
     For each hired drain and each organization with a row on its board that is pending
-    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, one
-    drain is enqueued when the board has a row that drain can claim and none of its rows
-    is in progress under a live claim of that seat (its chain is running).
+    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, when
+    the board has a row that drain can claim and none of its rows is in progress under a
+    live claim of that seat (its chain is running): one drain is enqueued when no task
+    of it is on its way (the last one enqueued has started), or when the one on its way
+    is known lost (``workforce.leases.requeue_lost``: the queue has passed it or holds
+    nothing, with backoff). A drain still waiting in a backlog is left alone.
 
     Returns:
         ``(org id, board id, seat id, worker key)`` per drain enqueued.
@@ -218,8 +251,6 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     drains = current_board_drains()
     if not drains:
         return []
-    from boards.queries import claimable_tasks
-
     grace = now - timedelta(seconds=sweep_grace_seconds())
     waiting = (
         BoardTask.objects.filter(board_id__in={d.board_id for d in drains})
@@ -241,9 +272,17 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
             if live.exists():
                 continue
             for key in drain.worker_keys or (None,):
-                if claimable_tasks(org, board_id, now=now, worker_key=key).exists():
-                    enqueue(SEAT_DRAIN_TASK, org_id, board_id, drain.seat_id, key)
-                    woken.append((org_id, board_id, drain.seat_id, key))
+                if not claimable_tasks(org, board_id, now=now, worker_key=key).exists():
+                    continue
+                wake = DrainWake.objects.filter(**_wake_keys(org_id, board_id, drain.seat_id, key)).first()
+                if wake is None or (wake.ran_at is not None and wake.ran_at >= wake.enqueued_at):
+                    enqueue_drain(org_id, board_id, drain.seat_id, key)  # nothing on its way
+                elif not requeue_lost(
+                    DrainWake, waiting=Q(pk=wake.pk), now=now,
+                    send=lambda pk, seat_id=drain.seat_id, key=key: enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, key),
+                ).all:
+                    continue
+                woken.append((org_id, board_id, drain.seat_id, key))
     return woken
 
 
@@ -315,11 +354,12 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     except Refusal as refusal:
         logger.warning("board %s: %s does not drain it in %s: %s", board_id, seat_id, org_id, refusal.message)
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
+    DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
     report = drain_board(
         org_id, board_id, worker_key, ROW_RUNNER, run=session.session_id, lease_seconds=lease_seconds(), max_rows=1,
     )
     if report["claimed"]:
-        enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+        enqueue_drain(org_id, board_id, seat_id, worker_key)
     return {**report, "seat": seat_id}
 
 
@@ -331,7 +371,8 @@ class TurnFailed(Exception):
 def run_board_row(task: BoardTask) -> Any:
     """The drain's runner (``boards.tasks.drain_board``'s ``runner``): run the claimed
     ``task`` as the turn of the seat whose board session ``task.run`` names, through its
-    kind's ``board_row_turn`` facet. Returns the row's output.
+    kind's ``board_row_turn`` facet. Returns the row's output, or ``Settled`` when the
+    turn settled the row in its own transaction (the built-in agent kind's does).
 
     Raises:
         TurnFailed: the seat can't be reached or its turn failed (the row is failed).
@@ -378,7 +419,7 @@ MESSAGE = "message"
 TOOL_CALL = "tool-call"
 
 
-def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str:
+def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> Settled:
     """The built-in agent kind's ``board_row_turn``: run ``task`` as ``seat``'s turn, with
     the model outside any transaction, and return the reply (the row's output).
 
@@ -388,10 +429,11 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
     seat's instructions and the turn text only (each row is its own turn) and is offered
     ``agent_tools(seat)``: its ``tools:`` and every board's task tools it holds. Tool
     posts are dispatched with keys derived from the row, so a turn run again hands each
-    post over once. The request ends completed (``{taskId, reply, toolCalls}``) or failed.
+    post over once. The request ends completed (``{taskId, reply, toolCalls}``) or failed
+    and the row is settled with it, in one transaction (``finish_row_turn``).
 
-    Raises:
-        TurnFailed: the turn failed (``model-error``, ``turn-timeout``, ...).
+    Returns:
+        ``boards.services.Settled``: the drain only counts it.
     """
     text = row_turn_text(task)
     now = timezone.now()
@@ -418,6 +460,23 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
             emit_item(session, TOOL_CALL, call, type="component", request=request)
 
     result = run_turn(seat=seat, text=text, history=[], tools=agent_tools(seat), tool_ctx=tool_ctx, on_tool_call=record)
+    return finish_row_turn(task, seat, session, request, result)
+
+
+def finish_row_turn(task: BoardTask, seat: Seat, session: Session, request: Request, result) -> Settled:
+    """End a row's turn and settle the row in one transaction, as a delivery settles with
+    its turn: the ``runTask`` request completed (the reply as an assistant message) and
+    the row completed with the reply as its output; or the request failed and the row
+    failed (``TurnFailed: <the turn's refusal>``). A crash before the commit leaves both
+    as they were (the request running, the row claimed): the row's lease lapses, it is
+    claimed again and the dead request is aborted. There is no moment at which the turn
+    is recorded and the row not settled.
+
+    Returns:
+        ``Settled`` with the settled row (None when the claim was no longer current: the
+        row was settled by the turn's own task tools, cancelled or claimed again
+        meanwhile, and what that did stands).
+    """
     with transaction.atomic():
         request.finished_at = timezone.now()
         if result.error is None:
@@ -427,10 +486,10 @@ def run_agent_board_row(*, task: BoardTask, seat: Seat, session: Session) -> str
             request.status = Request.Status.COMPLETED
             request.output = {"taskId": task.task_id, "reply": result.reply,
                               "toolCalls": [c["name"] for c in result.tool_calls]}
+            settled = do_settle_claim(task, output=result.reply)
         else:
             request.status = Request.Status.FAILED
             request.error = result.error.as_error()
+            settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {result.error.message}")
         request.save(update_fields=["status", "output", "error", "finished_at"])
-    if result.error is not None:
-        raise TurnFailed(result.error.message)
-    return result.reply
+    return Settled(settled)
