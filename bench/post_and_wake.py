@@ -32,7 +32,8 @@ that goal too), ≥ 10 × at 10,000 (and above), flat = last100/first100 ≤ 1.2
 Bounded: the measured phases stop at ``--budget`` seconds (default 270 s for up to 1,000
 posts, else 0.5 s per post), ours taking at most 70 % of it when a peer runs; a side
 that stops early says so, and the ratio is then taken over the posts both sides made.
-Processes, the database and Redis db 8 are cleaned up on exit, Ctrl-C and SIGTERM.
+Processes, the database and Redis db 8 are cleaned up on exit, Ctrl-C and SIGTERM
+(``WF_BENCH_KEEP=1`` keeps the tree and the server's log in the temp directory).
 
 Usage::
 
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import importlib.util
 import json
 import operator
 import os
@@ -72,14 +74,14 @@ PRINCIPAL = "workforce"  # the mailbox owner (WORKFORCE_OPEN_USER): the writer a
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/8"
 FLAT = 1.2  # last100/first100 at most this is "flat"
-WORKER_MD = f"""---
+WORKER_MD = """---
 description: Echoes every post back into the mailbox.
 model: embedded/echo
 tools: [post-to-mailbox]
 ---
 
 You answer every post you hear in its mailbox, with post-to-mailbox.
-/tool post-to-mailbox {{"mailbox": "{{mailbox}}", "body": "{{heard}}"}}
+/tool post-to-mailbox {"mailbox": "{mailbox}", "body": "{heard}"}
 """
 
 
@@ -275,6 +277,7 @@ class AnswerWatch:
 def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, deadline: float) -> dict:
     from django.conf import settings
 
+    from seats.models import Delivery
     from workforce.models import Session
 
     q = settings.Q_CLUSTER
@@ -326,7 +329,12 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
                 break
         elapsed = time.time() - t0
         cpu1, own1 = server_cpu(server.proc.pid), time.process_time()
-        time.sleep(0.5)  # the last delivery settles after its answer line
+        settled = time.monotonic() + 30  # the last delivery settles after its answer line
+        while Delivery.objects.filter(mailbox_id=sessions[THREAD], status__in=["pending", "running"]).exists():
+            if time.monotonic() > settled:
+                print("  (deliveries still running 30 s after the last answer)")
+                break
+            time.sleep(0.05)
     finally:
         if watch is not None:
             watch.close()
@@ -524,11 +532,9 @@ class Thread(TypedDict, total=False):
 
 def langgraph_available() -> bool:
     try:
-        import langgraph.checkpoint.postgres  # noqa: F401
-        import langgraph.graph  # noqa: F401
+        return all(importlib.util.find_spec(name) for name in ("langgraph.graph", "langgraph.checkpoint.postgres"))
     except ImportError:
         return False
-    return True
 
 
 def run_langgraph(url: str, n: int, warmup: int, deadline: float) -> dict:
