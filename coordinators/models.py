@@ -113,7 +113,11 @@ class Round(models.Model):
             models.UniqueConstraint(fields=["post", "number"], name="coordinator_round_once_per_post"),
             models.CheckConstraint(condition=Q(number__lte=MAX_ROUNDS), name="coordinator_round_at_most_3"),
         ]
-        indexes = [models.Index(fields=["conversation", "status"])]
+        indexes = [
+            models.Index(fields=["conversation", "status"]),
+            # The deadline timer's read, several times a second in each cluster worker.
+            models.Index(fields=["deadline_at"], name="coordinator_round_open_due", condition=Q(status="open")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.post.post_id} round {self.number} ({self.status})"

@@ -446,6 +446,29 @@ def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
 # ----------------------------------------------------------------------------- sweeping
 
 
+ROUND_TIMER_SECONDS = 0.5  # how often each cluster worker looks for rounds past their deadline
+
+
+def do_close_overdue_rounds(*, now=None, limit: int = 100) -> list[int]:
+    """The cluster's round timer (a sweep every ``ROUND_TIMER_SECONDS`` in each worker,
+    registered by the app): close every open round whose deadline has passed, each in a
+    ``closeRound`` request of its own on its conversation (``do_close_round_at_deadline``),
+    so a round closes within about a second of its deadline (spec 004 "A round closes
+    ..."). Idempotent and safe from several workers at once: a round closes once (a
+    conditional UPDATE on its status).
+
+    Args:
+        limit: at most this many rounds per call, oldest deadline first.
+
+    Returns:
+        The ids of the rounds this call closed.
+    """
+    now = now or timezone.now()
+    due = Round.objects.filter(status=Round.Status.OPEN, deadline_at__lte=now).order_by("deadline_at")
+    return [pk for pk in due.values_list("pk", flat=True)[:limit]
+            if do_close_round_at_deadline(pk, now=now) == "closed"]
+
+
 def do_sweep(*, now=None) -> dict:
     """Recover what a crashed worker or a lossy broker dropped (the sweep schedule's
     body). Idempotent; each re-enqueue is a conditional UPDATE.
