@@ -11,7 +11,8 @@ until none is left:
   same shape and indexes. On SQLite the raw loop has no SKIP LOCKED (SQLite has no row
   locks); the figures are then mostly about its single writer.
 
-Prints claims/s for each and the ratio service/raw. Usage:
+Prints claims/s for each, the ratio service/raw and a verdict (4 drainers: >= 0.5 × raw,
+zero double claims). Usage:
 ``python bench/board_claims.py [--rows 2000]``; set DATABASE_URL for PostgreSQL (a
 throwaway database is created and dropped).
 """
@@ -30,6 +31,7 @@ sys.path.insert(0, str(REPO))
 from bench._db import throwaway_database  # noqa: E402
 
 ORG = "default"
+CLAIM_GOAL = 0.5  # 4 drainers through the service at least half the raw SKIP LOCKED loop (issue 15)
 
 
 def worker(mode: str, board_id: str, start_at: float) -> None:
@@ -125,10 +127,17 @@ def main() -> None:
         ensure_organization(ORG)
         print(f"database: {connection.vendor}, {args.rows} rows per run")
         connection.close()  # the drainers open their own
+        ratios = {}
         for drainers in (1, 4):
             raw = run("raw", drainers, args.rows, "")
             service = run("service", drainers, args.rows, "")
+            ratios[drainers] = service / raw
             print(f"{drainers} drainer(s): raw claim loop {raw:,.0f}/s, service {service:,.0f}/s, ratio service/raw {service / raw:.2f}")
+        ok = ratios[4] >= CLAIM_GOAL
+        # run() asserts that every row was claimed exactly once (attempts = 1): a double
+        # claim stops the bench before this line.
+        print(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: service/raw at 4 drainers {ratios[4]:.2f} "
+              f"{'>=' if ok else '<'} {CLAIM_GOAL}, zero double claims (goal: >= {CLAIM_GOAL} x raw, zero double claims)")
 
 
 if __name__ == "__main__":

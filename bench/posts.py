@@ -8,7 +8,8 @@
    requests), so the ratio should stay near 1.
 
 Usage: ``python bench/posts.py [--posts N] [--big 100000]``; set DATABASE_URL for
-PostgreSQL (a throwaway database is created and dropped).
+PostgreSQL (a throwaway database is created and dropped). Ends with a verdict: posts/raw
+>= 0.5 (issue 15's goal, both databases) and read big/small <= 1.5.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._db import throwaway_database  # noqa: E402
+
+POST_GOAL = 0.5  # a post through the service at least half a raw INSERT+COMMIT (issue 15)
+READ_FLAT = 1.5  # a read at 100,000 lines at most this many times one at 100 ("near 1")
 
 
 def main() -> None:
@@ -69,6 +73,7 @@ def main() -> None:
         print(f"raw INSERT+COMMIT: {raw:,.0f}/s")
         print(f"service posts:     {posts:,.0f}/s")
         print(f"ratio posts/raw:   {posts / raw:.3f}")
+        post_ratio = posts / raw
 
         def time_reads(session_id: str) -> float:
             samples = []
@@ -106,6 +111,10 @@ def main() -> None:
         print(f"read at 100 lines:       {small * 1000:.2f} ms (median of {args.reads})")
         print(f"read at {args.big:,} lines:  {big * 1000:.2f} ms (median of {args.reads})")
         print(f"ratio big/small:         {big / small:.2f}")
+        ok = post_ratio >= POST_GOAL and big / small <= READ_FLAT
+        print(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: posts/raw {post_ratio:.3f} "
+              f"{'>=' if post_ratio >= POST_GOAL else '<'} {POST_GOAL} (goal: >= {POST_GOAL} x raw on both databases); "
+              f"read big/small {big / small:.2f} {'<=' if big / small <= READ_FLAT else '>'} {READ_FLAT} (windowed: near 1)")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ right after its delivery is claimed. Posts go one at a time, each after the last
 deliveries finished, so every figure is one post's fan-out on an idle cluster.
 
 Usage: ``python bench/seat_wake.py [--posts 20] [--workers 2] [--sizes 1,25]``.
-Prints median and 95th percentile in milliseconds per size.
+Prints median and 95th percentile in milliseconds per size, the ratios to the baselines
+(the ORM broker's poll; the 1-member p95) and a verdict against the goal (1 member: median
+<= 20 ms, p95 <= 60 ms; 25 members: p95 <= 2 × the 1-member p95).
 """
 from __future__ import annotations
 
@@ -64,6 +66,31 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     index = max(0, min(len(ordered) - 1, round(q * (len(ordered) - 1))))
     return ordered[index]
+
+
+MEDIAN_GOAL, P95_GOAL, FAN_OUT_GOAL = 20.0, 60.0, 2.0  # ms, ms, × the 1-member p95 (issue 15)
+
+
+def verdict(figures: dict[int, tuple[float, float]], poll: float) -> str:
+    """The ratios to the baselines (1 member: the ORM broker's poll interval; more
+    members: the 1-member p95) and a one-line verdict against the goal: 1 member median
+    <= 20 ms and p95 <= 60 ms, the largest size's p95 <= 2 × the 1-member p95."""
+    if 1 not in figures:
+        return "verdict: not judged (the goal is stated against 1 member: add 1 to --sizes)"
+    median, p95 = figures[1]
+    lines = [f"  ratio 1-member median / the ORM broker's poll ({poll:g} s): {median / (poll * 1000):.2f}"]
+    ok = median <= MEDIAN_GOAL and p95 <= P95_GOAL
+    parts = [f"1 member median {median:.1f} ms {'<=' if median <= MEDIAN_GOAL else '>'} {MEDIAN_GOAL:g}, "
+             f"p95 {p95:.1f} ms {'<=' if p95 <= P95_GOAL else '>'} {P95_GOAL:g}"]
+    largest = max(figures)
+    if largest > 1:
+        fan = figures[largest][1] / p95
+        lines.append(f"  ratio {largest}-member p95 / 1-member p95: {fan:.2f}")
+        ok = ok and fan <= FAN_OUT_GOAL
+        parts.append(f"{largest} members p95 {fan:.2f} {'<=' if fan <= FAN_OUT_GOAL else '>'} {FAN_OUT_GOAL:g} x the 1-member p95")
+    lines.append(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: " + ", ".join(parts)
+                 + f" (goal: median <= {MEDIAN_GOAL:g} ms, p95 <= {P95_GOAL:g} ms; 25 members p95 <= {FAN_OUT_GOAL:g} x 1 member)")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -123,6 +150,7 @@ def main() -> None:
             print(f"seat wake latency: post commit -> start of each woken seat's turn "
                   f"({engine}, {settings.Q_CLUSTER['workers']} cluster workers, ORM broker poll "
                   f"{settings.Q_CLUSTER.get('poll')}s, {args.posts} posts per size, embedded/echo)")
+            figures: dict[int, tuple[float, float]] = {}
             for size in sizes:
                 latencies: list[float] = []
                 firsts: list[float] = []
@@ -130,9 +158,11 @@ def main() -> None:
                     got = one_post(size, n)
                     latencies.extend(got)
                     firsts.append(min(got))
+                figures[size] = (statistics.median(latencies), percentile(latencies, 0.95))
                 print(f"  {size:>3} member(s): {len(latencies):>4} turns  median {statistics.median(latencies):7.1f} ms"
                       f"  p95 {percentile(latencies, 0.95):7.1f} ms  (first seat per post: median "
                       f"{statistics.median(firsts):6.1f} ms)")
+            print(verdict(figures, settings.Q_CLUSTER.get("poll") or 0.2))
         finally:
             cluster.send_signal(signal.SIGTERM)  # the main process only (pitfalls.md)
             try:

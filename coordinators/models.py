@@ -112,7 +112,11 @@ class Round(models.Model):
             models.UniqueConstraint(fields=["post", "number"], name="coordinator_round_once_per_post"),
             models.CheckConstraint(condition=Q(number__lte=MAX_ROUNDS), name="coordinator_round_at_most_3"),
         ]
-        indexes = [models.Index(fields=["conversation", "status"])]
+        indexes = [
+            models.Index(fields=["conversation", "status"]),
+            # The deadline timer's read, several times a second in each cluster worker.
+            models.Index(fields=["deadline_at"], name="coordinator_round_open_due", condition=Q(status="open")),
+        ]
 
     def __str__(self) -> str:
         return f"{self.post.post_id} round {self.number} ({self.status})"
@@ -153,7 +157,10 @@ class DelegatedPost(LeasedWork):
             models.UniqueConstraint(fields=["post", "round", "worker"], name="coordinator_one_delivery_per_post_round_delegate"),
             models.CheckConstraint(condition=Q(round__lte=MAX_ROUNDS), name="coordinator_delivery_round_at_most_3"),
         ]
-        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["post", "round"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]), models.Index(fields=["post", "round"]),
+            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
+        ]
         verbose_name = "delegated post"
 
     def __str__(self) -> str:
@@ -217,7 +224,10 @@ class Job(LeasedWork):
             models.UniqueConstraint(fields=["source"], condition=Q(source__isnull=False),
                                     name="coordinator_job_once_per_answer"),
         ]
-        indexes = [models.Index(fields=["status", "lease_until"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]), models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["finished_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.post.post_id} r{self.round} ({self.status})"

@@ -18,16 +18,15 @@ Every one of them holds the conversation session's row lock while it writes.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django_q.models import Schedule
 
 from seats.queries import access_seat
 from workforce.dispatch import dispatch, enqueue
-from workforce.leases import max_attempts
+from workforce.leases import lapsed_claim_q, max_attempts, requeue_lost
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, ActionContext
@@ -292,34 +291,56 @@ def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
 # ----------------------------------------------------------------------------- sweeping
 
 
+ROUND_TIMER_SECONDS = 0.5  # how often each cluster worker looks for rounds past their deadline
+
+
+def do_close_overdue_rounds(*, now=None, limit: int = 100) -> list[int]:
+    """The cluster's round timer (a sweep every ``ROUND_TIMER_SECONDS`` in each worker,
+    registered by the app): close every open round whose deadline has passed, each in a
+    ``closeRound`` request of its own on its conversation (``do_close_round_at_deadline``),
+    so a round closes within about a second of its deadline (spec 004 "A round closes
+    ..."). Idempotent and safe from several workers at once: a round closes once (a
+    conditional UPDATE on its status).
+
+    Args:
+        limit: at most this many rounds per call, oldest deadline first.
+
+    Returns:
+        The ids of the rounds this call closed.
+    """
+    now = now or timezone.now()
+    due = Round.objects.filter(status=Round.Status.OPEN, deadline_at__lte=now).order_by("deadline_at")
+    return [pk for pk in due.values_list("pk", flat=True)[:limit]
+            if do_close_round_at_deadline(pk, now=now) == "closed"]
+
+
 def do_sweep(*, now=None) -> dict:
     """Recover what a crashed worker or a lossy broker dropped (the sweep schedule's
     body). Idempotent; each re-enqueue is a conditional UPDATE.
 
-    - deliveries and jobs pending longer than ``Q_CLUSTER["retry"]`` seconds, or running
-      with a lapsed lease, are enqueued again (a delivery or job out of attempts is
-      settled as failed, so its round doesn't wait for it);
+    - a delivery or job running with a lapsed lease and out of attempts is settled as
+      failed, so its round doesn't wait for it;
+    - the others are enqueued again only when their task is known lost
+      (``workforce.leases.requeue_lost``: a lapsed claim, or a task the queue has passed
+      or no longer holds, with backoff); one still waiting in a backlog is left alone;
     - open rounds past their deadline get their check enqueued.
 
     Returns:
         ``{"deliveries": [ids], "jobs": [ids], "rounds": [ids], "abandoned": [ids]}``.
     """
     now = now or timezone.now()
-    horizon = now - timedelta(seconds=float(settings.Q_CLUSTER.get("retry") or 60))
     result: dict = {"deliveries": [], "jobs": [], "rounds": [], "abandoned": []}
+    lost, waiting_again = lapsed_claim_q(now)
     for model, task, key in ((DelegatedPost, policies.DELIVER_TASK, "deliveries"), (Job, policies.JOB_TASK, "jobs")):
-        stale = model.objects.filter(status="pending", enqueued_at__lt=horizon) | model.objects.filter(
-            status="running", lease_until__lt=now, enqueued_at__lt=horizon
-        )
-        for pk, enqueued_at, attempts, status in stale.values_list("pk", "enqueued_at", "attempts", "status"):
-            if status == "running" and attempts >= max_attempts():
-                abandon = do_abandon_delivery if model is DelegatedPost else do_abandon_job
-                if abandon(pk):
-                    result["abandoned"].append(pk)
-                continue
-            if model.objects.filter(pk=pk, enqueued_at=enqueued_at).update(enqueued_at=now):
-                enqueue(task, pk)
-                result[key].append(pk)
+        out_of_attempts = model.objects.filter(status="running", lease_until__lt=now, attempts__gte=max_attempts())
+        abandon = do_abandon_delivery if model is DelegatedPost else do_abandon_job
+        for pk in out_of_attempts.values_list("pk", flat=True):
+            if abandon(pk):
+                result["abandoned"].append(pk)
+        result[key] = requeue_lost(
+            model, lost=lost, waiting=Q(status="pending") | waiting_again,
+            send=lambda pk, task=task: enqueue(task, pk), task=task, now=now,
+        ).all
     for pk in Round.objects.filter(status=Round.Status.OPEN, deadline_at__lt=now).values_list("pk", flat=True):
         enqueue(rounds.DEADLINE_TASK, pk)
         result["rounds"].append(pk)

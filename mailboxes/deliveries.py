@@ -16,10 +16,8 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -29,7 +27,7 @@ from seats.queries import conversation_id
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease, lease_seconds
+from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
@@ -252,20 +250,18 @@ class SweepResult:
         return bool(self.requeued or self.abandoned)
 
 
-def requeue_after_seconds() -> float:
-    """A pending delivery not claimed this long after it was enqueued is enqueued again:
-    the broker's own redelivery horizon (``Q_CLUSTER["retry"]``)."""
-    return float(settings.Q_CLUSTER.get("retry") or 60)
-
-
 def do_sweep_deliveries(*, now=None) -> SweepResult:
     """Recover deliveries the broker or a crashed worker dropped. Idempotent; safe to run
     from several processes at once (each re-enqueue is a conditional UPDATE).
 
-    - running with a lapsed lease: enqueued again (the next claim aborts the dead turn),
-      or, after ``max_delivery_attempts()`` claims, failed (``delivery-abandoned``) and
-      recorded on the mailbox's session;
-    - pending and enqueued longer than ``requeue_after_seconds()`` ago: enqueued again.
+    - running with a lapsed lease after ``max_delivery_attempts()`` claims: failed
+      (``delivery-abandoned``) and recorded on the mailbox's session;
+    - otherwise enqueued again only when its task is known lost
+      (``workforce.leases.requeue_lost``): a lapsed claim not enqueued since, at once
+      (the next claim aborts the dead turn); a delivery enqueued and not yet claimed
+      when the queue has passed it or holds nothing, no sooner than
+      ``requeue_delay(requeues)`` after its last enqueue. A delivery still waiting in a
+      backlog is left alone.
     """
     now = now or timezone.now()
     result = SweepResult()
@@ -284,15 +280,10 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
                     delivery, Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts")
                 )
                 result.abandoned.append(delivery.pk)
-    lease_horizon = now - timedelta(seconds=lease_seconds())
-    pending_horizon = now - timedelta(seconds=requeue_after_seconds())
-    candidates = Delivery.objects.filter(
-        (Q(status=Delivery.Status.RUNNING, lease_until__lt=now, attempts__lt=max_delivery_attempts())
-         & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=lease_horizon)))
-        | (Q(status=Delivery.Status.PENDING) & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=pending_horizon)))
-    ).values_list("pk", "enqueued_at")
-    for pk, enqueued_at in candidates:
-        if Delivery.objects.filter(pk=pk, enqueued_at=enqueued_at).update(enqueued_at=now):
-            enqueue(DELIVER_TASK, pk)
-            result.requeued.append(pk)
+    lost, waiting_again = lapsed_claim_q(now)
+    done = requeue_lost(
+        Delivery, lost=lost, waiting=Q(status=Delivery.Status.PENDING) | waiting_again,
+        send=lambda pk: enqueue(DELIVER_TASK, pk), task=DELIVER_TASK, now=now,
+    )
+    result.requeued = done.all
     return result

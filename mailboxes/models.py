@@ -117,11 +117,12 @@ class Route(models.Model):
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     delivery = models.CharField(max_length=10, blank=True, default="", help_text="What the member got: wake, call or none.")
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     decided_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["decided_at", "enqueued_at"])]
+        indexes = [models.Index(fields=["decided_at", "enqueued_at"]), models.Index(fields=["enqueued_at"])]
 
     def __str__(self) -> str:
         return f"{self.post} -> {self.member or '-'} ({self.by or 'pending'})"
@@ -168,7 +169,10 @@ class Delivery(LeasedWork):
         constraints = [
             models.UniqueConstraint(fields=["post_id", "member"], name="delivery_unique_post_member"),
         ]
-        indexes = [models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"])]
+        indexes = [
+            models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"]),
+            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
+        ]
         verbose_name_plural = "deliveries"
         # The table kept its name when deliveries moved here from the seats app.
         db_table = "seats_delivery"

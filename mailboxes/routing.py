@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Iterable
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from seats.models import Seat
@@ -43,6 +43,7 @@ from seats.queries import reachable_seats
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
+from workforce.leases import requeue_lost
 from workforce.llm.evaluation import (
     Choice,
     EvaluationCall,
@@ -447,14 +448,12 @@ def _record_route_request(session: Session, post_id: str, *, output=None, error=
 
 
 def do_sweep_routes(*, now=None) -> list[int]:
-    """Enqueue again every route still undecided ``Q_CLUSTER["retry"]`` seconds after it
-    was enqueued (a lossy broker or a crashed worker dropped its task). Idempotent:
-    each re-enqueue is a conditional UPDATE. Returns the route ids enqueued."""
-    now = now or timezone.now()
-    horizon = now - timedelta(seconds=float(settings.Q_CLUSTER.get("retry") or 60))
-    requeued = []
-    for pk, enqueued_at in Route.objects.filter(decided_at__isnull=True, enqueued_at__lt=horizon).values_list("pk", "enqueued_at"):
-        if Route.objects.filter(pk=pk, enqueued_at=enqueued_at, decided_at__isnull=True).update(enqueued_at=now):
-            enqueue(ROUTE_TASK, pk)
-            requeued.append(pk)
-    return requeued
+    """Enqueue again every undecided route whose task is known lost
+    (``workforce.leases.requeue_lost``: the queue has passed it, or holds nothing, and
+    ``requeue_delay(requeues)`` has passed since its last enqueue); a route still waiting
+    in a backlog is left alone. Idempotent: each re-enqueue is a conditional UPDATE.
+    Returns the route ids enqueued."""
+    return requeue_lost(
+        Route, waiting=Q(decided_at__isnull=True), send=lambda pk: enqueue(ROUTE_TASK, pk), task=ROUTE_TASK,
+        now=now,
+    ).all

@@ -6,13 +6,16 @@ class SeatsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
 
         from . import checks  # noqa: F401  (registers the worker checks)
         from .agent import register
         from .drains import do_sweep_board_drains
+        from .models import DrainWake
 
         register()
         # Board rows a crashed worker or the broker dropped, from each cluster worker
         # (workforce.sweepers).
+        register_work_table(DrainWake, "ran_at")
         register_sweep("board drains", do_sweep_board_drains)

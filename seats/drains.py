@@ -23,7 +23,8 @@ The row's turn runs outside any transaction in the seat's board session, ``run``
 row (``<ledger id>:<seat id>``, a child of the mailbox's session): one ``runTask``
 request per claim, with the turn text as a user message and the reply as an assistant
 message. The reply becomes the row's ``output`` and completes it; a failed turn fails
-the row (pending again while attempts remain, else errored).
+the row (pending again while attempts remain, else errored). The row is settled in the
+transaction that ends its turn, so a crash re-runs the turn whole or not at all.
 """
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ import json
 import logging
 import threading
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Iterable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -51,16 +52,17 @@ from boards.drains import (
 from boards.models import BoardTask, TaskStatus
 from boards.naming import split_board_id
 from boards.queries import claimable_tasks
+from boards.services import Settled, do_settle_claim
 from boards.tasks import drain_board
 from workforce.dispatch import enqueue
 from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
 from workforce.flows import registry
-from workforce.leases import lease_seconds
+from workforce.leases import lease_seconds, requeue_lost
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
 
 from .boards import default_worker_key, seat_boards
-from .models import Seat
+from .models import DrainWake, Seat
 from .queries import access_seat
 
 logger = logging.getLogger(__name__)
@@ -189,9 +191,35 @@ def wake_board_drains(org: Organization, board_id: str, *, assignee: str | None 
             continue
         for key in drain.worker_keys or (None,):
             if assignee is None or key is None or key == assignee:
-                enqueue(SEAT_DRAIN_TASK, org.pk, board_id, drain.seat_id, key)
+                enqueue_drain(org.pk, board_id, drain.seat_id, key)
                 woken.append(drain)
     return woken
+
+
+def _wake_keys(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> dict:
+    return {"organization_id": org_id, "board_id": board_id, "seat_id": seat_id, "worker_key": worker_key or ""}
+
+
+def enqueue_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> None:
+    """Enqueue one step of ``seat_id``'s drain of ``board_id`` and note when
+    (``DrainWake``), so the sweep knows a task is on its way. Inside a transaction the
+    task goes with its commit and the note is written after it, stamped with the time
+    before the commit (a worker that ran the task at once has the later time)."""
+    at = timezone.now()
+    keys = _wake_keys(org_id, board_id, seat_id, worker_key)
+
+    def note() -> None:
+        if DrainWake.objects.filter(**keys, enqueued_at__lt=at).update(enqueued_at=at, requeues=0):
+            return
+        if not DrainWake.objects.filter(**keys).exists():
+            try:
+                with transaction.atomic():
+                    DrainWake.objects.create(**keys, enqueued_at=at)
+            except IntegrityError:  # another process noted it at the same moment
+                pass
+
+    enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+    transaction.on_commit(note)
 
 
 def sweep_grace_seconds() -> float:
@@ -206,9 +234,12 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     added by a board action. Idempotent; safe from several processes (claims decide).
 
     For each hired drain and each organization with a row on its board that is pending
-    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, one
-    drain is enqueued when the board has a row that drain can claim and none of its rows
-    is in progress under a live claim of that seat (its chain is running).
+    and unchanged for ``sweep_grace_seconds()`` or in progress with a lapsed lease, when
+    the board has a row that drain can claim and none of its rows is in progress under a
+    live claim of that seat (its chain is running): one drain is enqueued when no task
+    of it is on its way (the last one enqueued has started), or when the one on its way
+    is known lost (``workforce.leases.requeue_lost``: the queue has passed it or holds
+    nothing, with backoff). A drain still waiting in a backlog is left alone.
 
     Returns:
         ``(org id, board id, seat id, worker key)`` per drain enqueued.
@@ -238,9 +269,17 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
             if live.exists():
                 continue
             for key in drain.worker_keys or (None,):
-                if claimable_tasks(org, board_id, now=now, worker_key=key).exists():
-                    enqueue(SEAT_DRAIN_TASK, org_id, board_id, drain.seat_id, key)
-                    woken.append((org_id, board_id, drain.seat_id, key))
+                if not claimable_tasks(org, board_id, now=now, worker_key=key).exists():
+                    continue
+                wake = DrainWake.objects.filter(**_wake_keys(org_id, board_id, drain.seat_id, key)).first()
+                if wake is None or (wake.ran_at is not None and wake.ran_at >= wake.enqueued_at):
+                    enqueue_drain(org_id, board_id, drain.seat_id, key)  # nothing on its way
+                elif not requeue_lost(
+                    DrainWake, waiting=Q(pk=wake.pk), now=now,
+                    send=lambda pk, seat_id=drain.seat_id, key=key: enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, key),
+                ).all:
+                    continue
+                woken.append((org_id, board_id, drain.seat_id, key))
     return woken
 
 
@@ -310,11 +349,12 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     except Refusal as refusal:
         logger.warning("board %s: %s does not drain it in %s: %s", board_id, seat_id, org_id, refusal.message)
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
+    DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
     report = drain_board(
         org_id, board_id, worker_key, ROW_RUNNER, run=session.session_id, lease_seconds=lease_seconds(), max_rows=1,
     )
     if report["claimed"]:
-        enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, worker_key)
+        enqueue_drain(org_id, board_id, seat_id, worker_key)
     return {**report, "seat": seat_id}
 
 
@@ -323,14 +363,26 @@ class TurnFailed(Exception):
     (``model-error: …``), so the row's error reads ``TurnFailed: model-error: …``."""
 
 
-def run_board_row(task: BoardTask) -> Any:
+def run_board_row(task: BoardTask) -> Settled:
     """The drain's runner (``boards.tasks.drain_board``'s ``runner``): run the claimed
     ``task`` as the turn of the seat whose board session ``task.run`` names, through its
-    kind's ``board_row_turn`` facet (``workforce.facets.BOARD_ROW_TURN``), and finish
-    the turn. Returns the row's output (the reply).
+    kind's ``board_row_turn`` facet (``workforce.facets.BOARD_ROW_TURN``), then finish
+    the turn and settle the row in one transaction, as a delivery settles with its turn:
+    the ``runTask`` request completed (the reply as an assistant message) and the row
+    completed with the reply as its output; or the request failed and the row failed
+    (``TurnFailed: <the turn's refusal>``). A crash before the commit leaves both as they
+    were (the request running, the row claimed): the row's lease lapses, it is claimed
+    again and the dead request is aborted. There is no moment at which the turn is
+    recorded and the row not settled.
+
+    Returns:
+        ``boards.services.Settled`` with the settled row (None when the claim was no
+        longer current: the row was settled by the turn's own task tools, cancelled or
+        claimed again meanwhile, and what that did stands): the drain only counts it.
 
     Raises:
-        TurnFailed: the seat can't be reached or its turn failed (the row is failed).
+        TurnFailed: the seat can't be reached, or its kind can't run a row (the drain
+            fails the row).
     """
     session = Session.objects.select_related("organization").filter(
         organization_id=task.organization_id, session_id=task.run
@@ -347,9 +399,11 @@ def run_board_row(task: BoardTask) -> Any:
     turn = work_row(task=task, seat=seat, session=session)
     with transaction.atomic():
         turn.finish()
-    if turn.error is not None:
-        raise TurnFailed(turn.error.message)
-    return turn.reply
+        if turn.error is None:
+            settled = do_settle_claim(task, output=turn.reply)
+        else:
+            settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {turn.error.message}")
+    return Settled(settled)
 
 
 def row_turn_text(task: BoardTask) -> str:

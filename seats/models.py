@@ -67,3 +67,30 @@ class Seat(models.Model):
     def model_id(self, default: str) -> str:
         """The seat's model id, or ``default`` when its file named none."""
         return self.model or default
+
+
+class DrainWake(models.Model):
+    """The last ``drain_board_as_seat`` task enqueued for one seat's drain of one board
+    with one worker key, and when such a task last started: the sweep of board drains
+    enqueues another only when that one is known lost (``workforce.leases.requeue_lost``).
+
+    ``worker_key`` is ``""`` for a drain with no key. ``requeues`` counts the sweep's
+    extra enqueues since a drain last enqueued itself or a row was filed.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    board_id = models.CharField(max_length=400)
+    seat_id = models.CharField(max_length=200)
+    worker_key = models.CharField(max_length=200, blank=True, default="")
+    enqueued_at = models.DateTimeField(help_text="When its last task was enqueued.")
+    requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
+    ran_at = models.DateTimeField(null=True, blank=True, help_text="When a task of this drain last started.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "board_id", "seat_id", "worker_key"], name="drainwake_unique"),
+        ]
+        indexes = [models.Index(fields=["enqueued_at"]), models.Index(fields=["ran_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.seat_id} drains {self.board_id} ({self.worker_key or '-'})"

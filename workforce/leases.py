@@ -1,7 +1,7 @@
 """Claiming a row of work for one run, under a lease (design.md §8: every task is
 idempotent; the broker redelivers).
 
-A seat's delivery (``seats.models.Delivery``), a coordinator's delegated post and job
+A mailbox's delivery (``mailboxes.models.Delivery``), a coordinator's delegated post and job
 (``coordinators.models.DelegatedPost``, ``Job``) are each run by whichever task claims
 it first: ``claim_lease`` is one conditional UPDATE that takes a row that is pending, or
 running under a lapsed lease, and has had fewer than ``max_attempts()`` claims. The
@@ -10,14 +10,19 @@ matches lost its claim (``LeaseLost``) to a task that took the row over.
 """
 from __future__ import annotations
 
+import logging
 import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Callable
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+
+logger = logging.getLogger(__name__)
 
 
 class LeaseLost(Exception):
@@ -73,3 +78,237 @@ def claim_lease(
         .update(**changes)
     )
     return token if claimed else None
+
+
+# ----------------------------------------------------------------------------- re-enqueueing lost work
+#
+# The rule every sweep follows: a row of work is enqueued again only when its task is
+# known lost, never merely because it is old, so a backlog in the queue never multiplies
+# itself.
+#
+# - *Lost*: it was claimed and its lease lapsed with no enqueue since (the task running it
+#   died: the cluster kills a task by its ``timeout``). Enqueued again at once, once
+#   (with the ORM broker, only when the broker no longer holds its task to hand out again).
+# - *Waiting*: enqueued and not yet run (pending, or lapsed and enqueued again). Its task
+#   is in the queue unless the broker dropped it (Redis has no receipts). It is enqueued
+#   again only when the queue is known to have passed it: a row of any registered table
+#   enqueued *after* it, once and only once (``requeues == 0``), started running more
+#   than ``requeue_grace_seconds()`` ago (the queue is first in, first out, and a task
+#   popped before that one has finished or been killed by then), or the broker holds no
+#   waiting task at all and no task started within that grace (none is on its way from
+#   the workers' prefetch). And never sooner than ``requeue_delay(requeues)`` after its
+#   last enqueue: ``B``, ``2B``, ``4B`` ... capped. The ORM broker hands tasks out in no
+#   guaranteed order, but keeps each in its table until acknowledged: there a row the
+#   queue passed is lost only when its task is no longer in that table.
+#
+# Each re-enqueue is a conditional UPDATE on ``(enqueued_at, requeues)``, so sweeps from
+# several processes enqueue a row at most once per state; claims still decide who runs it.
+
+_witnesses: dict[str, tuple[type[models.Model], str]] = {}
+
+
+def register_work_table(model: type[models.Model], ran_field: str) -> None:
+    """Let ``model``'s rows witness the queue's progress for every sweep.
+
+    Args:
+        model: a table of work rows with ``enqueued_at`` and ``requeues`` fields, one
+            task enqueued per row (``requeues`` counts the sweeps' extra ones).
+        ran_field: the datetime field set when the row's task started running (its first
+            claim, ``started_at``) or, failing that, when it finished.
+    """
+    _witnesses[model._meta.label] = (model, ran_field)
+
+
+def requeue_after_seconds() -> float:
+    """``B``: the least time between a row's enqueue and its re-enqueue
+    (``WORKFORCE_REQUEUE_SECONDS``, default the broker's ``Q_CLUSTER["retry"]``)."""
+    default = settings.Q_CLUSTER.get("retry") or 60
+    return float(getattr(settings, "WORKFORCE_REQUEUE_SECONDS", None) or default)
+
+
+def requeue_cap_seconds() -> float:
+    """The longest backoff between re-enqueues of one row (``WORKFORCE_REQUEUE_MAX_SECONDS``,
+    default ``16 * B``)."""
+    return float(getattr(settings, "WORKFORCE_REQUEUE_MAX_SECONDS", None) or 16 * requeue_after_seconds())
+
+
+def requeue_delay(requeues: int) -> float:
+    """Seconds a row enqueued ``requeues`` extra times waits before the next:
+    ``min(B * 2**requeues, cap)``."""
+    return min(requeue_after_seconds() * (2 ** min(requeues, 30)), requeue_cap_seconds())
+
+
+def requeue_grace_seconds() -> float:
+    """How long after the queue passed a row's task that task must have started: the
+    cluster's ``timeout`` plus a margin (``lease_seconds()``)."""
+    return lease_seconds()
+
+
+def queue_mark(after: datetime, *, now: datetime) -> datetime | None:
+    """The latest ``enqueued_at`` after ``after`` of a row enqueued once whose task started
+    more than ``requeue_grace_seconds()`` before ``now``, over the registered tables: every
+    task enqueued before it has run, or was dropped. None when there is none."""
+    horizon = now - timedelta(seconds=requeue_grace_seconds())
+    mark = None
+    for model, ran_field in _witnesses.values():
+        latest = (
+            model.objects.filter(
+                requeues=0, enqueued_at__gt=after,
+                **{f"{ran_field}__lt": horizon, f"{ran_field}__gte": F("enqueued_at")},
+            )
+            .aggregate(latest=models.Max("enqueued_at"))["latest"]
+        )
+        if latest is not None and (mark is None or latest > mark):
+            mark = latest
+    return mark
+
+
+def cluster_quiet(*, now: datetime) -> bool:
+    """True when no task of a registered table started in the last
+    ``requeue_grace_seconds()``: a task the cluster already took from the broker (its
+    workers prefetch a few) would have started by then."""
+    since = now - timedelta(seconds=requeue_grace_seconds())
+    return not any(
+        model.objects.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values()
+    )
+
+
+def orm_broker() -> bool:
+    """True when the broker is django-q2's ORM one (outside sync mode): a task stays in
+    its table until acknowledged, so whether one is still queued can be read there. It
+    hands tasks out in no guaranteed order, so the queue having passed a row is no proof
+    there."""
+    from django_q.conf import Conf
+
+    return bool(Conf.ORM) and not Conf.SYNC
+
+
+def orm_queued(func: str) -> set:
+    """The first argument of every ``func`` task in the ORM broker's table (waiting or
+    handed out and not yet acknowledged)."""
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    queued = set()
+    for payload in OrmQ.objects.values_list("payload", flat=True).iterator():
+        try:
+            task = SignedPackage.loads(payload)
+        except Exception:  # not ours to judge; the cluster will refuse it
+            continue
+        if task.get("func") == func and task.get("args"):
+            queued.add(task["args"][0])
+    return queued
+
+
+def broker_idle() -> bool:
+    """True when the broker holds no task waiting to be handed out (a task still queued
+    there cannot be the one we look for). False when the broker can't say."""
+    from django_q.brokers import get_broker
+    from django_q.conf import Conf
+
+    if Conf.SYNC:
+        return True  # tests: every task already ran, inline
+    try:
+        return get_broker().queue_size() == 0
+    except Exception:
+        logger.warning("could not read the task queue's size; no waiting row is taken for lost", exc_info=True)
+        return False
+
+
+@dataclass
+class Requeue:
+    """What ``requeue_lost`` enqueued: ``lost`` (a lapsed claim) and ``waiting`` (a task
+    the queue passed or the broker no longer holds), by primary key."""
+
+    lost: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+
+    @property
+    def all(self) -> list[int]:
+        return self.lost + self.waiting
+
+
+def requeue_lost(
+    model: type[models.Model],
+    *,
+    waiting: Q,
+    send: Callable[[int], None],
+    lost: Q | None = None,
+    task: str | None = None,
+    now: datetime | None = None,
+) -> Requeue:
+    """Enqueue again the rows of ``model`` whose task is known lost (the rule above).
+
+    Args:
+        model: a work table with ``enqueued_at`` and ``requeues`` fields.
+        waiting: selects the rows enqueued and not run since (pending; lapsed and
+            enqueued again).
+        lost: selects the rows claimed whose lease lapsed with no enqueue since
+            (``lapsed_claim_q``); None when the table has no leases.
+        send: ``send(pk)`` enqueues the row's task; called inside the transaction of
+            the conditional UPDATE (``workforce.dispatch.enqueue``).
+        task: the dotted path of the row's task when its first argument is the row's
+            pk: with the ORM broker, whose order is not first in, first out, a row the
+            queue passed is taken for lost only when no such task is in its table. None:
+            with the ORM broker only an empty, quiet queue says a task was lost.
+        now: the clock (tests).
+
+    Returns:
+        The rows enqueued again. Each got ``enqueued_at = now`` and ``requeues + 1``.
+    """
+    now = now or timezone.now()
+    done = Requeue()
+
+    def again(pk: int, enqueued_at, requeues: int, into: list[int]) -> None:
+        with transaction.atomic():
+            if model.objects.filter(pk=pk, enqueued_at=enqueued_at, requeues=requeues).update(
+                enqueued_at=now, requeues=requeues + 1
+            ):
+                send(pk)
+                into.append(pk)
+
+    orm = orm_broker()
+    queued = None
+    if lost is not None:
+        for pk, enqueued_at, requeues in model.objects.filter(lost).values_list("pk", "enqueued_at", "requeues"):
+            if orm and task is not None:  # the ORM broker hands a task out again itself, if it still has it
+                if queued is None:
+                    queued = orm_queued(task)
+                if pk in queued:
+                    continue
+            again(pk, enqueued_at, requeues, done.lost)
+    due = []
+    for pk, enqueued_at, requeues in model.objects.filter(waiting).values_list("pk", "enqueued_at", "requeues"):
+        if enqueued_at is None:  # written before enqueues were stamped: nothing says it is queued
+            again(pk, enqueued_at, requeues, done.waiting)
+        elif enqueued_at <= now - timedelta(seconds=requeue_delay(requeues)):
+            due.append((pk, enqueued_at, requeues))
+    if not due:
+        return done
+    mark = None if orm and task is None else queue_mark(min(row[1] for row in due), now=now)
+    idle = None
+    for pk, enqueued_at, requeues in due:
+        if mark is not None and enqueued_at < mark:  # the queue passed it
+            if orm:
+                if queued is None:
+                    queued = orm_queued(task)
+                if pk in queued:
+                    continue
+            again(pk, enqueued_at, requeues, done.waiting)
+            continue
+        if idle is None:
+            idle = broker_idle() and cluster_quiet(now=now)
+        if idle:
+            again(pk, enqueued_at, requeues, done.waiting)
+    return done
+
+
+def lapsed_claim_q(now: datetime) -> tuple[Q, Q]:
+    """``(lost, waiting_again)`` for a leased table (``status``, ``lease_until``,
+    ``attempts``, ``enqueued_at``): running with a lapsed lease and attempts left, and not
+    enqueued since the lapse (lost) or enqueued since (waiting)."""
+    lapsed = Q(status="running", lease_until__lt=now, attempts__lt=max_attempts())
+    return (
+        lapsed & (Q(enqueued_at__isnull=True) | Q(enqueued_at__lt=F("lease_until"))),
+        lapsed & Q(enqueued_at__gte=F("lease_until")),
+    )

@@ -153,14 +153,16 @@ class LeasedWork(models.Model):
 
     ``attempts`` counts the claims; ``claim_token`` is the live claim's token, which
     guards what the run writes; a running claim whose ``lease_until`` passed is
-    abandoned; ``enqueued_at`` is when its task was last handed to the broker (the
-    sweeps read it); ``finished_at`` when it settled.
+    abandoned; ``enqueued_at`` is when its task was last handed to the broker and
+    ``requeues`` how many times a sweep enqueued it again because its task was lost
+    (``workforce.leases.requeue_lost``); ``finished_at`` when it settled.
     """
 
     attempts = models.PositiveIntegerField(default=0)
     claim_token = models.CharField(max_length=32, blank=True, default="")
     lease_until = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
+    requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

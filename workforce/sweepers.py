@@ -26,11 +26,12 @@ from .runtime import boot_for_task
 logger = logging.getLogger(__name__)
 
 _sweeps: dict[str, Callable[[], Any]] = {}
+_every: dict[str, float] = {}  # a sweep's own cadence, seconds, when it has one
 _started = False
 _lock = threading.Lock()
 
 
-def register_sweep(name: str, sweep: Callable[[], Any]) -> None:
+def register_sweep(name: str, sweep: Callable[[], Any], *, every: float | None = None) -> None:
     """Run ``sweep()`` on every pass of the cluster workers' sweeper thread.
 
     Args:
@@ -39,8 +40,17 @@ def register_sweep(name: str, sweep: Callable[[], Any]) -> None:
         sweep: takes nothing and returns what it did (logged at INFO), or something
             falsy when it did nothing. It must be idempotent and safe to run from
             several processes at once.
+        every: its own cadence in seconds (a timer, such as round deadlines at 0.5 s);
+            None runs it every ``WORKFORCE_SWEEP_SECONDS``. Keep a short cadence for
+            sweeps whose query is one indexed read.
     """
     _sweeps[name] = sweep
+    if every is None:
+        _every.pop(name, None)
+    else:
+        if every <= 0:
+            raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+        _every[name] = float(every)
 
 
 def registered_sweeps() -> dict[str, Callable[[], Any]]:
@@ -53,8 +63,9 @@ def sweep_interval() -> float:
     return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
 
 
-def run_sweeps() -> dict[str, Any]:
-    """One pass: every registered sweep once, in order. Never raises.
+def run_sweeps(names: list[str] | None = None) -> dict[str, Any]:
+    """One pass: every registered sweep once (or those in ``names``), in order. Never
+    raises.
 
     Returns:
         ``{name: what the sweep returned}`` for the sweeps that finished; a sweep that
@@ -62,6 +73,8 @@ def run_sweeps() -> dict[str, Any]:
     """
     done: dict[str, Any] = {}
     for name, sweep in list(_sweeps.items()):
+        if names is not None and name not in names:
+            continue
         try:
             close_old_connections()
             result = sweep()
@@ -79,21 +92,27 @@ def run_sweeps() -> dict[str, Any]:
 
 
 def start_sweeper(interval: float | None = None) -> bool:
-    """Start this process's sweeper thread once (``run_sweeps`` every ``interval``
-    seconds, default ``sweep_interval()``). Returns True when this call started it."""
+    """Start this process's sweeper threads once: one running the sweeps without a
+    cadence of their own every ``interval`` seconds (default ``sweep_interval()``),
+    and one per sweep registered with ``every`` (a timer), so a slow sweep never delays
+    a deadline. Returns True when this call started them."""
     global _started
     with _lock:
         if _started:
             return False
         _started = True
-    thread = threading.Thread(target=_loop, args=(interval or sweep_interval(),), name="sweeper", daemon=True)
-    thread.start()
+    plain = [name for name in _sweeps if name not in _every]
+    groups = [("sweeper", plain, interval or sweep_interval())]
+    groups += [(f"sweeper-{name}", [name], every) for name, every in _every.items()]
+    for thread_name, names, every in groups:
+        thread = threading.Thread(target=_loop, args=(names, every), name=thread_name, daemon=True)
+        thread.start()
     return True
 
 
-def _loop(interval: float) -> None:
+def _loop(names: list[str], interval: float) -> None:
     while True:
-        run_sweeps()
+        run_sweeps(names)
         time.sleep(interval)
 
 

@@ -158,6 +158,10 @@ WORKFORCE_SWEEP_SECONDS = _env_number("WORKFORCE_SWEEP_SECONDS", 15, float)
 # How long serve takes to stop (web server and cluster); work still running then is
 # killed and left to its lease (a positive number of seconds; checked).
 WORKFORCE_STOP_SECONDS = _env_number("WORKFORCE_STOP_SECONDS", 10, float)
+# A task known lost is re-enqueued no sooner than this after its enqueue (0: Q_CLUSTER
+# retry), then twice that, ... up to the max (0: 16 times); see workforce.leases.
+WORKFORCE_REQUEUE_SECONDS = _env_number("WORKFORCE_REQUEUE_SECONDS", 0, float)
+WORKFORCE_REQUEUE_MAX_SECONDS = _env_number("WORKFORCE_REQUEUE_MAX_SECONDS", 0, float)
 # How a task-cluster process boots itself (hire the tree's seats, wire the notify block).
 WORKFORCE_BOOT = os.environ.get("WORKFORCE_BOOT", "workforce_project.boot.boot_process")
 # Mailbox kinds of your own: {"my-mailbox": "myapp.flows.build_my_mailbox"} (spec

@@ -30,6 +30,7 @@ S = TaskStatus
 K = TaskChange.Kind
 
 DEFAULT_LEASE_SECONDS = 300
+_SETTLED_OUTCOME = {S.COMPLETED: "completed", S.PENDING: "retried", S.ERRORED: "errored", S.PARKED: "parked"}
 _CLAIM_RETRIES = 64
 
 
@@ -219,6 +220,17 @@ class ParkTask(Exception):
         super().__init__(reason)
 
 
+class Settled:
+    """What a drain's ``run_row`` returns when it settled its claim itself, with
+    ``do_settle_claim`` inside the transaction that wrote the run's own records (a seat's
+    turn), so that a crash can never leave the run recorded and the row unsettled. The
+    drain only counts it. ``task`` is what ``do_settle_claim`` returned (None: the claim
+    was no longer current)."""
+
+    def __init__(self, task: BoardTask | None):
+        self.task = task
+
+
 @dataclass
 class DrainReport:
     """What one drain did: counts per outcome, and the task ids it claimed in order.
@@ -256,7 +268,8 @@ def do_drain_board(
     the rows": the ``taskBoard`` drain a seat runs).
 
     For each claim, ``run_row(task)`` runs outside any claim transaction and its return
-    value (JSON) becomes the row's ``output`` (completed). An exception fails the row
+    value (JSON) becomes the row's ``output`` (completed), unless it is ``Settled``: the
+    run settled the row itself. An exception fails the row
     (``"<ExceptionType>: <message>"`` as its error): it goes back to pending while
     attempts remain, else errored. ``ParkTask`` parks it. Lapsed leases on the board are
     swept first. Safe to run from several processes at once and to redeliver.
@@ -289,8 +302,12 @@ def do_drain_board(
             settled = do_settle_claim(task, error=f"{type(exc).__name__}: {exc}")
             outcome = "retried" if settled is not None and settled.status == S.PENDING else "errored"
         else:
-            settled = do_settle_claim(task, output=output)
-            outcome = "completed"
+            if isinstance(output, Settled):  # the run settled the row in its own transaction
+                settled = output.task
+                outcome = _SETTLED_OUTCOME.get(settled.status, "errored") if settled is not None else "completed"
+            else:
+                settled = do_settle_claim(task, output=output)
+                outcome = "completed"
         if settled is None:
             report.lost += 1
         else:

@@ -640,3 +640,32 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
     assert len(resolver.calls) == len(rows)
     assert Request.objects.filter(action="runTask", status="completed").count() == len(rows)
     assert TaskChange.objects.filter(kind="claimed").count() == len(rows)
+
+
+def test_the_sweep_leaves_a_drain_waiting_in_a_backlog_alone_and_wakes_a_lost_one_once(
+    hired, org, django_capture_on_commit_callbacks, monkeypatch,
+):
+    import seats.drains
+    import workforce.leases
+    from seats.models import DrainWake
+
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    do_file_task(org, FOLLOWUPS, goal="Waits behind a backlog.")
+    sent = []
+    monkeypatch.setattr(seats.drains, "enqueue", lambda *args: sent.append(args))  # the queue holds it, unrun
+    with django_capture_on_commit_callbacks(execute=True):
+        seats.drains.wake_board_drains(org, FOLLOWUPS)
+    assert len(sent) == 1
+    monkeypatch.setattr(workforce.leases, "broker_idle", lambda: False)  # a backlog: the broker still holds tasks
+    start = timezone.now()
+    for hours in (1, 2, 10, 100):
+        with django_capture_on_commit_callbacks(execute=True):
+            assert do_sweep_board_drains(now=start + timedelta(hours=hours)) == []
+    assert len(sent) == 1
+    monkeypatch.setattr(workforce.leases, "broker_idle", lambda: True)  # the broker holds nothing: it was lost
+    later = start + timedelta(hours=1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert do_sweep_board_drains(now=later) == [(org.pk, FOLLOWUPS, "eng.lead", "lead")]
+        assert do_sweep_board_drains(now=later) == []  # once
+    assert len(sent) == 2
+    assert DrainWake.objects.get().requeues == 1

@@ -14,7 +14,7 @@ from coordinators import policies
 from coordinators.delivery import do_deliver_delegated
 from coordinators.models import Answer, DelegatedPost, Job, Round
 from coordinators.rounds import schedule_name
-from coordinators.services import do_close_round_at_deadline, do_sweep
+from coordinators.services import ROUND_TIMER_SECONDS, do_close_overdue_rounds, do_close_round_at_deadline, do_sweep
 from seats.models import Seat
 from tests.conftest import MEMBER
 from tests.coordinators.conftest import ACCOUNTS, DELEGATES, DEVICES, GENERAL, HELP, choose
@@ -196,6 +196,32 @@ def test_the_sweep_enqueues_the_deadline_check_of_an_overdue_round(desk, hold_ba
         assert do_sweep()["rounds"] == [r0.pk]
     r0.refresh_from_db()
     assert r0.status == "closed"
+
+
+def test_the_round_timer_closes_overdue_rounds_only_and_each_once(desk, hold_back):
+    d = desk(routing="everyone", rounds=1)
+    hold_back(ACCOUNTS)
+    d.run("first")
+    d.run("second")
+    r0_first, r0_second = [r for r in d.rounds() if r.number == 0]
+    with d.capture(execute=True):
+        assert do_close_overdue_rounds() == []  # five minutes to go: nothing is due
+    Round.objects.filter(pk=r0_first.pk).update(deadline_at=timezone.now() - timedelta(milliseconds=1))
+    with d.capture(execute=True):
+        assert do_close_overdue_rounds() == [r0_first.pk]
+        assert do_close_overdue_rounds() == []  # closed once
+    r0_first.refresh_from_db()
+    r0_second.refresh_from_db()
+    assert (r0_first.status, r0_first.closed_by) == ("closed", "deadline")
+    assert r0_second.status == "open"
+    assert Request.objects.filter(session__session_id=d.session_id, action="closeRound", status="completed").count() == 1
+
+
+def test_the_round_timer_runs_in_the_cluster_workers_twice_a_second():
+    from workforce.sweepers import _every, registered_sweeps
+
+    assert registered_sweeps()["round-deadlines"] is do_close_overdue_rounds
+    assert _every["round-deadlines"] == ROUND_TIMER_SECONDS == 0.5
 
 
 def test_past_50_open_rounds_a_post_is_still_delivered_but_its_round_is_not_opened(desk, hold_back):

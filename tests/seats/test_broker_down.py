@@ -12,9 +12,10 @@ from django_q.conf import Conf
 from rest_framework.test import APIClient
 
 from mailboxes.models import Line
-from mailboxes.deliveries import do_sweep_deliveries, requeue_after_seconds
+from mailboxes.deliveries import do_sweep_deliveries
 from mailboxes.models import Delivery
 from tests.conftest import MEMBER
+from workforce.leases import requeue_after_seconds
 
 
 def closed_port() -> int:

@@ -1,5 +1,5 @@
 # Deliveries belong to the mailbox that fans a post out: the model moved to the
-# mailboxes app (mailboxes.0003_delivery). Only Django's state changes; the table
+# mailboxes app (mailboxes.0004_delivery). Only Django's state changes; the table
 # seats_delivery and its rows stay where they are.
 
 from django.db import migrations
@@ -8,7 +8,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('seats', '0001_initial'),
+        ('seats', '0002_requeues'),
     ]
 
     operations = [
