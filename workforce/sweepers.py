@@ -53,6 +53,15 @@ def sweep_interval() -> float:
     return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
 
 
+def run_sweep(name: str) -> Any:
+    """Run the sweep registered as ``name`` once (after closing stale database connections) and
+    return what it returned. Raises ``KeyError`` for a name nobody registered, and
+    whatever the sweep raises (``manage.py sweep`` reports it)."""
+    sweep = _sweeps[name]
+    close_old_connections()
+    return sweep()
+
+
 def run_sweeps() -> dict[str, Any]:
     """One pass: every registered sweep once, in order. Never raises.
 
@@ -61,10 +70,9 @@ def run_sweeps() -> dict[str, Any]:
         raised is logged, its connection closed, and left out.
     """
     done: dict[str, Any] = {}
-    for name, sweep in list(_sweeps.items()):
+    for name in list(_sweeps):
         try:
-            close_old_connections()
-            result = sweep()
+            result = run_sweep(name)
         except Exception:
             logger.exception("sweeping %s failed", name)
             try:
