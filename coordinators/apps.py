@@ -1,5 +1,22 @@
 from django.apps import AppConfig
 
+from workforce.refusals import register_reasons
+
+from . import constants as c
+
+# HTTP statuses of the coordinator's reason codes (spec 004 "Who can be a delegate",
+# "Changing the delegates").
+REASONS = {
+    c.STATE_FIELD_RESERVED: 400,
+    c.NOT_ON_ROSTER: 404,
+    c.COORDINATOR_NOT_FOUND: 404,
+    c.CANNOT_TAKE_WORK: 409,
+    c.ALREADY_A_DELEGATE: 409,
+    c.DELEGATES_FULL: 409,
+    c.NOT_A_DELEGATE: 409,
+    c.FALLBACK_NOT_A_DELEGATE: 409,
+}
+
 
 class CoordinatorsConfig(AppConfig):
     name = "coordinators"
@@ -13,6 +30,7 @@ class CoordinatorsConfig(AppConfig):
         from .services import do_sweep
 
         register()
+        register_reasons(REASONS)
         # Delegated posts, jobs and round deadlines a crashed worker or the broker dropped,
         # from each cluster worker and `manage.py sweep` (workforce.sweepers).
         register_sweep("coordinators", lambda: _did_something(do_sweep()))
