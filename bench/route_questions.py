@@ -66,7 +66,7 @@ def desk_question(root: Path):
     the desk's fallback."""
     from seats.workers import read_workforce
     from workforce.llm.evaluation import Choice, Question
-    from workforce.loader import read_mailboxes_directory
+    from mailboxes.reader import read_mailboxes_directory
 
     mailboxes, errors = read_mailboxes_directory(root)
     assert not errors, errors

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
-from workforce.loader import WorkforceRootError
+from workforce.tree import WorkforceRootError
 
 from .roster import TreeError, load_roster
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
-from workforce.loader import UNREADABLE_SLOT, WorkforceRootError
+from workforce.tree import UNREADABLE_SLOT, WorkforceRootError
 
 from .services import hire_problems
 from .workers import read_workforce

@@ -36,7 +36,7 @@ def boot(root: str | Path | None = None) -> Roster:
     Raises:
         seats.services.WorkerTreeError: a worker failed to load or cannot be hired.
         mailboxes.roster.TreeError: the mailboxes have errors or a record was refused.
-        workforce.loader.WorkforceRootError: the root is unreadable or a symlink.
+        workforce.tree.WorkforceRootError: the root is unreadable or a symlink.
     """
     root = root or settings.WORKFORCE_ROOT
     seats = seats_to_wake(do_hire_tree_workers(root))

@@ -10,8 +10,7 @@ from django.core.management.base import SystemCheckError
 from seats.workers import WORKER_LOAD_FAILED, WorkerManifest, read_workforce
 from tests.conftest import mailbox_md, write_tree
 from tests.seats.conftest import worker_md
-from workforce.loader import REFUSED_DECLARATION, UNREADABLE_SLOT, WorkforceRootError
-from workforce.names import NAME_RULE
+from workforce.tree import NAME_RULE, REFUSED_DECLARATION, UNREADABLE_SLOT, WorkforceRootError
 
 DEVICES = """\
 ---

@@ -19,7 +19,7 @@ from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
 from seats.services import HireRefused, WorkerTreeError
-from workforce.loader import WorkforceRootError
+from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 
 

@@ -5,7 +5,7 @@ import datetime
 import pytest
 import yaml
 
-from workforce.frontmatter import FrontmatterError, StrictSafeLoader, split_frontmatter, strict_yaml_load
+from workforce.tree.frontmatter import FrontmatterError, StrictSafeLoader, split_frontmatter, strict_yaml_load
 
 SRC = "teams/eng/mailboxes/standup/MAILBOX.md"
 
