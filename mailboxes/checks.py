@@ -28,7 +28,7 @@ def check_route_model(app_configs=None, **kwargs):
     (``embedded/lexical``, ``openai/<name>``, ...), or empty (no route)."""
     from workforce.llm import evaluation_model_problem
 
-    model = getattr(settings, "WORKFORCE_ROUTE_MODEL", "")
+    model = settings.WORKFORCE_ROUTE_MODEL
     problem = evaluation_model_problem(model) if model else None
     if problem:
         return [checks.Error(f"WORKFORCE_ROUTE_MODEL: {problem}", id="workforce.E003")]

@@ -49,7 +49,7 @@ def mailbox_kind_specs() -> dict[str, MailboxKindSpec]:
         flow = registry.get(name)
         if flow is not None and flow.facets.get("mailbox"):
             route = flow.facets.get("route")
-            planned = name == BUILTIN_KIND and bool(getattr(settings, "WORKFORCE_ROUTE_MODEL", ""))
+            planned = name == BUILTIN_KIND and bool(settings.WORKFORCE_ROUTE_MODEL)
             specs[name] = MailboxKindSpec(
                 kind=name,
                 builtin=name == BUILTIN_KIND,

@@ -19,7 +19,7 @@ from .sessions import do_run_action
 def external_dispatcher() -> bool:
     """True when dispatch hands work to an external queue with no shared lease backend
     (``WORKFORCE_EXTERNAL_DISPATCHER``): flow-to-flow posts are then refused."""
-    return bool(getattr(settings, "WORKFORCE_EXTERNAL_DISPATCHER", False))
+    return bool(settings.WORKFORCE_EXTERNAL_DISPATCHER)
 
 
 def dispatch(

@@ -159,7 +159,7 @@ class ClientTextField(StrictCharField):
     def __init__(self, **kwargs: Any) -> None:
         from django.conf import settings
 
-        kwargs.setdefault("max_length", getattr(settings, "WORKFORCE_MAX_TEXT_CHARS", 32_000))
+        kwargs.setdefault("max_length", settings.WORKFORCE_MAX_TEXT_CHARS)
         super().__init__(**kwargs)
 
 

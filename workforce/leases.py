@@ -31,9 +31,8 @@ def lease_seconds() -> float:
 
 
 def max_attempts() -> int:
-    """Claims a row gets before it is given up (``WORKFORCE_DELIVERY_MAX_ATTEMPTS``,
-    default 3)."""
-    return int(getattr(settings, "WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3))
+    """Claims a row gets before it is given up (``settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS``)."""
+    return int(settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS)
 
 
 def claim_lease(

@@ -39,7 +39,7 @@ def ensure_booted() -> bool:
     with _lock:
         if _booted:
             return False
-        path = getattr(settings, "WORKFORCE_BOOT", "")
+        path = settings.WORKFORCE_BOOT
         if path:
             import_string(path)()
         _booted = True

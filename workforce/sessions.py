@@ -33,8 +33,8 @@ def now_ms() -> int:
 
 
 def history_window() -> int:
-    """How many of a session's most recent requests its history covers (default 50)."""
-    return int(getattr(settings, "WORKFORCE_HISTORY_WINDOW", 50))
+    """How many of a session's most recent requests its history covers (``settings.WORKFORCE_HISTORY_WINDOW``)."""
+    return int(settings.WORKFORCE_HISTORY_WINDOW)
 
 
 @dataclass

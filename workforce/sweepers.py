@@ -49,8 +49,8 @@ def registered_sweeps() -> dict[str, Callable[[], Any]]:
 
 
 def sweep_interval() -> float:
-    """Seconds between sweeps (``WORKFORCE_SWEEP_SECONDS``, default 15)."""
-    return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
+    """Seconds between sweeps (``settings.WORKFORCE_SWEEP_SECONDS``)."""
+    return float(settings.WORKFORCE_SWEEP_SECONDS)
 
 
 def run_sweep(name: str) -> Any:

@@ -43,7 +43,7 @@ def boot(root: str | Path | None = None) -> Roster:
     configure_notify(MAILBOX_KIND, wake_member_seats(seats))
     # The route (spec "Routing a mailbox"): built with the same seats, before binding,
     # so the binder accepts routing: and checks each fallback against those seats.
-    route_model = getattr(settings, "WORKFORCE_ROUTE_MODEL", "")
+    route_model = settings.WORKFORCE_ROUTE_MODEL
     configure_route(MAILBOX_KIND, route_by_purpose(seats, model=route_model) if route_model else None)
     roster = load_roster(root)
     set_current_roster(roster)

@@ -138,6 +138,8 @@ WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 WORKFORCE_MODEL_TIMEOUT = _env_number("WORKFORCE_MODEL_TIMEOUT", 60, float)
+# A route's evaluator call (mailbox routing, a coordinator's best fit); default: a model call's.
+WORKFORCE_ROUTE_TIMEOUT = _env_number("WORKFORCE_ROUTE_TIMEOUT", WORKFORCE_MODEL_TIMEOUT, float)
 WORKFORCE_TURN_TIMEOUT = _env_number("WORKFORCE_TURN_TIMEOUT", 100, float)
 WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
 # Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts

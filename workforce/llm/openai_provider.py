@@ -40,7 +40,7 @@ def _first_message(model_id: str, kwargs: dict, timeout: float, error: type[Exce
     """
     import openai
 
-    client = _client(getattr(settings, "OPENAI_BASE_URL", ""), getattr(settings, "OPENAI_API_KEY", ""))
+    client = _client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
     try:
         response = client.chat.completions.create(**kwargs, timeout=max(timeout, 0.001))
     except openai.APITimeoutError:
