@@ -64,9 +64,9 @@ HELD_OUT: list[tuple[str, str]] = [
 def desk_question(root: Path):
     """The route's question for ``support.desk`` as the example tree declares it, and
     the desk's fallback."""
+    from mailboxes.reader import read_mailboxes_directory
     from seats.workers import read_workforce
     from workforce.llm.evaluation import Choice, Question
-    from mailboxes.reader import read_mailboxes_directory
 
     mailboxes, errors = read_mailboxes_directory(root)
     assert not errors, errors

@@ -6,8 +6,9 @@ Apps register their kinds in ``AppConfig.ready()``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import secrets
 
 from django.db import models
-from django.utils import timezone
 from django.db.models import Q
+from django.utils import timezone
 
 DEFAULT_ORG_ID = "default"
 

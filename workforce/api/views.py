@@ -1,7 +1,8 @@
 """The kernel's HTTP contract (design.md §4): thin views, one service call each."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema

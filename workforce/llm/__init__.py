@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import ChatModel, ModelCall, ModelError, ModelReply, ModelResolver, ToolCall, parse_arguments
 from .embedded import EMBEDDED_MODELS, EchoModel

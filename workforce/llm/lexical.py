@@ -113,7 +113,7 @@ class LexicalEvaluationModel:
                 for term in set(terms(text)):
                     query[term] += weight
         result = {}
-        for choice, doc, length in zip(choices, docs, lengths):
+        for choice, doc, length in zip(choices, docs, lengths, strict=True):
             score = 0.0
             for term, weight in query.items():
                 tf = doc.get(term, 0)
