@@ -1,4 +1,4 @@
-"""Twenty support questions through the example desk's route (issue 4, "Example").
+"""Twenty support questions through the example desk's route (spec "Routing a mailbox").
 
 Reads the example tree (``examples/support-desk``): the ``support.desk`` mailbox's
 members and the ``description:`` in each member's WORKER.md, which are the route's

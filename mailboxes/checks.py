@@ -1,5 +1,5 @@
 """``manage.py check`` validates the workforce tree, so a bad tree stops the server at
-start-up with every problem named at once (design.md §5)."""
+start-up with every problem named at once (spec "Treat a non-empty errors as fatal")."""
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,4 +1,4 @@
-"""Dispatch: one flow reaching another kind's action (design.md §2).
+"""Dispatch: one flow reaching another kind's action (docs/architecture.md "Layers").
 
 Apps never import each other's internals to reach one another at run time; they
 dispatch to a kind's action through the registry, in process (``dispatch``) or on the
@@ -69,7 +69,7 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
     commits (or rolls back) with the rows it reads: nothing is lost if the process dies
     right after the commit. With Redis, and in sync mode (tests), it is sent from
     ``transaction.on_commit`` so a worker never runs before those rows exist
-    (pitfalls.md).
+    (the Redis broker is not part of the transaction).
     """
     from django_q.conf import Conf
     from django_q.tasks import async_task

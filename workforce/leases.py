@@ -1,5 +1,5 @@
-"""Claiming a row of work for one run, under a lease (design.md §8: every task is
-idempotent; the broker redelivers).
+"""Claiming a row of work for one run, under a lease (every task is idempotent: the
+broker redelivers).
 
 A seat's delivery (``seats.models.Delivery``), a coordinator's delegated post and job
 (``coordinators.models.DelegatedPost``, ``Job``) are each run by whichever task claims

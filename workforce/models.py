@@ -1,4 +1,4 @@
-"""The kernel's tables (design.md §3): organizations, sessions, requests and items.
+"""The kernel's tables: organizations, sessions, requests and items.
 
 A *session* is one conversation on one flow kind (a mailbox is a session on the
 ``mailbox`` kind). Every action call on a session is a *request*; what a session emits

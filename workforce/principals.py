@@ -1,4 +1,4 @@
-"""Who is calling (design.md §4, spec "Which organization a mailbox runs in").
+"""Who is calling (spec "Which organization a mailbox runs in").
 
 Without authentication (``WORKFORCE_AUTH=none``) the caller names itself with ``userId``
 and runs in ``DEFAULT_ORG_ID``, the development case. With authentication the principal

@@ -1,4 +1,4 @@
-"""Reads of kernel data, always through the organization (design.md §8): another
+"""Reads of kernel data, always through the organization: another
 organization's object answers ``*-not-found`` (404), never 403."""
 from __future__ import annotations
 

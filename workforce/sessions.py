@@ -1,4 +1,4 @@
-"""Running actions on sessions (design.md §3): one Request per call, items per session.
+"""Running actions on sessions: one Request per call, items per session.
 
 ``do_run_action`` is the one way any action runs, whether a client called it over HTTP
 or another flow dispatched it. It records a Request, runs the handler inside a savepoint

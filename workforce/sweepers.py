@@ -1,4 +1,4 @@
-"""Recovering dropped work inside the task cluster (pitfalls.md: the Redis broker has no
+"""Recovering dropped work inside the task cluster (the Redis broker has no
 receipts, and a worker killed mid-task leaves its task undone or its row claimed).
 
 Apps register named sweeps with ``register_sweep`` in their ``AppConfig.ready``: the

@@ -1,4 +1,4 @@
-"""Test doubles for models (design.md §7): tests never reach the network.
+"""Test doubles for models (spec "Testing a routed mailbox"): tests never reach the network.
 
 ``MockModelResolver`` (``create_mock_model_resolver``) answers every model id with a
 scripted model, picked by the calling block's name: an agent turn's block is its seat

@@ -1,6 +1,6 @@
 """The composition root: what ``serve`` (and the cluster it starts) does before it takes
 requests. Only this project package imports every app; the apps reach each other at run
-time through the flow registry (design.md §2)."""
+time through the flow registry (docs/architecture.md "Layers")."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Declaring boards (spec "Holding a board", "Working the rows"; issue 5, items 1 and 6):
+"""Declaring boards (spec "Holding a board", "Working the rows"):
 names, ledger ids, tool suffixes, and what the binder refuses."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Strict frontmatter (pitfalls "YAML frontmatter", design §8)."""
+"""Strict frontmatter (spec "Mailboxes on disk": the frontmatter, exactly as written)."""
 
 import datetime
 

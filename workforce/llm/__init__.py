@@ -1,4 +1,4 @@
-"""Models (design.md §7): a model id is ``provider/name``.
+"""Models: a model id is ``provider/name``.
 
 - ``embedded/echo``: no network; answers ``<seat> heard: <turn text>`` and calls tools
   the turn asks for (see ``workforce.llm.embedded``).

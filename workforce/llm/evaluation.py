@@ -1,4 +1,4 @@
-"""Evaluation models (design.md §7; spec "Routing a mailbox", "Testing a routed mailbox").
+"""Evaluation models (spec "Routing a mailbox", "Testing a routed mailbox").
 
 An *evaluator* asks a model one question with a fixed set of answers and gets one of
 them back, or none. Routing asks ``member`` under the block name ``mailbox-route``; a

@@ -1,4 +1,5 @@
-"""``embedded/lexical``: an evaluation model with no network (design.md §7).
+"""``embedded/lexical``: an evaluation model with no network (spec
+"Routing a mailbox").
 
 It picks the choice whose description best matches the text by term weighting: BM25
 (Okapi, with the always-positive idf of BM25+) over the choices' descriptions, each

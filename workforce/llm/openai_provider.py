@@ -1,5 +1,5 @@
 """``openai/<model>``: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
-Ollama, llama.cpp) through the official ``openai`` client, with tool calls (design.md §7).
+Ollama, llama.cpp) through the official ``openai`` client, with tool calls.
 
 The endpoint is ``settings.OPENAI_BASE_URL`` (the client's default, api.openai.com, when
 empty) and the key ``settings.OPENAI_API_KEY`` (servers that need none get a

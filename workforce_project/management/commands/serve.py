@@ -1,4 +1,4 @@
-"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (design.md §5).
+"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (README "Run it").
 
 Migrates, checks and opens the workforce tree, then runs the web server (uvicorn, in
 this process) and the django-q2 cluster (a child process) together until interrupted.
@@ -67,7 +67,8 @@ class Command(BaseCommand):
                 [sys.executable, str(manage), "qcluster"],
                 env=os.environ.copy(),
                 # Its own process group: Ctrl-C reaches serve only, which stops the
-                # cluster by signalling its main process (pitfalls.md).
+                # cluster by signalling its main process (signalling its whole group
+                # can deadlock django-q2 on shutdown).
                 start_new_session=True,
             )
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
@@ -90,7 +91,7 @@ def _exit_on_sigterm(signum, frame):
 
 def _stop_cluster(cluster: subprocess.Popen) -> None:
     """SIGTERM the cluster's main process only (signalling its group can deadlock its
-    shutdown, pitfalls.md), wait, and kill it if it will not stop."""
+    shutdown), wait, and kill it if it will not stop."""
     if cluster.poll() is not None:
         return
     cluster.send_signal(signal.SIGTERM)
