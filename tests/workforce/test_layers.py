@@ -123,3 +123,21 @@ def test_a_top_app_importing_another_is_broken_once_it_exists(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "mail is not allowed to import coordinators" in result.stdout
     assert "Contracts: 0 kept, 2 broken." in result.stdout
+
+
+def test_no_app_imports_another_packages_private_names():
+    """Apps use each other's public names only (the worker reader once imported the tree
+    reader's private helpers)."""
+    import ast
+
+    found = []
+    for package in importlinter_config()["root_packages"]:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    if node.module.split(".")[0] == package:
+                        continue
+                    found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

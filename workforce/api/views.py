@@ -21,7 +21,12 @@ from .serializers import ActionCallSerializer, ItemPageSerializer, RequestPageSe
 T = TypeVar("T")
 
 
-def _int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+def int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """The whole-number query parameter ``name`` (``default`` when absent or empty).
+
+    Raises:
+        Refusal("invalid-input"): not a whole number, or outside ``minimum``..``maximum``.
+    """
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
@@ -58,7 +63,7 @@ def read_page(
     Raises:
         Refusal("invalid-input"): ``limit`` is not a whole number in range.
     """
-    limit = _int_param(request, "limit", default_limit, minimum=1, maximum=max_limit)
+    limit = int_param(request, "limit", default_limit, minimum=1, maximum=max_limit)
     rows = list(fetch(limit + 1))
     more = len(rows) > limit
     rows = rows[:limit]
@@ -137,8 +142,8 @@ class SessionItemsView(APIView):
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_session(principal.org, session_id, reader=principal.user_id)
         types = [t for t in request.query_params.get("itemTypes", "").split(",") if t]
-        after = _int_param(request, "after", 0)
-        limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
+        after = int_param(request, "after", 0)
+        limit = int_param(request, "limit", 500, minimum=1, maximum=1000)
         items = list(list_items(session, item_types=types or None, after=after, limit=limit))
         payload = {"sessionId": session.session_id, "items": items, "next": items[-1].seq if items else after}
         return Response(ItemPageSerializer(payload).data)
@@ -159,7 +164,7 @@ class SessionRequestsView(APIView):
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_session(principal.org, session_id, reader=principal.user_id)
         include = request.query_params.get("includeResultOutput", "false").lower() in {"1", "true", "yes"}
-        limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
+        limit = int_param(request, "limit", 500, minimum=1, maximum=1000)
         rows = list_requests(session, limit=limit)
         data = RequestSerializer(rows, many=True, context={"include_output": include}).data
         return Response({"sessionId": session.session_id, "requests": data})
