@@ -32,8 +32,9 @@ class CoordinatorsConfig(AppConfig):
         register()
         register_reasons(REASONS)
         # Delegated posts, jobs and round deadlines a crashed worker or the broker dropped,
-        # from each cluster worker and `manage.py sweep` (workforce.sweepers).
-        register_sweep("coordinators", lambda: _did_something(do_sweep()))
+        # by hand (`manage.py sweep`); the cluster runs it from its own django-q2 Schedule
+        # (coordinators.services.ensure_sweep_schedule), not from the sweeper thread.
+        register_sweep("coordinators", lambda: _did_something(do_sweep()), in_sweeper_thread=False)
 
 
 def _did_something(result: dict) -> dict | None:

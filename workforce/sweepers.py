@@ -3,11 +3,13 @@ receipts, and a worker killed mid-task leaves its task undone or its row claimed
 
 Apps register named sweeps with ``register_sweep`` in their ``AppConfig.ready``: the
 mailboxes app its routes (``mailboxes.routing.do_sweep_routes``), the seats app its
-deliveries and its board drains. Each cluster worker process, when django-q2 spawns it
+deliveries and its board drains, the coordinators app its own (which the cluster runs
+from a django-q2 Schedule instead). Each cluster worker process, when django-q2 spawns it
 (the ``post_spawn`` signal, connected by this app), boots the process
 (``workforce.runtime.boot_for_task``: hired seats, the mailbox kind's notify block) and
-starts one daemon thread that runs every registered sweep, in the order registered,
-every ``WORKFORCE_SWEEP_SECONDS`` (default 15). A sweep that fails is logged and its
+starts one daemon thread that runs the registered sweeps, in the order registered,
+every ``settings.WORKFORCE_SWEEP_SECONDS``; ``manage.py sweep`` runs every one of them
+once by hand. A sweep that fails is logged and its
 database connection closed; the sweeps after it still run. Sweeps from several workers
 at once must be safe: each one re-enqueues with a conditional UPDATE or a claim.
 """
@@ -27,21 +29,31 @@ from .runtime import boot_for_task
 logger = logging.getLogger(__name__)
 
 _sweeps: dict[str, Callable[[], Any]] = {}
+_by_hand_only: set[str] = set()  # sweeps the cluster runs on a schedule of their own
 _started = False
 _lock = threading.Lock()
 
 
-def register_sweep(name: str, sweep: Callable[[], Any]) -> None:
-    """Run ``sweep()`` on every pass of the cluster workers' sweeper thread.
+def register_sweep(name: str, sweep: Callable[[], Any], *, in_sweeper_thread: bool = True) -> None:
+    """Run ``sweep()`` on every pass of the cluster workers' sweeper thread, and from
+    ``manage.py sweep``.
 
     Args:
-        name: names the sweep in the log (``routes``, ``deliveries``); registering a
-            name again replaces its sweep and keeps its place.
+        name: names the sweep in the log and in ``manage.py sweep --only`` (``routes``,
+            ``deliveries``); registering a name again replaces its sweep and keeps its
+            place.
         sweep: takes nothing and returns what it did (logged at INFO), or something
             falsy when it did nothing. It must be idempotent and safe to run from
             several processes at once.
+        in_sweeper_thread: False for a sweep the cluster already runs on a schedule of
+            its own (the coordinators' django-q2 Schedule): ``manage.py sweep`` runs it,
+            the sweeper thread does not.
     """
     _sweeps[name] = sweep
+    if in_sweeper_thread:
+        _by_hand_only.discard(name)
+    else:
+        _by_hand_only.add(name)
 
 
 def registered_sweeps() -> dict[str, Callable[[], Any]]:
@@ -64,14 +76,15 @@ def run_sweep(name: str) -> Any:
 
 
 def run_sweeps() -> dict[str, Any]:
-    """One pass: every registered sweep once, in order. Never raises.
+    """One pass of the sweeper thread: every registered sweep once, in order, but those
+    registered with ``in_sweeper_thread=False``. Never raises.
 
     Returns:
         ``{name: what the sweep returned}`` for the sweeps that finished; a sweep that
         raised is logged, its connection closed, and left out.
     """
     done: dict[str, Any] = {}
-    for name in list(_sweeps):
+    for name in [name for name in _sweeps if name not in _by_hand_only]:
         try:
             result = run_sweep(name)
         except Exception:

@@ -19,6 +19,7 @@ EVERY_SWEEP = ["routes", "deliveries", "board drains", "coordinators"]
 @pytest.fixture
 def fake_sweeps(monkeypatch):
     """Replace the registry with scripted sweeps; ``ran`` lists the names that ran."""
+    monkeypatch.setattr(sweepers, "_by_hand_only", set())
     ran: list[str] = []
 
     def sweep(name, result):
@@ -100,3 +101,18 @@ def test_a_boot_that_fails_fails_the_command(fake_sweeps, monkeypatch):
     with pytest.raises(CommandError, match="booting failed: teams/x: mailbox-load-failed"):
         run("sweep")
     assert ran == []
+
+
+def test_the_sweeper_thread_leaves_out_a_sweep_the_cluster_schedules_itself(fake_sweeps):
+    ran = fake_sweeps(routes=None)
+    sweepers.register_sweep("scheduled", lambda: ran.append("scheduled"), in_sweeper_thread=False)
+    assert sweepers.run_sweeps() == {"routes": None}
+    assert ran == ["routes"]
+    out, _ = run("sweep")
+    assert ran == ["routes", "boot", "routes", "scheduled"]
+    assert out.splitlines() == ["routes: nothing to do", "scheduled: nothing to do"]
+
+
+def test_the_coordinators_sweep_runs_by_hand_only():
+    assert "coordinators" in sweepers.registered_sweeps()
+    assert sweepers._by_hand_only == {"coordinators"}
