@@ -11,7 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from workforce.flows import FlowKind, registry
-from workforce.names import name_problem
+from workforce.tree import name_problem
 
 from .binder import BUILTIN_KIND
 from .services import OLD_KIND

@@ -1,4 +1,4 @@
-"""Coordinators under real concurrency, on PostgreSQL (design.md §8: SQLite has no row
+"""Coordinators under real concurrency, on PostgreSQL (SQLite has no row
 locks to test), each beside a control that shows the unguarded version would fail:
 concurrent posts under round robin go to different delegates (the conversation's row
 lock), one delivery per (post, round, delegate) (a unique constraint), a delivery handed
