@@ -1,5 +1,4 @@
-"""Board claims per second, as ratios against a raw claim loop in the same run (issue 5,
-"Done means").
+"""Board claims per second, as ratios against a raw claim loop in the same run.
 
 For 1 and for 4 drainers (separate processes, started together), N rows are claimed
 until none is left:

@@ -1,5 +1,5 @@
 """Post and read throughput of a mailbox, as ratios against baselines in the same run
-(issue 2, "Benchmark").
+(the post benchmark).
 
 1. N posts into one mailbox through the service (``do_run_action(... "post" ...)``:
    request row, row lock, line, item, commit) against N raw INSERT+COMMITs of a

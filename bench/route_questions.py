@@ -1,4 +1,4 @@
-"""Twenty support questions through the example desk's route (issue 4, "Example").
+"""Twenty support questions through the example desk's route (spec "Routing a mailbox").
 
 Reads the example tree (``examples/support-desk``): the ``support.desk`` mailbox's
 members and the ``description:`` in each member's WORKER.md, which are the route's
@@ -64,9 +64,9 @@ HELD_OUT: list[tuple[str, str]] = [
 def desk_question(root: Path):
     """The route's question for ``support.desk`` as the example tree declares it, and
     the desk's fallback."""
+    from mailboxes.reader import read_mailboxes_directory
     from seats.workers import read_workforce
     from workforce.llm.evaluation import Choice, Question
-    from workforce.loader import read_mailboxes_directory
 
     mailboxes, errors = read_mailboxes_directory(root)
     assert not errors, errors

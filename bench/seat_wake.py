@@ -1,4 +1,4 @@
-"""Time from a post's commit to the start of each woken seat's turn (issue 3, Done means),
+"""Time from a post's commit to the start of each woken seat's turn (a seat woken on the task cluster),
 on a real django-q2 cluster, for a mailbox of 1 member and one of 25.
 
 Setup: a throwaway database (temp SQLite, or a fresh PostgreSQL database when
@@ -164,7 +164,7 @@ def main() -> None:
                       f"{statistics.median(firsts):6.1f} ms)")
             print(verdict(figures, settings.Q_CLUSTER.get("poll") or 0.2))
         finally:
-            cluster.send_signal(signal.SIGTERM)  # the main process only (pitfalls.md)
+            cluster.send_signal(signal.SIGTERM)  # the main process only (a group signal can deadlock it)
             try:
                 cluster.wait(timeout=30)
             except subprocess.TimeoutExpired:

@@ -1,26 +1,53 @@
 from django.apps import AppConfig
 
+from workforce.refusals import register_reasons
+
+from . import constants as c
+
+# HTTP statuses of the coordinator's reason codes (spec 004 "Who can be a delegate",
+# "Changing the delegates").
+REASONS = {
+    c.STATE_FIELD_RESERVED: 400,
+    c.NOT_ON_ROSTER: 404,
+    c.COORDINATOR_NOT_FOUND: 404,
+    c.CANNOT_TAKE_WORK: 409,
+    c.ALREADY_A_DELEGATE: 409,
+    c.DELEGATES_FULL: 409,
+    c.NOT_A_DELEGATE: 409,
+    c.FALLBACK_NOT_A_DELEGATE: 409,
+}
+
 
 class CoordinatorsConfig(AppConfig):
     name = "coordinators"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from workforce.sweepers import register_sweep
+
         from . import checks  # noqa: F401  (registers the coordinator checks)
         from .flow import register
+        from .services import do_sweep
 
         register()
         from workforce.leases import register_work_table
 
         from .models import DelegatedPost, Job
+        from .services import ROUND_TIMER_SECONDS, do_close_overdue_rounds
 
         # Their rows witness the task queue's progress for every sweep (workforce.leases).
         register_work_table(DelegatedPost, "started_at")
         register_work_table(Job, "finished_at")
-        from workforce.sweepers import register_sweep
-
-        from .services import ROUND_TIMER_SECONDS, do_close_overdue_rounds
-
         # Rounds close within about a second of their deadline, not at the scheduler's
         # 30 s cadence (the Schedule and the minute sweep stay as fallbacks).
         register_sweep("round-deadlines", do_close_overdue_rounds, every=ROUND_TIMER_SECONDS)
+        register_reasons(REASONS)
+        # Delegated posts, jobs and round deadlines a crashed worker or the broker dropped,
+        # by hand (`manage.py sweep`); the cluster runs it from its own django-q2 Schedule
+        # (coordinators.services.ensure_sweep_schedule), not from the sweeper thread.
+        register_sweep("coordinators", lambda: _did_something(do_sweep()), in_sweeper_thread=False)
+
+
+def _did_something(result: dict) -> dict | None:
+    """``do_sweep``'s result when it moved anything, else None (the sweeper logs only work)."""
+    return result if any(result.values()) else None

@@ -282,8 +282,15 @@ def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
     if row.deadline_at and row.deadline_at > now:
         return "not-due"
     session = row.conversation.session
-    request = dispatch(org=session.organization, kind=session.flow_kind, session_id=session.session_id,
-                       action=CLOSE_ROUND, payload={"roundId": round_id}, user_id=session.user_id)
+    with transaction.atomic():
+        # Closers queue on the conversation's row, as its posts do (and in the same lock
+        # order: session, then round), and look again once they hold it: of the timers of
+        # several workers, the schedule and the sweep, one records the closeRound.
+        Session.objects.select_for_update().filter(pk=session.pk).values_list("pk").first()
+        if not Round.objects.filter(pk=round_id, status=Round.Status.OPEN).exists():
+            return "not-open"
+        request = dispatch(org=session.organization, kind=session.flow_kind, session_id=session.session_id,
+                           action=CLOSE_ROUND, payload={"roundId": round_id}, user_id=session.user_id)
     closed = (request.output or {}).get("closed") or []
     return "closed" if round_id in closed else "not-open"
 

@@ -1,4 +1,5 @@
-"""HTTP reads specific to mailboxes: the durable, paged transcript (design.md §4)."""
+"""HTTP reads specific to mailboxes: the durable, paged transcript (spec "What the
+transcript proves, and what it doesn't")."""
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -7,7 +8,7 @@ from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from workforce.api.views import _int_param, read_page
+from workforce.api.views import int_param, read_page
 from workforce.principals import resolve_principal
 
 from .queries import access_mailbox_session, list_transcript
@@ -36,7 +37,7 @@ class TranscriptView(APIView):
     def get(self, request: HttpRequest, mailbox_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_mailbox_session(principal.org, mailbox_id, reader=principal.reader)
-        after = _int_param(request, "after", 0)
+        after = int_param(request, "after", 0)
         lines, next_seq = read_page(
             request, lambda n: list_transcript(session, after=after, limit=n), next_of=lambda line: line.seq
         )

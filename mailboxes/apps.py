@@ -1,5 +1,19 @@
 from django.apps import AppConfig
 
+from workforce.refusals import register_reasons
+
+# HTTP statuses of the mailbox's reason codes (spec "Opening it, and why an unopened id is
+# not a mailbox", "What author is", "Holding a board", "A room per project").
+REASONS = {
+    "mailbox-not-bound": 404,
+    "board-not-declared": 404,
+    "author-not-a-member": 403,
+    "talk-session-not-listed": 403,
+    "mailbox-is-a-template": 409,
+    # fileTask naming a worker key no drain of the board declares: the board's state, not the schema.
+    "unknown-assignee": 409,
+}
+
 
 class MailboxesConfig(AppConfig):
     name = "mailboxes"
@@ -13,7 +27,8 @@ class MailboxesConfig(AppConfig):
         from .kinds import register_configured_kinds
 
         register()
-        register_configured_kinds(getattr(settings, "WORKFORCE_MAILBOX_KINDS", {}))
+        register_reasons(REASONS)
+        register_configured_kinds(settings.WORKFORCE_MAILBOX_KINDS)
 
         from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
@@ -24,7 +39,7 @@ class MailboxesConfig(AppConfig):
 
         # Deliveries and routes a lossy broker or a crashed worker dropped, from each
         # cluster worker (workforce.sweepers).
-        register_sweep("deliveries", do_sweep_deliveries)
         register_sweep("routes", do_sweep_routes)
-        register_work_table(Delivery, "started_at")
+        register_sweep("deliveries", do_sweep_deliveries)
         register_work_table(Route, "decided_at")
+        register_work_table(Delivery, "started_at")

@@ -4,12 +4,14 @@ list of keys and the registered mailbox kinds, every problem reported at once.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from boards.naming import RESERVED_BOARD_NAMES, board_id_for, board_name_problem, tool_suffix  # noqa: F401
-from workforce.loader import MailboxManifest
-from workforce.names import is_seat_id, name_problem
+from workforce.tree import is_seat_id, name_problem
+
+from .reader import MailboxManifest
 
 BUILTIN_KIND = "mailbox"
 DECLARABLE_KEYS = ("flow", "description", "members", "boards", "instructions", "routing", "boardActions", "mintFor")

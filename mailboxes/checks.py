@@ -1,5 +1,5 @@
 """``manage.py check`` validates the workforce tree, so a bad tree stops the server at
-start-up with every problem named at once (design.md §5)."""
+start-up with every problem named at once (spec "Treat a non-empty errors as fatal")."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -8,7 +8,7 @@ from django.core import checks
 from seats.drains import board_problems
 from seats.models import Seat
 from seats.workers import read_workforce
-from workforce.loader import WorkforceRootError
+from workforce.tree import WorkforceRootError
 
 from .roster import TreeError, load_roster
 
@@ -38,7 +38,7 @@ def check_route_model(app_configs=None, **kwargs):
     (``embedded/lexical``, ``openai/<name>``, ...), or empty (no route)."""
     from workforce.llm import evaluation_model_problem
 
-    model = getattr(settings, "WORKFORCE_ROUTE_MODEL", "")
+    model = settings.WORKFORCE_ROUTE_MODEL
     problem = evaluation_model_problem(model) if model else None
     if problem:
         return [checks.Error(f"WORKFORCE_ROUTE_MODEL: {problem}", id="workforce.E003")]

@@ -12,7 +12,7 @@ from django.utils.module_loading import import_string
 
 from workforce.facets import MAILBOX, NOTIFY, ROUTE
 from workforce.flows import FlowKind, registry
-from workforce.names import name_problem
+from workforce.tree import name_problem
 
 from .binder import BUILTIN_KIND
 from .services import OLD_KIND

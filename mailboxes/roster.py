@@ -9,9 +9,10 @@ from django.conf import settings
 
 from workforce.facets import MAILBOX, ROUTE
 from workforce.flows import registry
-from workforce.loader import LoadError, read_mailboxes_directory
+from workforce.tree import LoadError
 
 from .binder import BUILTIN_KIND, MailboxKindSpec, Roster, RosterRefused, bind_roster
+from .reader import read_mailboxes_directory
 
 _lock = threading.Lock()
 _current: Roster | None = None
@@ -49,7 +50,7 @@ def mailbox_kind_specs() -> dict[str, MailboxKindSpec]:
         flow = registry.get(name)
         if MAILBOX.get(flow):
             route = ROUTE.get(flow)
-            planned = name == BUILTIN_KIND and bool(getattr(settings, "WORKFORCE_ROUTE_MODEL", ""))
+            planned = name == BUILTIN_KIND and bool(settings.WORKFORCE_ROUTE_MODEL)
             specs[name] = MailboxKindSpec(
                 kind=name,
                 builtin=name == BUILTIN_KIND,
@@ -64,7 +65,7 @@ def load_roster(root: str | Path) -> Roster:
 
     Raises:
         TreeError: any folder failed to load or any record was refused (all named).
-        workforce.loader.WorkforceRootError: the root itself is unreadable or a symlink.
+        workforce.tree.WorkforceRootError: the root itself is unreadable or a symlink.
     """
     mailboxes, errors = read_mailboxes_directory(root)
     try:

@@ -1,4 +1,5 @@
-"""django-q2 entry points of mailboxes: ids in, one service call, no logic (design.md §2).
+"""django-q2 entry points of mailboxes: ids in, one service call, no logic (docs/architecture.md
+"Layers").
 
 Every task is idempotent: a route is decided, and a delivery claimed, with a
 conditional UPDATE, so the broker's redelivery never records a post's route twice nor

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from boards.naming import board_name_problem, split_board_id, tool_suffix
-from workforce.names import name_problem
+from workforce.tree import name_problem
 
 DRAINS_KEY = "drains"
 BOARD_TOOLS_KEY = "boardTools"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
-from workforce.loader import UNREADABLE_SLOT, WorkforceRootError
+from workforce.tree import UNREADABLE_SLOT, WorkforceRootError
 
 from .hiring import hire_problems
 from .workers import read_workforce
@@ -42,12 +42,12 @@ def check_workers(app_configs=None, **kwargs):
 def check_turn_timeout(app_configs=None, **kwargs):
     """A seat's turn (``WORKFORCE_TURN_TIMEOUT``) must end before django-q2 kills its task
     (``Q_CLUSTER["timeout"]``), or a slow model makes every delivery run out of attempts."""
-    conf = getattr(settings, "Q_CLUSTER", {})
+    conf = settings.Q_CLUSTER
     if conf.get("sync"):
         return []
     timeout = conf.get("timeout")
-    turn = float(getattr(settings, "WORKFORCE_TURN_TIMEOUT", 100))
-    model = float(getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60))
+    turn = float(settings.WORKFORCE_TURN_TIMEOUT)
+    model = float(settings.WORKFORCE_MODEL_TIMEOUT)
     errors = []
     if isinstance(timeout, (int, float)) and turn >= timeout:
         errors.append(checks.Error(

@@ -170,7 +170,7 @@ def do_hire_tree_workers(root: str | os.PathLike) -> list[Seat]:
     Raises:
         WorkerTreeError: a worker folder failed to load or a worker cannot be hired
             (every problem named); nothing is hired then.
-        workforce.loader.WorkforceRootError: the root itself is unreadable.
+        workforce.tree.WorkforceRootError: the root itself is unreadable.
     """
     workers, errors = read_workforce(root)
     lines = [f"{e.path}: [{e.kind}] {e.message}" for e in errors]

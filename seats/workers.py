@@ -20,18 +20,19 @@ import os
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from workforce.loader import (
+from workforce.tree import (
     REFUSED_DECLARATION,
     UNREADABLE_SLOT,
     LoadError,
     RecordError,
-    _open_root,
-    _open_slot,
     folder_name_error,
+    is_seat_id,
     linked_folder_error,
+    name_problem,
+    open_root,
+    open_slot,
     read_record_file,
 )
-from workforce.names import is_seat_id, name_problem
 
 from .boards import BOARD_KEYS, check_board_keys
 
@@ -115,14 +116,14 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
         fatal at start-up.
 
     Raises:
-        workforce.loader.WorkforceRootError: only about ``root`` (unreadable, a link, not
+        workforce.tree.WorkforceRootError: only about ``root`` (unreadable, a link, not
             a folder).
     """
-    top = _open_root(root)
+    top = open_root(root)
     workers: list[WorkerManifest] = []
     errors: list[LoadError] = []
     try:
-        teams = _open_slot(top.get(TEAMS_DIR))
+        teams = open_slot(top.get(TEAMS_DIR))
     except RecordError as exc:
         errors.append(exc.error)
         teams = None
@@ -130,8 +131,8 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
         if team.kind in ("file", "other"):
             continue
         try:
-            entries = {entry.name: entry for entry in _open_slot(team)}
-            folders = _open_slot(entries.get(WORKERS_DIR))
+            entries = {entry.name: entry for entry in open_slot(team)}
+            folders = open_slot(entries.get(WORKERS_DIR))
         except RecordError as exc:
             errors.append(exc.error)
             continue
@@ -139,9 +140,9 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
         for folder in folders or ():
             _read_worker_entry(folder, team.name, team_problem, workers, errors)
     try:
-        org = _open_slot(top.get(ORG_DIR))
+        org = open_slot(top.get(ORG_DIR))
         org_entries = {entry.name: entry for entry in org or ()}
-        org_workers = _open_slot(org_entries.get(WORKERS_DIR)) if org is not None else None
+        org_workers = open_slot(org_entries.get(WORKERS_DIR)) if org is not None else None
     except RecordError as exc:
         errors.append(exc.error)
         org_workers = None

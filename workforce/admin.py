@@ -1,6 +1,6 @@
 """Inspection of the kernel: organizations, sessions with their requests and items.
 
-Also the read-only pieces every app's admin uses (design.md §2: ledgers and transcripts
+Also the read-only pieces every app's admin uses (ledgers and transcripts are
 read-only): ``ReadOnlyAdminMixin``/``ReadOnlyAdmin``, ``LedgerAdmin`` and
 ``ReadOnlyInline``.
 """

@@ -9,7 +9,7 @@ from django.core import checks
 def check_q_cluster(app_configs=None, **kwargs):
     """django-q2 must have ``timeout`` < ``retry`` (or a running task is handed out
     again) and a finite ``max_attempts`` (or a failing task is redelivered forever)."""
-    conf = getattr(settings, "Q_CLUSTER", {})
+    conf = settings.Q_CLUSTER
     errors = []
     timeout, retry = conf.get("timeout"), conf.get("retry")
     if conf.get("sync"):

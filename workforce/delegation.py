@@ -22,7 +22,8 @@ kind (``coordinators``) runs the entry; the built-in agent kind (``seats``) decl
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rest_framework import serializers
 

@@ -1,4 +1,4 @@
-"""Dispatch: one flow reaching another kind's action (design.md §2).
+"""Dispatch: one flow reaching another kind's action (docs/architecture.md "Layers").
 
 Apps never import each other's internals to reach one another at run time; they
 dispatch to a kind's action through the registry, in process (``dispatch``) or on the
@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 def external_dispatcher() -> bool:
     """True when dispatch hands work to an external queue with no shared lease backend
     (``WORKFORCE_EXTERNAL_DISPATCHER``): flow-to-flow posts are then refused."""
-    return bool(getattr(settings, "WORKFORCE_EXTERNAL_DISPATCHER", False))
+    return bool(settings.WORKFORCE_EXTERNAL_DISPATCHER)
 
 
 def dispatch(
@@ -72,7 +72,7 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
     commits (or rolls back) with the rows it reads: nothing is lost if the process dies
     right after the commit. With Redis, and in sync mode (tests), it is sent from
     ``transaction.on_commit`` so a worker never runs before those rows exist
-    (pitfalls.md). A send that fails there (the broker is down) is logged as one warning
+    (the Redis broker is not part of the transaction). A send that fails there (the broker is down) is logged as one warning
     line and does not raise: the caller's rows are committed and its answer stands; the
     work is picked up by its app's sweeper (pending deliveries, undecided routes, rows
     nobody drains, coordinator deliveries and jobs).

@@ -6,8 +6,9 @@ Apps register their kinds in ``AppConfig.ready()``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
@@ -159,7 +160,7 @@ class ClientTextField(StrictCharField):
     def __init__(self, **kwargs: Any) -> None:
         from django.conf import settings
 
-        kwargs.setdefault("max_length", getattr(settings, "WORKFORCE_MAX_TEXT_CHARS", 32_000))
+        kwargs.setdefault("max_length", settings.WORKFORCE_MAX_TEXT_CHARS)
         super().__init__(**kwargs)
 
 

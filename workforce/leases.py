@@ -1,5 +1,5 @@
-"""Claiming a row of work for one run, under a lease (design.md §8: every task is
-idempotent; the broker redelivers).
+"""Claiming a row of work for one run, under a lease (every task is idempotent: the
+broker redelivers).
 
 A mailbox's delivery (``mailboxes.models.Delivery``), a coordinator's delegated post and job
 (``coordinators.models.DelegatedPost``, ``Job``) are each run by whichever task claims
@@ -36,9 +36,8 @@ def lease_seconds() -> float:
 
 
 def max_attempts() -> int:
-    """Claims a row gets before it is given up (``WORKFORCE_DELIVERY_MAX_ATTEMPTS``,
-    default 3)."""
-    return int(getattr(settings, "WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3))
+    """Claims a row gets before it is given up (``settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS``)."""
+    return int(settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS)
 
 
 def claim_lease(

@@ -1,4 +1,4 @@
-"""The kernel's tables (design.md §3): organizations, sessions, requests and items.
+"""The kernel's tables: organizations, sessions, requests and items.
 
 A *session* is one conversation on one flow kind (a mailbox is a session on the
 ``mailbox`` kind). Every action call on a session is a *request*; what a session emits
@@ -9,8 +9,8 @@ from __future__ import annotations
 import secrets
 
 from django.db import models
-from django.utils import timezone
 from django.db.models import Q
+from django.utils import timezone
 
 DEFAULT_ORG_ID = "default"
 

@@ -1,4 +1,4 @@
-"""Who is calling (design.md §4, spec "Which organization a mailbox runs in").
+"""Who is calling (spec "Which organization a mailbox runs in").
 
 Without authentication (``WORKFORCE_AUTH=none``) the caller names itself with ``userId``
 and runs in ``DEFAULT_ORG_ID``, the development case. With authentication the principal
@@ -55,7 +55,7 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         # Session ids are built from user ids ("<worker>:<user>"); a ":" in one could
         # spell another user's session id.
         raise Refusal("invalid-input", f'userId can\'t contain "{CHILD_SEPARATOR}".')
-    if getattr(settings, "WORKFORCE_AUTH", "none") == "none":
+    if settings.WORKFORCE_AUTH == "none":
         if not claimed_user_id:
             if not require_user:
                 return Principal(user_id="anonymous", org=ensure_organization(DEFAULT_ORG_ID), anonymous=True)

@@ -1,6 +1,6 @@
-"""Reads of kernel data, always through the organization (design.md §8): another
-organization's object answers ``*-not-found`` (404), never 403; inside it, a private
-conversation and every session under it are their owner's (``workforce.privacy``)."""
+"""Reads of kernel data, always through the organization: another organization's object
+answers ``*-not-found`` (404), never 403; inside it, a private conversation and every
+session under it are their owner's (``workforce.privacy``)."""
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -1,12 +1,14 @@
-"""Refusals: the spec's named reasons an action says no (design.md §8).
+"""Refusals: the spec's named reasons an action says no (docs/architecture.md "Settings and reason codes").
 
 ``Refusal(reason, detail)`` reads ``"<reason>: <detail>"``. Raising one inside an action
 rolls back everything the action wrote; the request itself is still recorded as failed.
 """
 from __future__ import annotations
 
-# HTTP status per reason (design.md §4). Anything not listed is a state conflict: 409.
-HTTP_STATUS = {
+# HTTP status per reason: the kernel's own codes. Each app registers its codes from its
+# AppConfig.ready() with register_reason (docs/architecture.md "Settings and reason codes").
+# Anything not registered is a state conflict: 409.
+KERNEL_REASONS = {
     "invalid-input": 400,
     "idempotency-key-reused": 409,
     "payload-too-large": 413,
@@ -14,39 +16,59 @@ HTTP_STATUS = {
     "method-not-allowed": 405,
     "not-acceptable": 406,
     "unsupported-media-type": 415,
-    "mailbox-not-bound": 404,
-    "board-not-declared": 404,
     "session-not-found": 404,
     "flow-not-found": 404,
     "action-not-found": 404,
     "request-not-found": 404,
-    "author-not-a-member": 403,
-    "talk-session-not-listed": 403,
     "not-a-member": 403,
     "principal-mismatch": 403,
     "not-authenticated": 401,
     "forbidden": 403,  # a CSRF failure with session auth
-    "mailbox-is-a-template": 409,
     "session-not-addressable": 409,
     "external-dispatcher": 503,
     "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
-    # fileTask naming a worker key no drain of the board declares: the board's state, not the schema.
-    "unknown-assignee": 409,
-    # A mailbox's board actions (boardActions: true) refuse with the task tools' codes.
-    "task_not_found": 404,
-    "unknown_assignee": 400,
-    "invalid_arguments": 400,
-    # Coordinators (spec 004 "Who can be a delegate", "Changing the delegates").
-    "state-field-reserved": 400,
-    "worker-not-on-roster": 404,
-    "coordinator-not-found": 404,
-    "delegate-cannot-take-work": 409,
-    "delegate-already-listed": 409,
-    "delegates-full": 409,
-    "delegate-not-listed": 409,
-    "fallback-not-a-delegate": 409,
+    "forbidden": 403,  # a CSRF failure with session auth
 }
+UNREGISTERED_STATUS = 409
+
+_statuses: dict[str, int] = dict(KERNEL_REASONS)
+
+
+def register_reason(code: str, status: int) -> None:
+    """Answer a refusal with reason ``code`` with HTTP ``status``.
+
+    Called from an app's ``AppConfig.ready()`` for the reason codes it raises (the spec's
+    exact strings, e.g. ``"mailbox-not-bound"``); registering a code again with the same
+    status is a no-op.
+
+    Args:
+        code: the reason code, non-empty.
+        status: a 4xx or 5xx HTTP status.
+
+    Raises:
+        ValueError: the status is not 4xx/5xx, or ``code`` is already registered with
+            another status (two apps disagree; the first registration stays).
+    """
+    if not code or not isinstance(code, str):
+        raise ValueError(f"a reason code is non-empty text, not {code!r}")
+    if not isinstance(status, int) or isinstance(status, bool) or not 400 <= status <= 599:
+        raise ValueError(f"reason {code!r}: a refusal answers a 4xx or 5xx status, not {status!r}")
+    known = _statuses.get(code)
+    if known is not None and known != status:
+        raise ValueError(f"reason {code!r} already answers {known}; it cannot also answer {status}")
+    _statuses[code] = status
+
+
+def register_reasons(statuses: dict[str, int]) -> None:
+    """``register_reason(code, status)`` for each item of ``statuses``."""
+    for code, status in statuses.items():
+        register_reason(code, status)
+
+
+def registered_reasons() -> dict[str, int]:
+    """Every registered reason code and its HTTP status (the kernel's and the apps')."""
+    return dict(_statuses)
 
 
 class Refusal(Exception):
@@ -76,5 +98,6 @@ class Refusal(Exception):
 
 
 def http_status_for(reason: str) -> int:
-    """The HTTP status that answers a refusal with ``reason`` (409 when unlisted)."""
-    return HTTP_STATUS.get(reason, 409)
+    """The HTTP status that answers a refusal with ``reason`` (409 when nobody
+    registered it)."""
+    return _statuses.get(reason, UNREGISTERED_STATUS)

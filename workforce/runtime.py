@@ -1,4 +1,4 @@
-"""Booting a process once (design.md §2, §5).
+"""Booting a process once (docs/architecture.md "Apps", ``workforce_project``).
 
 ``serve`` boots its own process explicitly (``workforce_project.boot.boot``). A django-q2
 cluster's worker processes run tasks that need the same configuration (hired seats,
@@ -39,7 +39,7 @@ def ensure_booted() -> bool:
     with _lock:
         if _booted:
             return False
-        path = getattr(settings, "WORKFORCE_BOOT", "")
+        path = settings.WORKFORCE_BOOT
         if path:
             import_string(path)()
         _booted = True

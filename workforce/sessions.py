@@ -1,4 +1,4 @@
-"""Running actions on sessions (design.md §3): one Request per call, items per session.
+"""Running actions on sessions: one Request per call, items per session.
 
 ``do_run_action`` is the one way any action runs, whether a client called it over HTTP
 or another flow dispatched it. It records a Request, runs the handler inside a savepoint
@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -35,8 +36,8 @@ def now_ms() -> int:
 
 
 def history_window() -> int:
-    """How many of a session's most recent requests its history covers (default 50)."""
-    return int(getattr(settings, "WORKFORCE_HISTORY_WINDOW", 50))
+    """How many of a session's most recent requests its history covers (``settings.WORKFORCE_HISTORY_WINDOW``)."""
+    return int(settings.WORKFORCE_HISTORY_WINDOW)
 
 
 @dataclass

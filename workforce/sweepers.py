@@ -1,13 +1,15 @@
-"""Recovering dropped work inside the task cluster (pitfalls.md: the Redis broker has no
+"""Recovering dropped work inside the task cluster (the Redis broker has no
 receipts, and a worker killed mid-task leaves its task undone or its row claimed).
 
 Apps register named sweeps with ``register_sweep`` in their ``AppConfig.ready``: the
 mailboxes app its routes (``mailboxes.routing.do_sweep_routes``), the seats app its
-deliveries and its board drains. Each cluster worker process, when django-q2 spawns it
+deliveries and its board drains, the coordinators app its own (which the cluster runs
+from a django-q2 Schedule instead). Each cluster worker process, when django-q2 spawns it
 (the ``post_spawn`` signal, connected by this app), boots the process
 (``workforce.runtime.boot_for_task``: hired seats, the mailbox kind's notify block) and
-starts one daemon thread that runs every registered sweep, in the order registered,
-every ``WORKFORCE_SWEEP_SECONDS`` (default 15). A sweep that fails is logged and its
+starts one daemon thread that runs the registered sweeps, in the order registered,
+every ``settings.WORKFORCE_SWEEP_SECONDS``; ``manage.py sweep`` runs every one of them
+once by hand. A sweep that fails is logged and its
 database connection closed; the sweeps after it still run. Sweeps from several workers
 at once must be safe: each one re-enqueues with a conditional UPDATE or a claim.
 """
@@ -16,7 +18,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
@@ -27,30 +30,45 @@ logger = logging.getLogger(__name__)
 
 _sweeps: dict[str, Callable[[], Any]] = {}
 _every: dict[str, float] = {}  # a sweep's own cadence, seconds, when it has one
+_by_hand_only: set[str] = set()  # sweeps the cluster runs on a schedule of their own
 _started = False
 _lock = threading.Lock()
 
 
-def register_sweep(name: str, sweep: Callable[[], Any], *, every: float | None = None) -> None:
-    """Run ``sweep()`` on every pass of the cluster workers' sweeper thread.
+def register_sweep(
+    name: str, sweep: Callable[[], Any], *, every: float | None = None, in_sweeper_thread: bool = True
+) -> None:
+    """Run ``sweep()`` on every pass of the cluster workers' sweeper thread, and from
+    ``manage.py sweep``.
 
     Args:
-        name: names the sweep in the log (``routes``, ``deliveries``); registering a
-            name again replaces its sweep and keeps its place.
+        name: names the sweep in the log and in ``manage.py sweep --only`` (``routes``,
+            ``deliveries``); registering a name again replaces its sweep and keeps its
+            place.
         sweep: takes nothing and returns what it did (logged at INFO), or something
             falsy when it did nothing. It must be idempotent and safe to run from
             several processes at once.
-        every: its own cadence in seconds (a timer, such as round deadlines at 0.5 s);
-            None runs it every ``WORKFORCE_SWEEP_SECONDS``. Keep a short cadence for
-            sweeps whose query is one indexed read.
+        every: its own cadence in seconds (a timer, such as round deadlines at 0.5 s),
+            run in a thread of its own; None runs it every ``WORKFORCE_SWEEP_SECONDS``.
+            Keep a short cadence for sweeps whose query is one indexed read.
+        in_sweeper_thread: False for a sweep the cluster already runs on a schedule of
+            its own (the coordinators' django-q2 Schedule): ``manage.py sweep`` runs it,
+            the sweeper thread does not.
+
+    Raises:
+        ValueError: ``every`` is not a positive number.
     """
+    if every is not None and every <= 0:
+        raise ValueError(f"every must be a positive number of seconds, not {every!r}")
     _sweeps[name] = sweep
     if every is None:
         _every.pop(name, None)
     else:
-        if every <= 0:
-            raise ValueError(f"every must be a positive number of seconds, not {every!r}")
         _every[name] = float(every)
+    if in_sweeper_thread:
+        _by_hand_only.discard(name)
+    else:
+        _by_hand_only.add(name)
 
 
 def registered_sweeps() -> dict[str, Callable[[], Any]]:
@@ -59,12 +77,23 @@ def registered_sweeps() -> dict[str, Callable[[], Any]]:
 
 
 def sweep_interval() -> float:
-    """Seconds between sweeps (``WORKFORCE_SWEEP_SECONDS``, default 15)."""
-    return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
+    """Seconds between sweeps (``settings.WORKFORCE_SWEEP_SECONDS``)."""
+    return float(settings.WORKFORCE_SWEEP_SECONDS)
+
+
+def run_sweep(name: str) -> Any:
+    """Run the sweep registered as ``name`` once (after closing stale database connections) and
+    return what it returned. Raises ``KeyError`` for a name nobody registered, and
+    whatever the sweep raises (``manage.py sweep`` reports it)."""
+    sweep = _sweeps[name]
+    if not connection.in_atomic_block:  # a caller's transaction (a test) keeps its connection
+        close_old_connections()
+    return sweep()
 
 
 def run_sweeps(names: list[str] | None = None) -> dict[str, Any]:
-    """One pass: every registered sweep once (or those in ``names``), in order. Never
+    """One pass of a sweeper thread: every registered sweep once (or those in
+    ``names``), in order, but those registered with ``in_sweeper_thread=False``. Never
     raises.
 
     Returns:
@@ -72,12 +101,9 @@ def run_sweeps(names: list[str] | None = None) -> dict[str, Any]:
         raised is logged, its connection closed, and left out.
     """
     done: dict[str, Any] = {}
-    for name, sweep in list(_sweeps.items()):
-        if names is not None and name not in names:
-            continue
+    for name in [name for name in _sweeps if name not in _by_hand_only and (names is None or name in names)]:
         try:
-            close_old_connections()
-            result = sweep()
+            result = run_sweep(name)
         except Exception:
             logger.exception("sweeping %s failed", name)
             try:
@@ -101,7 +127,7 @@ def start_sweeper(interval: float | None = None) -> bool:
         if _started:
             return False
         _started = True
-    plain = [name for name in _sweeps if name not in _every]
+    plain = [name for name in _sweeps if name not in _every and name not in _by_hand_only]
     groups = [("sweeper", plain, interval or sweep_interval())]
     groups += [(f"sweeper-{name}", [name], every) for name, every in _every.items()]
     for thread_name, names, every in groups:

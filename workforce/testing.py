@@ -1,4 +1,4 @@
-"""Test doubles for models (design.md §7): tests never reach the network.
+"""Test doubles for models (spec "Testing a routed mailbox"): tests never reach the network.
 
 ``MockModelResolver`` (``create_mock_model_resolver``) answers every model id with a
 scripted model, picked by the calling block's name: an agent turn's block is its seat
@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .llm.base import ModelCall, ModelError, ModelReply, ToolCall
 from .llm.evaluation import EvaluationCall, EvaluationError, Verdict
@@ -62,7 +63,7 @@ class MockModelResolver:
         self._lock = threading.Lock()
         self._positions: dict[str, int] = {}
 
-    def resolve(self, model_id: str, *, block: str = "") -> "_MockModel":
+    def resolve(self, model_id: str, *, block: str = "") -> _MockModel:
         """A model that answers from ``block``'s script (any ``model_id`` is accepted)."""
         return _MockModel(self, model_id)
 

@@ -6,8 +6,9 @@ tools) or ``{"refused": ...}`` (coordinator tools) so the model can read the out
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .models import Organization, Request, Session
 

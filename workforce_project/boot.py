@@ -1,6 +1,6 @@
 """The composition root: what ``serve`` (and the cluster it starts) does before it takes
 requests. Only this project package imports every app; the apps reach each other at run
-time through the flow registry (design.md §2)."""
+time through the flow registry (docs/architecture.md "Layers")."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,14 +38,14 @@ def boot(root: str | Path | None = None, *, log_board_warnings: bool = True) -> 
     Raises:
         seats.hiring.WorkerTreeError: a worker failed to load or cannot be hired.
         mailboxes.roster.TreeError: the mailboxes have errors or a record was refused.
-        workforce.loader.WorkforceRootError: the root is unreadable or a symlink.
+        workforce.tree.WorkforceRootError: the root is unreadable or a symlink.
     """
     root = root or settings.WORKFORCE_ROOT
     seats = seats_to_wake(do_hire_tree_workers(root))
     configure_notify(MAILBOX_KIND, wake_member_seats(seats))
     # The route (spec "Routing a mailbox"): built with the same seats, before binding,
     # so the binder accepts routing: and checks each fallback against those seats.
-    route_model = getattr(settings, "WORKFORCE_ROUTE_MODEL", "")
+    route_model = settings.WORKFORCE_ROUTE_MODEL
     configure_route(MAILBOX_KIND, route_by_purpose(seats, model=route_model) if route_model else None)
     roster = load_roster(root)
     set_current_roster(roster)

@@ -1,4 +1,5 @@
-"""Settings for the workforce server, read from the environment (design.md §6).
+"""Settings for the workforce server, read from the environment (docs/architecture.md
+"Settings and reason codes").
 
 Every setting has an embedded default, so ``python manage.py serve`` runs on a fresh
 machine with no configuration: SQLite under ``var/``, the example tree, the django-q2
@@ -126,7 +127,7 @@ STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None  # only for collectst
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-APPEND_SLASH = False  # one form for the whole API: no trailing slashes (pitfalls.md, DRF)
+APPEND_SLASH = False  # one form for the whole API: no trailing slashes (APPEND_SLASH cannot redirect a POST body)
 
 # --- Workforce -------------------------------------------------------------------------
 WORKFORCE_ROOT = os.environ.get("WORKFORCE_ROOT", str(BASE_DIR / "examples" / "support-desk"))
@@ -143,11 +144,13 @@ WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
 WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
 WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")
 WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
-# Seats (issue 3). Each model call and each whole turn has a deadline; the turn's must
+# Seats (spec "Waking agent seats"). Each model call and each whole turn has a deadline; the turn's must
 # stay below Q_CLUSTER["timeout"] (a system check says so).
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 WORKFORCE_MODEL_TIMEOUT = _env_number("WORKFORCE_MODEL_TIMEOUT", 60, float)
+# A route's evaluator call (mailbox routing, a coordinator's best fit); default: a model call's.
+WORKFORCE_ROUTE_TIMEOUT = _env_number("WORKFORCE_ROUTE_TIMEOUT", WORKFORCE_MODEL_TIMEOUT, float)
 WORKFORCE_TURN_TIMEOUT = _env_number("WORKFORCE_TURN_TIMEOUT", 100, float)
 WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
 # Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts
@@ -176,7 +179,7 @@ WORKFORCE_COORDINATOR_DELEGATE_FLOWS = ["agent"]
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,
-# or a failing task is redelivered forever (pitfalls.md). A system check enforces both.
+# or a failing task is redelivered forever by the ORM broker. A system check enforces both.
 Q_CLUSTER = {
     "name": "workforce",
     "workers": _env_number("WORKFORCE_Q_WORKERS", 2, int),

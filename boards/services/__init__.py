@@ -1,4 +1,5 @@
-"""Write side of boards: ``do_*`` functions that own the transaction (design.md §2).
+"""Write side of boards: ``do_*`` functions that own the transaction (docs/architecture.md
+"Layers").
 
 ``rows`` files rows and runs the task operations; ``claims`` claims, settles, sweeps
 leases and drains. Everything public is importable from here.

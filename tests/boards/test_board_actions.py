@@ -1,4 +1,4 @@
-"""boardActions: true (spec "Working the rows"; issue 5, item 6): the eight task tools as
+"""boardActions: true (spec "Working the rows"): the eight task tools as
 actions on the opted-in mailbox's own session, and nowhere else."""
 from __future__ import annotations
 

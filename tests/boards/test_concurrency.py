@@ -1,6 +1,5 @@
-"""Exactly one claimer wins each row (spec "Working the rows", design.md §3), on
-PostgreSQL with real threads and real processes (SQLite has no row locks to test,
-pitfalls.md), beside a control showing an unlocked read-then-write double-claims."""
+"""Exactly one claimer wins each row (spec "Working the rows"), on
+PostgreSQL with real threads and real processes (SQLite has no row locks to test), beside a control showing an unlocked read-then-write double-claims."""
 from __future__ import annotations
 
 import os
@@ -142,7 +141,7 @@ def _database_url() -> str:
 
 
 def test_four_processes_drain_a_thousand_rows_each_exactly_once(org):
-    """Issue 5, "Done means": 4 processes draining one board of 1,000 rows: every row
+    """4 processes draining one board of 1,000 rows: every row
     completed exactly once, no row claimed twice, attempts 1 for every row."""
     BoardTask.objects.bulk_create(
         [BoardTask(organization=org, board_id=FOLLOWUPS, goal=f"row {i}") for i in range(1000)]

@@ -1,4 +1,4 @@
-"""Declaring boards (spec "Holding a board", "Working the rows"; issue 5, items 1 and 6):
+"""Declaring boards (spec "Holding a board", "Working the rows"):
 names, ledger ids, tool suffixes, and what the binder refuses."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from boards.naming import board_name_problem, mailbox_board, split_board_id, tool_suffix
 from mailboxes.binder import MailboxKindSpec, RosterRefused, bind_roster
-from workforce.loader import MailboxManifest
+from mailboxes.reader import MailboxManifest
 
 KINDS = {"mailbox": MailboxKindSpec("mailbox", builtin=True), "mine": MailboxKindSpec("mine")}
 

@@ -1,4 +1,4 @@
-"""Working the rows (spec "Working the rows"; issue 5, item 4): claim order, priority,
+"""Working the rows (spec "Working the rows"): claim order, priority,
 deps, retries, leases and abandonments, the drain and its django-q2 entry."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """fileTask, readBoard and read's boards key (spec "Filing and reading rows", "Holding a
-board"; issue 5, item 3)."""
+board")."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Boards drained by seats (spec "Working the rows"; issue 5, the part that needs seats):
+"""Boards drained by seats (spec "Working the rows"):
 the WORKER.md ``drains:``/``boardTools:`` keys, the hire-time board warnings, the board
 task tools as a seat's capability, and rows drained by seats on the (sync) cluster."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The eight task tools per board (spec "Working the rows"; issue 5, item 5): names,
+"""The eight task tools per board (spec "Working the rows"): names,
 schemas, results and error codes; they never raise."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The status machine (issue 5, item 2): every transition allowed and refused, in the
+"""The status machine (spec "Working the rows"): every transition allowed and refused, in the
 table and through the services, and the calls each status names."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Hire-time warnings about boards (spec "Working the rows") and the HTTP read of a
-board's rows (issue 5, items 4 and 7); the admin is read-only."""
+board's rows; the admin is read-only."""
 from __future__ import annotations
 
 import pytest

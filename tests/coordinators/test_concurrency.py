@@ -1,4 +1,4 @@
-"""Coordinators under real concurrency, on PostgreSQL (design.md §8: SQLite has no row
+"""Coordinators under real concurrency, on PostgreSQL (SQLite has no row
 locks to test), each beside a control that shows the unguarded version would fail:
 concurrent posts under round robin go to different delegates (the conversation's row
 lock), one delivery per (post, round, delegate) (a unique constraint), a delivery handed
@@ -117,3 +117,21 @@ def test_an_answer_reported_twice_at_once_lands_once(desk, monkeypatch):
 
     assert sorted(run_in_threads(send, 6)) == [False] * 5 + [True]
     assert Answer.objects.count() == 1 and len(d.answers()) == 1
+
+
+def test_the_round_timers_of_several_workers_close_a_round_once_with_one_close_request(desk, no_deliveries):
+    from datetime import timedelta
+
+    from coordinators.models import Round
+    from coordinators.services import do_close_overdue_rounds
+    from workforce.models import Request
+
+    d = desk(routing="everyone", rounds=1)
+    d.run("hi")  # its deliveries are written, none answers: round 0 waits for its deadline
+    r0 = d.rounds()[0]
+    Round.objects.filter(pk=r0.pk).update(deadline_at=timezone.now() - timedelta(milliseconds=1))
+    closed = run_in_threads(lambda i: do_close_overdue_rounds(), 4)
+    assert sorted(pk for got in closed for pk in got) == [r0.pk]
+    assert Request.objects.filter(session__session_id=d.session_id, action="closeRound").count() == 1
+    r0.refresh_from_db()
+    assert (r0.status, r0.closed_by) == ("closed", "deadline")

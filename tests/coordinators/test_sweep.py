@@ -1,4 +1,4 @@
-"""Recovering what a crashed worker or a lossy broker dropped (pitfalls.md): the sweep
+"""Recovering what a crashed worker or a lossy broker dropped: the sweep
 (a django-q2 schedule, every minute) enqueues lost deliveries and jobs again, settles one
 out of attempts as failed so its round doesn't wait, and a crashed turn is run again."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Boards drained by seats on a real django-q2 cluster (issue 5, the part that needs
-seats): a row filed over HTTP with ``fileTask`` is drained by the seat that declares
+"""Boards drained by seats on a real django-q2 cluster (spec "Working the
+rows"): a row filed over HTTP with ``fileTask`` is drained by the seat that declares
 ``drains:`` on the cluster ``serve`` starts, and ends completed with the seat's reply as
 its output, within a bounded wait; ``serve`` prints the hire-time board warnings."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A coordinator on a real django-q2 cluster, over HTTP (issue 6, Done means): three
+"""A coordinator on a real django-q2 cluster, over HTTP: three
 delegates under ``everyone`` with ``rounds: 1``; every answer lands once; a delegate that
 doesn't answer in time doesn't hold the round, which closes at a short deadline (a
 django-q2 schedule, run by the cluster's scheduler); its late answer lands once and goes

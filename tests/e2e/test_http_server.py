@@ -1,5 +1,5 @@
 """The main job end to end: ``manage.py serve`` as a subprocess, posted to and read over
-HTTP (issue 2, Done means)."""
+HTTP."""
 from __future__ import annotations
 
 import pytest

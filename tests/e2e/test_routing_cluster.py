@@ -1,4 +1,4 @@
-"""A routed mailbox on the real server and task cluster (issue 4): a post over HTTP is
+"""A routed mailbox on the real server and task cluster (spec "Routing a mailbox"): a post over HTTP is
 routed by the embedded evaluator on the cluster, only the member it fits answers, and
 the decision shows as a ``mailbox-route`` item."""
 from __future__ import annotations

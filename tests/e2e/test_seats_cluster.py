@@ -1,4 +1,4 @@
-"""Agent seats on a real django-q2 cluster (issue 3, Done means): a post over HTTP wakes
+"""Agent seats on a real django-q2 cluster (spec "Waking agent seats"): a post over HTTP wakes
 two agent seats whose tool posts land in the transcript, and killing the cluster hard
 mid-delivery and starting it again neither loses a wake nor runs one twice."""
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Cluster:
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        """SIGTERM the main process only (pitfalls.md) and wait; kill it if it hangs."""
+        """SIGTERM the main process only (a group signal can deadlock it) and wait; kill it if it hangs."""
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)

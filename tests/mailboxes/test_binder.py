@@ -7,9 +7,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from mailboxes.binder import DECLARABLE_KEYS, MailboxKindSpec, RosterRefused, bind_roster
+from mailboxes.reader import MailboxManifest
 from mailboxes.roster import TreeError, load_roster, mailbox_kind_specs
 from tests.conftest import mailbox_md
-from workforce.loader import MailboxManifest
 from workforce.models import Session
 
 BUILTIN = {"mailbox": MailboxKindSpec("mailbox", builtin=True)}

@@ -1,6 +1,6 @@
 """Posts on one mailbox are serialized; posts on two never wait on each other
-(spec "Posting and reading", design.md §3). Real threads on PostgreSQL: SQLite has no
-row locks to test (pitfalls.md)."""
+(spec "Posting and reading"). Real threads on PostgreSQL: SQLite has no
+row locks to test."""
 from __future__ import annotations
 
 import threading

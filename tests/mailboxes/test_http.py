@@ -1,4 +1,4 @@
-"""The HTTP contract (design.md §4) over DRF's APIClient."""
+"""The HTTP contract (README "Run it") over DRF's APIClient."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """Bad input never reaches the database as a database error, and every /api/ answer is
-JSON in the contract's shape (design.md §4), on SQLite and PostgreSQL alike."""
+JSON in the contract's shape, on SQLite and PostgreSQL alike."""
 from __future__ import annotations
 
 import pytest

@@ -238,7 +238,7 @@ def test_read_shows_only_lines_inside_the_history_window(opened, act, settings):
 
 
 def test_the_default_history_window_is_50_requests(opened, act, settings):
-    del settings.WORKFORCE_HISTORY_WINDOW
+    assert settings.WORKFORCE_HISTORY_WINDOW == 50  # the default, defined once in settings.py
     for n in range(55):
         act("eng.standup", "post", {"body": f"p{n}"})
     transcript = act("eng.standup", "read").output["transcript"]

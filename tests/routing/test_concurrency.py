@@ -1,6 +1,6 @@
 """One answer line per post, even for answers sent at the same moment (spec "The answer
-lands in the mailbox"; design.md §3). Real threads on PostgreSQL: SQLite serializes
-every writer and has no row locks to test (pitfalls.md)."""
+lands in the mailbox"). Real threads on PostgreSQL: SQLite serializes
+every writer and has no row locks to test."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Evaluation models (design.md §7; spec "Routing a mailbox", "Testing a routed mailbox"):
+"""Evaluation models (spec "Routing a mailbox", "Testing a routed mailbox"):
 the interface, embedded/lexical, a model that can't evaluate, the mock, and the
 OpenAI-compatible structured choice against a fake server on loopback."""
 from __future__ import annotations

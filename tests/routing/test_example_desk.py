@@ -1,4 +1,4 @@
-"""The example tree's routed support desk (issue 4, "Example"): its descriptions route
+"""The example tree's routed support desk (spec "Routing a mailbox"): its descriptions route
 real questions with the embedded evaluator, and a post reaches only the member it fits."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The routed fan-out does not grow with the roster (design.md §8: fan-out paths assert
+"""The routed fan-out does not grow with the roster (fan-out paths assert
 their query count)."""
 from __future__ import annotations
 

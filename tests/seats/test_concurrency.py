@@ -1,4 +1,4 @@
-"""Claims and conversations under real concurrency, on PostgreSQL (design.md §8: SQLite
+"""Claims and conversations under real concurrency, on PostgreSQL (SQLite
 has no row locks to test). A delivery handed to several tasks at once runs once; two
 posts landing together each wake each seat once, in one conversation."""
 from __future__ import annotations

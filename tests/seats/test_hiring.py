@@ -1,4 +1,4 @@
-"""Hiring (issue 3 "Hiring"; spec "Waking agent seats": own, then the organization's,
+"""Hiring (spec "Waking agent seats": own, then the organization's,
 then a shared one)."""
 from __future__ import annotations
 

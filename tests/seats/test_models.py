@@ -1,4 +1,4 @@
-"""The model resolver (design.md §7): embedded/echo, ids, the mock resolver."""
+"""The model resolver: embedded/echo, ids, the mock resolver."""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,4 @@
-"""Running it (issue 3 "Running it"): boot hires the tree's seats and wires the notify
+"""Running it (spec "Waking agent seats"): boot hires the tree's seats and wires the notify
 block; cluster workers boot the same way and sweep dropped deliveries; the turn's
 deadline fits inside the cluster's timeout."""
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_the_example_tree_boots_and_its_seats_answer_a_post(settings, db, django
     roster = boot(settings.WORKFORCE_ROOT)
     open_roster(roster)
     with django_capture_on_commit_callbacks(execute=True):
-        # support.standup: every hearing member is woken (support.desk is routed, issue 4:
+        # support.standup: every hearing member is woken (support.desk is routed:
         # tests/routing/test_example_desk.py).
         do_run_action(org=org, kind="mailbox", session_id="support.standup", action="post",
                       input={"body": "My laptop won't charge."}, user_id="u_42")

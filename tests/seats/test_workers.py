@@ -1,4 +1,4 @@
-"""Workers on disk (issue 3 "Workers on disk"; spec 004 "Setting one up")."""
+"""Workers on disk (spec "Waking agent seats"; spec 004 "Setting one up")."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +10,7 @@ from django.core.management.base import SystemCheckError
 from seats.workers import WORKER_LOAD_FAILED, WorkerManifest, read_workforce
 from tests.conftest import mailbox_md, write_tree
 from tests.seats.conftest import worker_md
-from workforce.loader import REFUSED_DECLARATION, UNREADABLE_SLOT, WorkforceRootError
-from workforce.names import NAME_RULE
+from workforce.tree import NAME_RULE, REFUSED_DECLARATION, UNREADABLE_SLOT, WorkforceRootError
 
 DEVICES = """\
 ---
@@ -165,6 +164,6 @@ def test_the_example_tree_reads_and_hires(settings):
     assert errors == []
     assert [w.id for w in workers] == [
         "support.accounts", "support.devices", "support.general", "support.help", "support.lead"
-    ]  # support.help: the coordinator over the three answering workers (issue 6)
+    ]  # support.help: the coordinator over the three answering workers
     assert all(w.model == "embedded/echo" for w in workers)
     assert hire_problems(workers) == []

@@ -1,4 +1,4 @@
-"""The admin inspects sessions, requests, items and transcript lines (issue 2, item 9)."""
+"""The admin inspects sessions, requests, items and transcript lines, read-only."""
 from __future__ import annotations
 
 import pytest

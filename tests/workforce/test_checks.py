@@ -1,5 +1,6 @@
 """System checks: a bad tree stops start-up with every problem named at once
-(design.md §5), and django-q2's timeout stays below retry with finite attempts (§6, §8)."""
+(spec "Treat a non-empty errors as fatal"), and django-q2's timeout stays below retry with
+finite attempts."""
 from __future__ import annotations
 
 import pytest

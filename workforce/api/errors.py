@@ -1,4 +1,4 @@
-"""Refusals and DRF errors rendered as the contract's error payload (design.md §4)."""
+"""Refusals and DRF errors rendered as the contract's error payload (README "Run it")."""
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig

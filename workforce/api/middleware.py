@@ -1,5 +1,5 @@
-"""Request hygiene for the API, before any view runs (design.md §4: every answer is JSON
-in the contract's shape)."""
+"""Request hygiene for the API, before any view runs: every answer is JSON in the
+contract's shape."""
 from __future__ import annotations
 
 from django.http import JsonResponse

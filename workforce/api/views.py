@@ -1,7 +1,8 @@
-"""The kernel's HTTP contract (design.md §4): thin views, one service call each."""
+"""The kernel's HTTP contract (README "Run it"): thin views, one service call each."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,7 +21,12 @@ from .serializers import ActionCallSerializer, ItemPageSerializer, RequestPageSe
 T = TypeVar("T")
 
 
-def _int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+def int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """The whole-number query parameter ``name`` (``default`` when absent or empty).
+
+    Raises:
+        Refusal("invalid-input"): not a whole number, or outside ``minimum``..``maximum``.
+    """
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
@@ -57,7 +63,7 @@ def read_page(
     Raises:
         Refusal("invalid-input"): ``limit`` is not a whole number in range.
     """
-    limit = _int_param(request, "limit", default_limit, minimum=1, maximum=max_limit)
+    limit = int_param(request, "limit", default_limit, minimum=1, maximum=max_limit)
     rows = list(fetch(limit + 1))
     more = len(rows) > limit
     rows = rows[:limit]
@@ -136,8 +142,8 @@ class SessionItemsView(APIView):
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_session(principal.org, session_id, reader=principal.reader)
         types = [t for t in request.query_params.get("itemTypes", "").split(",") if t]
-        after = _int_param(request, "after", 0)
-        limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
+        after = int_param(request, "after", 0)
+        limit = int_param(request, "limit", 500, minimum=1, maximum=1000)
         items = list(list_items(session, item_types=types or None, after=after, limit=limit))
         payload = {"sessionId": session.session_id, "items": items, "next": items[-1].seq if items else after}
         return Response(ItemPageSerializer(payload).data)
@@ -158,7 +164,7 @@ class SessionRequestsView(APIView):
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_session(principal.org, session_id, reader=principal.reader)
         include = request.query_params.get("includeResultOutput", "false").lower() in {"1", "true", "yes"}
-        limit = _int_param(request, "limit", 500, minimum=1, maximum=1000)
+        limit = int_param(request, "limit", 500, minimum=1, maximum=1000)
         rows = list_requests(session, limit=limit)
         data = RequestSerializer(rows, many=True, context={"include_output": include}).data
         return Response({"sessionId": session.session_id, "requests": data})

@@ -1,4 +1,4 @@
-"""Models (design.md §7): a model id is ``provider/name``.
+"""Models: a model id is ``provider/name``.
 
 - ``embedded/echo``: no network; answers ``<seat> heard: <turn text>`` and calls tools
   the turn asks for (see ``workforce.llm.embedded``).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from .base import ChatModel, ModelCall, ModelError, ModelReply, ModelResolver, ToolCall, parse_arguments
 from .embedded import EMBEDDED_MODELS, EchoModel

@@ -1,4 +1,4 @@
-"""What every model provider speaks (design.md §7).
+"""What every model provider speaks.
 
 Messages are OpenAI chat messages (``{"role": "system"|"user"|"assistant"|"tool", ...}``),
 tools OpenAI ``tools`` entries (``Tool.openai_schema()``): the common format every

@@ -1,4 +1,4 @@
-"""Embedded models: no network, deterministic (design.md §7).
+"""Embedded models: no network, deterministic.
 
 ``embedded/echo`` answers ``<seat> heard: <turn text>``, where the seat is the calling
 block's name and the turn text is the last user message. It calls tools in two

@@ -1,4 +1,4 @@
-"""Evaluation models (design.md §7; spec "Routing a mailbox", "Testing a routed mailbox").
+"""Evaluation models (spec "Routing a mailbox", "Testing a routed mailbox").
 
 An *evaluator* asks a model one question with a fixed set of answers and gets one of
 them back, or none. Routing asks ``member`` under the block name ``mailbox-route``; a
@@ -89,11 +89,11 @@ class Verdict:
     score: float | None = None
 
     @classmethod
-    def none(cls, score: float | None = None) -> "Verdict":
+    def none(cls, score: float | None = None) -> Verdict:
         return cls(NONE, None, score)
 
     @classmethod
-    def choose(cls, value: str, score: float | None = None) -> "Verdict":
+    def choose(cls, value: str, score: float | None = None) -> Verdict:
         return cls(CHOICE, value, score)
 
     def as_dict(self) -> dict:
@@ -101,7 +101,7 @@ class Verdict:
         return {"type": CHOICE, "choice": self.choice} if self.type == CHOICE else {"type": NONE}
 
     @classmethod
-    def parse(cls, value: Any, *, model_id: str = "evaluator") -> "Verdict":
+    def parse(cls, value: Any, *, model_id: str = "evaluator") -> Verdict:
         """Read an answer written as a Verdict, ``{"type": "choice", "choice": ...}``,
         ``{"type": "none"}``, a bare string (a choice) or ``None`` (none).
 
@@ -202,7 +202,7 @@ def evaluate(model: EvaluationModel, call: EvaluationCall) -> Verdict:
     return Verdict.parse(answers[call.question.name], model_id=model_id)
 
 
-def resolve_evaluation_model(model: "str | EvaluationModel", *, block: str, resolver: Any = None) -> EvaluationModel:
+def resolve_evaluation_model(model: str | EvaluationModel, *, block: str, resolver: Any = None) -> EvaluationModel:
     """The evaluation model ``model`` names (spec 004 ``routeModel``: "a model id your
     resolver knows, or an evaluation model").
 

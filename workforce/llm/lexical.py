@@ -1,4 +1,5 @@
-"""``embedded/lexical``: an evaluation model with no network (design.md §7).
+"""``embedded/lexical``: an evaluation model with no network (spec
+"Routing a mailbox").
 
 It picks the choice whose description best matches the text by term weighting: BM25
 (Okapi, with the always-positive idf of BM25+) over the choices' descriptions, each
@@ -113,7 +114,7 @@ class LexicalEvaluationModel:
                 for term in set(terms(text)):
                     query[term] += weight
         result = {}
-        for choice, doc, length in zip(choices, docs, lengths):
+        for choice, doc, length in zip(choices, docs, lengths, strict=True):
             score = 0.0
             for term, weight in query.items():
                 tf = doc.get(term, 0)

@@ -1,5 +1,5 @@
 """``openai/<model>``: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM,
-Ollama, llama.cpp) through the official ``openai`` client, with tool calls (design.md §7).
+Ollama, llama.cpp) through the official ``openai`` client, with tool calls.
 
 The endpoint is ``settings.OPENAI_BASE_URL`` (the client's default, api.openai.com, when
 empty) and the key ``settings.OPENAI_API_KEY`` (servers that need none get a
@@ -40,7 +40,7 @@ def _first_message(model_id: str, kwargs: dict, timeout: float, error: type[Exce
     """
     import openai
 
-    client = _client(getattr(settings, "OPENAI_BASE_URL", ""), getattr(settings, "OPENAI_API_KEY", ""))
+    client = _client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
     try:
         response = client.chat.completions.create(**kwargs, timeout=max(timeout, 0.001))
     except openai.APITimeoutError:

@@ -7,9 +7,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from mailboxes.roster import TreeError, load_roster, set_current_roster
 from mailboxes.services import OpenRefused, do_open_mailboxes
-from workforce.loader import WorkforceRootError
 from workforce.models import DEFAULT_ORG_ID
 from workforce.sessions import ensure_organization
+from workforce.tree import WorkforceRootError
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (design.md §5).
+"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (README "Run it").
 
 Migrates, checks and opens the workforce tree, then runs the web server (uvicorn, in
 this process) and the django-q2 cluster (a child process) together until interrupted.
@@ -22,7 +22,7 @@ from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
 from seats.hiring import HireRefused, WorkerTreeError
-from workforce.loader import WorkforceRootError
+from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 from workforce_project.deployment import (
     BrokerUnreachable,
@@ -99,7 +99,8 @@ class Command(BaseCommand):
                 [sys.executable, str(manage), "qcluster", "--skip-checks"],
                 env=os.environ.copy(),
                 # Its own process group: Ctrl-C reaches serve only, which stops the
-                # cluster by signalling its main process (pitfalls.md).
+                # cluster by signalling its main process (signalling its whole group
+                # can deadlock django-q2 on shutdown).
                 start_new_session=True,
             )
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
@@ -159,7 +160,7 @@ class _Stopper:
     """Stops the task cluster within ``seconds`` of the first stop signal.
 
     ``begin()`` (at the signal) sends SIGTERM to the cluster's main process only
-    (signalling its group can deadlock its shutdown, pitfalls.md); ``finish()`` (once
+    (signalling its group can deadlock its shutdown); ``finish()`` (once
     the web server is down) waits for it until the deadline, then SIGKILLs its whole
     process group: under a backlog django-q2 runs every task it prefetched before it
     exits. Work cut short is not lost: a delivery or a row is leased, and its sweeper

@@ -127,7 +127,7 @@ def strict_yaml_load(text: str, source: str, *, first_line: int = 1) -> object:
         FrontmatterError: invalid YAML, a duplicate key (naming the key), or more than
         one document; the message gives ``source`` and the line.
 
-    Spec: pitfalls "YAML frontmatter"; design §8.
+    Spec: "Mailboxes on disk" (the frontmatter, exactly as written).
     """
     loader = StrictSafeLoader(text)
     try:
@@ -192,7 +192,7 @@ def split_frontmatter(text: str, source: str) -> tuple[dict, str]:
         ``---`` ("frontmatter block is not closed"), a block that is not a mapping (saying
         what it is), or anything ``strict_yaml_load`` refuses.
 
-    Spec: "Declaring a mailbox", "Mailboxes on disk"; pitfalls "YAML frontmatter".
+    Spec: "Declaring a mailbox", "Mailboxes on disk".
     """
     if text.startswith(_BOM):
         text = text[1:]

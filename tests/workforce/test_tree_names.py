@@ -2,7 +2,7 @@
 
 import pytest
 
-from workforce.names import NAME_RULE, RESERVED_NAMES, is_seat_id, is_valid_name, name_problem
+from workforce.tree.names import NAME_RULE, RESERVED_NAMES, is_seat_id, is_valid_name, name_problem
 
 
 def test_rule_sentence():

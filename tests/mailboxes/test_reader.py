@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from workforce import loader
-from workforce.loader import (
-    LoadError,
-    MailboxManifest,
-    WorkforceRootError,
-    read_mailboxes_directory,
-    read_record_file,
-)
-from workforce.names import NAME_RULE
+from mailboxes.reader import MailboxManifest, read_mailboxes_directory
+from workforce.tree import NAME_RULE, LoadError, RecordError, WorkforceRootError, read_record_file, walk
 
 GOOD = "---\ndescription: Where the team posts daily status.\n---\nPost what you finished.\n"
 
@@ -165,14 +158,14 @@ def test_root_symlink_raises(tmp_path):
 
 
 def test_unlistable_root_raises(tmp_path, monkeypatch):
-    real = loader._list_dir_nofollow
+    real = walk.list_dir_nofollow
 
     def deny(path, rel):
         if rel == "":
             raise PermissionError(errno.EACCES, "Permission denied")
         return real(path, rel)
 
-    monkeypatch.setattr(loader, "_list_dir_nofollow", deny)
+    monkeypatch.setattr(walk, "list_dir_nofollow", deny)
     with pytest.raises(WorkforceRootError, match="cannot be read"):
         read_mailboxes_directory(tmp_path)
 
@@ -248,14 +241,14 @@ def test_dangling_symlinked_mailbox_file(tmp_path):
 
 
 def _deny_listing(monkeypatch, denied_rel):
-    real = loader._list_dir_nofollow
+    real = walk.list_dir_nofollow
 
     def deny(path, rel):
         if rel == denied_rel:
             raise PermissionError(errno.EACCES, "Permission denied")
         return real(path, rel)
 
-    monkeypatch.setattr(loader, "_list_dir_nofollow", deny)
+    monkeypatch.setattr(walk, "list_dir_nofollow", deny)
 
 
 @pytest.mark.parametrize("denied", ["teams", "teams/eng", "teams/eng/mailboxes"])
@@ -527,7 +520,7 @@ def test_old_files_are_not_read(tmp_path, monkeypatch):
         opened.append(os.fspath(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(loader.os, "open", spy)
+    monkeypatch.setattr(walk.os, "open", spy)
     _, errors = read_mailboxes_directory(tmp_path)
     assert [e.kind for e in errors] == ["pre-rename-record", "pre-rename-record"]
     assert not [p for p in opened if p.endswith("CHANNEL.md")]
@@ -570,7 +563,7 @@ def test_read_record_file(tmp_path):
 def test_read_record_file_failure_uses_given_kind(tmp_path):
     folder = tmp_path / "w"
     write(tmp_path, "w/WORKER.md", "no frontmatter")
-    with pytest.raises(loader.RecordError) as info:
+    with pytest.raises(RecordError) as info:
         read_record_file(folder, "org/workers/w", "WORKER.md", kind="worker-load-failed")
     assert info.value.error.kind == "worker-load-failed"
     assert info.value.error.path == "org/workers/w"

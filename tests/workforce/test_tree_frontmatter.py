@@ -1,11 +1,11 @@
-"""Strict frontmatter (pitfalls "YAML frontmatter", design §8)."""
+"""Strict frontmatter (spec "Mailboxes on disk": the frontmatter, exactly as written)."""
 
 import datetime
 
 import pytest
 import yaml
 
-from workforce.frontmatter import FrontmatterError, StrictSafeLoader, split_frontmatter, strict_yaml_load
+from workforce.tree.frontmatter import FrontmatterError, StrictSafeLoader, split_frontmatter, strict_yaml_load
 
 SRC = "teams/eng/mailboxes/standup/MAILBOX.md"
 
