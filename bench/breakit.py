@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -61,13 +61,13 @@ sys.path.insert(0, str(REPO))
 
 from bench._breakit import (  # noqa: E402
     LOOPBACK,
+    Case,
     Figures,
     call,
     count_duplicated,
     count_extra_tasks,
     count_lost,
     error_lines,
-    Case,
     fuzz_cases,
     percentile,
     render,
@@ -181,8 +181,8 @@ def jsonish(value):
 
 def as_datetime(value) -> datetime:
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    return datetime.fromisoformat(str(value)).replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
 
 
 class Broker:

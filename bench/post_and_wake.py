@@ -418,8 +418,7 @@ def stage_split(posts: list[dict]) -> dict:
     a note instead of numbers."""
     from django_q.models import Task
 
-    from mailboxes.models import Line
-    from mailboxes.models import Delivery
+    from mailboxes.models import Delivery, Line
     from workforce.models import Request, Session
 
     thread = Session.objects.get(session_id=THREAD)

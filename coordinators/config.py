@@ -8,8 +8,9 @@ start-up with the same settings, so hiring and ``manage.py check`` know it.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured

@@ -33,8 +33,6 @@ from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, 
 from workforce.sessions import ActionContext
 
 from .config import configure_from_settings, coordinator_worker_problems
-from .delegates import do_change_delegates
-from .services import do_close_round, do_post, do_report
 from .constants import (
     ADD_DELEGATE,
     CLOSE_ROUND,
@@ -46,6 +44,8 @@ from .constants import (
     RUN,
     SET_FALLBACK,
 )
+from .delegates import do_change_delegates
+from .services import do_close_round, do_post, do_report
 
 
 class RunInput(serializers.Serializer):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -42,6 +43,7 @@ from workforce.sessions import emit_item
 from .config import CoordinatorSetup, policy_of, rounds_of, takes_posts
 from .constants import (
     ALREADY_HANDED,
+    BY_EVALUATED,
     BY_EVERYONE,
     BY_FALLBACK,
     BY_HELD,
@@ -56,7 +58,6 @@ from .constants import (
     ROUTE_QUESTION,
     ROUTE_QUESTION_TEXT,
     SKIPPED,
-    BY_EVALUATED,
     cannot_take_post,
     judgment_agent_name,
     no_worker_on_roster,

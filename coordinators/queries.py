@@ -9,6 +9,7 @@ from workforce.refusals import Refusal
 from .constants import MAX_DELEGATES
 from .models import Answer, Conversation, Delegate, DelegateSession
 
+
 def find_conversation(session: Session) -> Conversation | None:
     """The conversation kept for ``session``, or None before its first post or delegate
     action."""

@@ -34,9 +34,6 @@ from workforce.wire import MAX_ID_LENGTH, MAX_USER_ID_LENGTH, check_id, check_st
 
 from . import policies, rounds
 from .config import current_setup
-from .delegates import open_conversation
-from .delivery import do_abandon_delivery
-from .jobs import do_abandon_job
 from .constants import (
     BEST_FIT,
     CLOSE_ROUND,
@@ -49,6 +46,9 @@ from .constants import (
     no_worker_on_roster,
     state_field_reserved,
 )
+from .delegates import open_conversation
+from .delivery import do_abandon_delivery
+from .jobs import do_abandon_job
 from .models import Answer, Conversation, DelegatedPost, Job, Post, Round
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ class MailboxesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the tree check)
         from django.conf import settings
 
+        from . import checks  # noqa: F401  (registers the tree check)
         from .flow import register
         from .kinds import register_configured_kinds
 

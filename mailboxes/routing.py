@@ -30,8 +30,9 @@ them a mailbox's principal reaches is ``seats.queries.reachable_seats``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction

@@ -32,8 +32,8 @@ import hashlib
 import json
 import logging
 import threading
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Iterable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction

@@ -2,7 +2,7 @@
 there is)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from django.db.models import Q, QuerySet
 

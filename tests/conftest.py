@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import textwrap
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 from django.db import connection

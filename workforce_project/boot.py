@@ -10,11 +10,11 @@ from django.conf import settings
 from coordinators.config import configure_from_settings as configure_coordinator_from_settings
 from coordinators.services import ensure_sweep_schedule as ensure_coordinator_sweep
 from mailboxes.binder import Roster
+from mailboxes.notify import configure_notify, wake_member_seats
 from mailboxes.roster import load_roster, set_current_roster
 from mailboxes.routing import configure_route, route_by_purpose
 from mailboxes.services import OpenOutcome, do_open_mailboxes
 from seats.drains import configure_board_drains
-from mailboxes.notify import configure_notify, wake_member_seats
 from seats.hiring import do_hire_tree_workers, seats_to_wake
 from workforce.models import DEFAULT_ORG_ID
 from workforce.runtime import mark_booted

@@ -15,6 +15,7 @@ from boards.drains import BoardDrain, current_board_drains, set_board_drains
 from boards.models import BoardTask, TaskChange
 from boards.services import do_claim_task, do_file_task
 from boards.tools import TOOL_NAMES
+from seats.agent import agent_tools
 from seats.boards import board_id_problem, seat_boards
 from seats.drains import (
     board_run_id,
@@ -24,9 +25,8 @@ from seats.drains import (
     do_sweep_board_drains,
     row_turn_text,
 )
-from seats.models import Seat
-from seats.agent import agent_tools
 from seats.hiring import HireRefused, hire_workforce
+from seats.models import Seat
 from seats.workers import WORKER_KEYS, WORKER_LOAD_FAILED, read_workforce
 from workforce.flows import FlowKind, registry
 from workforce.llm import set_model_resolver
@@ -35,8 +35,8 @@ from workforce.sessions import do_run_action
 from workforce.testing import create_mock_model_resolver
 from workforce.tools import ToolContext
 
-from ..turn_log import TURN_LOG, ScriptedTurn, turn_log
 from ..conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, run_in_threads, wired_by_hand
+from ..turn_log import TURN_LOG, ScriptedTurn, turn_log
 
 FOLLOWUPS = "eng.incidents.followups"
 ESCALATIONS = "eng.incidents.escalations"

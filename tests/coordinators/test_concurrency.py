@@ -12,9 +12,8 @@ from django.utils import timezone
 
 from coordinators import policies
 from coordinators.config import current_setup
-from coordinators.delivery import do_deliver_delegated
+from coordinators.delivery import do_deliver_delegated, report
 from coordinators.models import Answer, Conversation, DelegatedPost, Post
-from coordinators.delivery import report
 from seats.models import Seat
 from tests.conftest import MEMBER, run_in_threads
 from tests.coordinators.conftest import ACCOUNTS, CONVERSATION, DELEGATES, DEVICES, GENERAL

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from coordinators.models import Conversation, Delegate
 from coordinators.services import do_ensure_worker_session
-from seats.models import Seat
 from seats.hiring import hire_workforce
+from seats.models import Seat
 from seats.workers import read_workforce
 from tests.conftest import MEMBER, OUTSIDER
 from tests.coordinators.conftest import ACCOUNTS, CONVERSATION, DELEGATES, DEVICES, GENERAL, HELP, desk_tree

@@ -8,10 +8,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from coordinators.config import configure_coordinator
-from coordinators.delivery import do_deliver_delegated
+from coordinators.delivery import do_deliver_delegated, report
 from coordinators.models import Answer, DelegatedPost
 from coordinators.queries import find_worker_session
-from coordinators.delivery import report
 from seats.models import Seat
 from tests.conftest import MEMBER
 from tests.coordinators.conftest import ACCOUNTS, CONVERSATION, DEVICES, HELP

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from mailboxes.models import Line, Route
-from mailboxes.routing import configure_route, route_by_purpose
 from mailboxes.notify import configure_notify, wake_member_seats
+from mailboxes.routing import configure_route, route_by_purpose
 from tests.conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand, write_tree  # noqa: F401
 from tests.seats.conftest import worker_md
 from workforce.llm import set_model_resolver

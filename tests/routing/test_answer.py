@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from mailboxes.models import Line
-from mailboxes.models import Delivery
 from mailboxes.deliveries import do_deliver
+from mailboxes.models import Delivery, Line
 from workforce.dispatch import dispatch
 from workforce.flows import Action, FlowKind, registry
 from workforce.models import Request
 from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput
 from workforce.refusals import Refusal
 
-from .conftest import ok, ACCOUNTS, DESK, DEVICES, GENERAL, MEMBER, OWNER, desk_md, lines, routed_tree, worker_md
+from .conftest import ACCOUNTS, DESK, DEVICES, OWNER, desk_md, lines, ok, routed_tree, worker_md
 
 POSTER_MD = worker_md("Phones, laptops, printers and wifi; anything that won't turn on, charge or connect.",
                       model="embedded/echo", tools="[post-to-mailbox]")

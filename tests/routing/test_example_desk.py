@@ -3,8 +3,7 @@ real questions with the embedded evaluator, and a post reaches only the member i
 from __future__ import annotations
 
 from bench.route_questions import HELD_OUT, QUESTIONS, format_table, route_table
-from mailboxes.models import Line
-from mailboxes.models import Delivery
+from mailboxes.models import Delivery, Line
 from workforce.llm import set_model_resolver
 from workforce.sessions import do_run_action
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from mailboxes.models import Route, RouteLedger
+from mailboxes.models import Delivery, Route, RouteLedger
 from mailboxes.routing import do_route_post
-from mailboxes.models import Delivery
 from seats.models import Seat
 from workforce.dispatch import dispatch
 from workforce.llm import ModelError, set_model_resolver
 from workforce.models import Request
 from workforce.testing import mock_evaluation_model
 
-from .conftest import ok, ACCOUNTS, DESK, DEVICES, GENERAL, OWNER, desk_md, lines, route_items, route_of, routed_tree
+from .conftest import ACCOUNTS, DESK, DEVICES, GENERAL, OWNER, desk_md, lines, ok, route_items, route_of, routed_tree
 
 
 def silent(call):

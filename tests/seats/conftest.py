@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from seats.models import Seat
 from mailboxes.notify import configure_notify, wake_member_seats
+from seats.models import Seat
 from tests.conftest import MEMBER, OWNER, hire_tree, mailbox_md, open_mailboxes, wired_by_hand, write_tree
 from workforce.sessions import do_run_action
 

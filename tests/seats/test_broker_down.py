@@ -11,9 +11,8 @@ from django.utils import timezone
 from django_q.conf import Conf
 from rest_framework.test import APIClient
 
-from mailboxes.models import Line
 from mailboxes.deliveries import do_sweep_deliveries
-from mailboxes.models import Delivery
+from mailboxes.models import Delivery, Line
 from tests.conftest import MEMBER
 from workforce.leases import requeue_after_seconds
 

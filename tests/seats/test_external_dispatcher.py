@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mailboxes.models import Line
+from mailboxes.models import Delivery, Line
 from seats.capabilities import POST_TO_MAILBOX_TOOL
-from mailboxes.models import Delivery
 from tests.conftest import MEMBER
 from workforce.dispatch import dispatch
 from workforce.models import Request

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
+from seats.hiring import HireRefused, hire_workforce
 from seats.models import Seat
 from seats.queries import access_seat, reachable_seats
-from seats.hiring import HireRefused, hire_workforce
 from seats.workers import WorkerManifest
 from workforce.refusals import Refusal
 
@@ -113,10 +113,10 @@ def test_own_then_organization_then_shared(db, org, other_org):
 
 
 def test_the_wake_reaches_the_mailbox_principals_own_seat_first(wired, post, org):
+    from mailboxes.models import Delivery
     from tests.conftest import OWNER
     from workforce.llm import use_model_resolver
     from workforce.testing import create_mock_model_resolver
-    from mailboxes.models import Delivery
 
     [mine] = hire_workforce([worker("eng.lead", description="the owner's own")], scope="own", org=org, owner_user_id=OWNER)
     [someone_elses] = hire_workforce([worker("eng.lead")], scope="own", org=org, owner_user_id="u_else")

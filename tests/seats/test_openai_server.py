@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from mailboxes.models import Line
-from mailboxes.models import Delivery
+from mailboxes.models import Delivery, Line
 from tests.conftest import OWNER
 from tests.fakes import FakeOpenAIServer, chat_completion
 from tests.seats.conftest import SEATS_TREE, worker_md

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from mailboxes.models import Line
+from mailboxes.models import Delivery, Line
 from seats.capabilities import POST_TO_MAILBOX_TOOL
-from mailboxes.models import Delivery
 from tests.conftest import OWNER, mailbox_md
 from tests.seats.conftest import ECHO_LISTENER, SEATS_TREE, worker_md
 from workforce.flows import FlowKind, registry

@@ -8,18 +8,18 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from mailboxes.deliveries import do_deliver, do_sweep_deliveries
+from mailboxes.models import Delivery
+from mailboxes.notify import WakeMemberSeats
 from mailboxes.roster import current_roster
 from seats.checks import check_turn_timeout, check_workers
-from mailboxes.models import Delivery
-from seats.models import Seat
-from mailboxes.deliveries import do_deliver, do_sweep_deliveries
-from mailboxes.notify import WakeMemberSeats
 from seats.hiring import WorkerTreeError
+from seats.models import Seat
 from tests.conftest import MEMBER
 from tests.seats.conftest import ECHO_LISTENER, SEATS_TREE, worker_md
+from workforce import sweepers as sweeper
 from workforce.flows import registry
 from workforce.models import Request
-from workforce import sweepers as sweeper
 from workforce.runtime import ensure_booted, is_booted, mark_booted
 from workforce.sessions import do_run_action
 from workforce_project.boot import boot
@@ -59,8 +59,8 @@ def test_boot_refuses_a_bad_worker_tree_naming_every_problem(make_tree, db):
 
 
 def test_the_example_tree_boots_and_its_seats_answer_a_post(settings, db, django_capture_on_commit_callbacks, org):
-    from workforce_project.boot import open_roster
     from mailboxes.models import Line
+    from workforce_project.boot import open_roster
 
     roster = boot(settings.WORKFORCE_ROOT)
     open_roster(roster)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from mailboxes.models import Line
-from mailboxes.models import Delivery
 from mailboxes.deliveries import do_deliver
+from mailboxes.models import Delivery, Line
 from mailboxes.notify import configure_notify, notify_block
 from tests.conftest import MEMBER, OWNER, mailbox_md, open_mailboxes
 from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER, SEATS_TREE, worker_md
 from workforce.flows import Action, FlowKind, registry
+from workforce.llm import use_model_resolver
 from workforce.models import Item, Request, Session
 from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput
 from workforce.testing import create_mock_model_resolver
-from workforce.llm import use_model_resolver
 
 HEARD = []
 
