@@ -5,8 +5,6 @@ ours (the spec names none) and map to HTTP statuses in ``workforce.refusals``.
 """
 from __future__ import annotations
 
-from workforce.sessions import CHILD_SEPARATOR
-
 KIND = "coordinator"
 COORDINATOR_ROUTE = "coordinator-route"  # the record's component name
 COORDINATOR_JUDGMENT = "coordinator-judgment"  # the coordinator's own replies' agentName prefix
@@ -133,9 +131,3 @@ def judgment_agent_name(coordinator: str) -> str:
     """The agentName of a reply the coordinator writes itself: starts with
     ``coordinator-judgment``."""
     return f"{COORDINATOR_JUDGMENT}:{coordinator}"
-
-
-def delegate_session_id(filing_session_id: str, worker: str) -> str:
-    """The id of ``worker``'s session for the conversation ``filing_session_id``:
-    ``<filing session id>:<worker>``."""
-    return f"{filing_session_id}{CHILD_SEPARATOR}{worker}"

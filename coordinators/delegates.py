@@ -31,7 +31,6 @@ from .constants import (
     NOT_A_DELEGATE,
     NOT_ON_ROSTER,
     already_a_delegate,
-    delegate_session_id,
     delegates_full,
     fallback_not_a_delegate,
     no_worker_on_roster,
@@ -39,7 +38,7 @@ from .constants import (
     takes_neither,
 )
 from .models import Conversation, Delegate
-from .queries import delegates_answer, find_conversation, list_delegates
+from .queries import delegate_session_id, delegates_answer, find_conversation, list_delegates
 
 
 def coordinator_worker(session: Session) -> str:

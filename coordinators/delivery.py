@@ -33,8 +33,9 @@ from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
 
 from .config import current_setup, takes_posts
-from .constants import REPORT, cannot_take_post, delegate_session_id, no_worker_on_roster
+from .constants import REPORT, cannot_take_post, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
+from .queries import delegate_session_id
 
 logger = logging.getLogger(__name__)
 

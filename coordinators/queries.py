@@ -5,9 +5,16 @@ from __future__ import annotations
 from workforce.models import Organization, Session
 from workforce.privacy import PARENT_JOIN, may_read
 from workforce.refusals import Refusal
+from workforce.sessions import CHILD_SEPARATOR
 
 from .constants import MAX_DELEGATES
 from .models import Answer, Conversation, Delegate, DelegateSession
+
+
+def delegate_session_id(filing_session_id: str, worker: str) -> str:
+    """The id of ``worker``'s session for the conversation ``filing_session_id``:
+    ``<filing session id>:<worker>``."""
+    return f"{filing_session_id}{CHILD_SEPARATOR}{worker}"
 
 
 def find_conversation(session: Session) -> Conversation | None:

@@ -42,7 +42,6 @@ from .constants import (
     RESERVED_STATE_FIELDS,
     ROUND_ROBIN,
     STATE_FIELD_RESERVED,
-    delegate_session_id,
     no_worker_on_roster,
     state_field_reserved,
 )
@@ -50,6 +49,7 @@ from .delegates import open_conversation
 from .delivery import do_abandon_delivery
 from .jobs import do_abandon_job
 from .models import Answer, Conversation, DelegatedPost, Job, Post, Round
+from .queries import delegate_session_id
 
 logger = logging.getLogger(__name__)
 
