@@ -13,8 +13,9 @@ from rest_framework.test import APIClient
 
 from mailboxes.models import Line
 from seats.models import Delivery
-from seats.services import do_sweep_deliveries, requeue_after_seconds
+from seats.services import do_sweep_deliveries
 from tests.conftest import MEMBER
+from workforce.leases import requeue_after_seconds
 
 
 def closed_port() -> int:
