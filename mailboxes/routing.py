@@ -80,6 +80,7 @@ NO_CHOICE = "no-choice"
 CHOICE_NOT_OFFERED = "choice-not-offered"
 FALLBACK_UNREACHABLE = "fallback-unreachable"
 FALLBACK_CANNOT_HEAR = "fallback-cannot-hear"
+FALLBACK_NOT_A_MEMBER = "fallback-not-a-member"
 ROUTE_NOT_CONFIGURED = "route-not-configured"
 
 # ----------------------------------------------------------------------------- the route
@@ -250,8 +251,17 @@ class RouteByPurpose(MailboxRoute):
 
     def fallback(self, route: Route, reason: str, detail: str) -> RouteDecision:
         """The fallback takes the post, or nobody can: the principal reaches no seat of
-        the fallback's, or that seat can't hear a post."""
+        the fallback's, or that seat can't hear a post, or the fallback is not among the
+        members the mailbox was opened with (a file edited after it was opened names a
+        new member as its fallback: spec "Opening it", edits to ``members:`` do not reach
+        an open mailbox, so nobody is woken)."""
         member = route.fallback
+        if member not in access_mailbox_state(route.session)["members"]:
+            return RouteDecision(
+                None, Route.By.FAILED, FALLBACK_NOT_A_MEMBER,
+                f'{detail}; and the fallback "{member}" is not a member of {route.session.session_id} as it was '
+                "opened (members: added to its file after it opened do not reach it), so nobody answers",
+            )
         seat = self._seat(member, route.session)
         if seat is None:
             return RouteDecision(

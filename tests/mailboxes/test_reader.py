@@ -568,3 +568,23 @@ def test_read_record_file_failure_uses_given_kind(tmp_path):
     assert info.value.error.kind == "worker-load-failed"
     assert info.value.error.path == "org/workers/w"
     assert "org/workers/w/WORKER.md" in info.value.error.message
+
+
+def test_os_and_editor_droppings_are_passed_over_folders_and_files_alike(tmp_path):
+    box(tmp_path, "eng", "standup")
+    for rel in ("teams/eng/mailboxes/.DS_Store/x", "teams/eng/mailboxes/__MACOSX/standup/._MAILBOX.md",
+                "teams/eng/mailboxes/.idea/workspace.xml", "teams/.git/HEAD", "teams/eng/.vscode/settings.json"):
+        write(tmp_path, rel, "x")
+    for rel in ("teams/eng/mailboxes/._standup", "teams/eng/mailboxes/standup~", "teams/eng/mailboxes/.standup.swp",
+                "teams/eng/mailboxes/.#standup", "teams/eng/mailboxes/#standup#", "teams/eng/mailboxes/Thumbs.db"):
+        write(tmp_path, rel, b"\x00")
+    mailboxes, errors = read_mailboxes_directory(tmp_path)
+    assert errors == [] and [m.id for m in mailboxes] == ["eng.standup"]
+
+
+def test_a_hidden_folder_that_is_no_dropping_is_still_a_badly_named_mailbox(tmp_path):
+    box(tmp_path, "eng", "standup")
+    write(tmp_path, "teams/eng/mailboxes/.standup/MAILBOX.md", GOOD)
+    mailboxes, errors = read_mailboxes_directory(tmp_path)
+    assert [m.id for m in mailboxes] == ["eng.standup"]
+    assert pairs(errors) == [("mailbox-load-failed", "teams/eng/mailboxes/.standup")]

@@ -266,3 +266,23 @@ def test_route_ledger_names_where_the_last_client_post_went(routed, post, body):
     ledger = read_route_ledger(lines()[0].session)
     assert ledger["lastPost"] == {"id": lines()[0].line_id, "member": DEVICES, "by": "evaluated"}
     assert [l["text"] for l in ledger["lines"]] == [body, f"{DEVICES} heard: {OWNER} in {DESK}: {body}"]
+
+
+def test_a_fallback_added_to_the_file_after_the_mailbox_opened_wakes_nobody(routed, post, make_tree, org):
+    from tests.conftest import open_mailboxes
+
+    # Opened first with two members and no routing; then the file adds general and names it
+    # the fallback, and the app restarts: the open mailbox keeps the members it was opened with.
+    open_mailboxes(make_tree(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(
+        members=(DEVICES, ACCOUNTS), routing=None)})), org)
+
+    def broken(call):
+        raise RuntimeError("evaluator down")
+
+    routed(route=mock_evaluation_model(answers=broken))
+    post("my printer is jammed")
+    (item,) = route_items()
+    assert (item["member"], item["by"], item["reason"]) == (None, "failed", "fallback-not-a-member")
+    assert f'the fallback "{GENERAL}" is not a member of {DESK}' in item["detail"]
+    assert deliveries("my printer is jammed") == []
+    assert [line.body for line in lines()] == ["my printer is jammed"]  # nobody answered

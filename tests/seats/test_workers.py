@@ -167,3 +167,12 @@ def test_the_example_tree_reads_and_hires(settings):
     ]  # support.help: the coordinator over the three answering workers
     assert all(w.model == "embedded/echo" for w in workers)
     assert hire_problems(workers) == []
+
+
+def test_os_and_editor_droppings_beside_workers_are_passed_over(tmp_path):
+    write(tmp_path, "teams/support/workers/general/WORKER.md", worker_md("Answers anything."))
+    write(tmp_path, "teams/support/workers/.DS_Store/x", "x")
+    write(tmp_path, "org/workers/.DS_Store", b"\x00")
+    write(tmp_path, "org/workers/.idea/misc.xml", "x")
+    workers, errors = read_workforce(tmp_path)
+    assert errors == [] and [w.id for w in workers] == ["support.general"]

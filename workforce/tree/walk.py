@@ -96,6 +96,30 @@ def list_dir_nofollow(path: Path, rel: str) -> list[Entry]:
     return [Entry(name, path / name, join_rel(rel, name), kind) for name, kind in sorted(raw)]
 
 
+# What operating systems, editors and version control leave in folders: passed over in
+# silence where the tree's structural folders are listed, folders and files alike (spec
+# "Mailboxes on disk": "OS and editor droppings such as .DS_Store").
+DROPPING_NAMES = frozenset({
+    ".DS_Store", ".AppleDouble", ".LSOverride", ".Spotlight-V100", ".Trashes", ".fseventsd",
+    ".TemporaryItems", ".DocumentRevisions-V100", "__MACOSX", "Icon\r", "Thumbs.db", "ehthumbs.db",
+    "desktop.ini", "$RECYCLE.BIN", ".directory", ".idea", ".vscode", ".git", ".svn", ".hg",
+    "__pycache__", ".ipynb_checkpoints",
+})
+
+
+def is_dropping(name: str) -> bool:
+    """True for an OS, editor or version-control dropping (``.DS_Store``, ``Thumbs.db``,
+    ``._name`` AppleDouble files, ``name~`` and ``.name.swp`` editor backups, ``.#name``
+    and ``#name#`` Emacs locks), which the tree's readers pass over in silence."""
+    return (
+        name in DROPPING_NAMES
+        or name.startswith(("._", ".#"))
+        or name.endswith("~")
+        or (name.startswith(".") and name.endswith((".swp", ".swo", ".swx")))
+        or (len(name) > 1 and name.startswith("#") and name.endswith("#"))
+    )
+
+
 def os_reason(exc: OSError) -> str:
     """What an OSError says, for a message: its ``strerror`` or its class name."""
     return exc.strerror or exc.__class__.__name__
@@ -104,7 +128,8 @@ def os_reason(exc: OSError) -> str:
 def open_slot(entry: Entry | None) -> list[Entry] | None:
     """List a structural folder (``teams``, a team folder, ``mailboxes``, ``workers``).
 
-    Returns ``None`` when it is absent (``entry is None``), else its entries. Raises
+    Returns ``None`` when it is absent (``entry is None``), else its entries, less OS and
+    editor droppings (``is_dropping``: a ``.DS_Store`` folder is no badly named mailbox). Raises
     ``RecordError`` of kind ``unreadable-slot`` at the folder's own path when it is a
     link, is not a folder, or exists and cannot be listed: the records beneath it cannot
     be enumerated.
@@ -123,13 +148,14 @@ def open_slot(entry: Entry | None) -> list[Entry] | None:
             f"{entry.rel} is not a folder, so nothing beneath it can be enumerated.",
         ))
     try:
-        return list_dir_nofollow(entry.path, entry.rel)
+        entries = list_dir_nofollow(entry.path, entry.rel)
     except OSError as exc:
         raise RecordError(LoadError(
             UNREADABLE_SLOT, entry.rel,
             f"{entry.rel} cannot be listed ({os_reason(exc)}), so nothing beneath it can be "
             "enumerated.",
         )) from None
+    return [child for child in entries if not is_dropping(child.name)]
 
 
 def exists_nofollow(path: Path) -> bool:
