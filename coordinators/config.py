@@ -136,13 +136,11 @@ def setup_from_settings() -> dict:
     ``WORKFORCE_COORDINATOR_ROUTE_MODEL`` (default ``WORKFORCE_ROUTE_MODEL``, else
     ``embedded/lexical``) and ``WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS`` (default
     300,000)."""
-    route_model = getattr(settings, "WORKFORCE_COORDINATOR_ROUTE_MODEL", "") or getattr(
-        settings, "WORKFORCE_ROUTE_MODEL", ""
-    ) or "embedded/lexical"
+    route_model = settings.WORKFORCE_COORDINATOR_ROUTE_MODEL or settings.WORKFORCE_ROUTE_MODEL or "embedded/lexical"
     return {
-        "delegate_flows": tuple(getattr(settings, "WORKFORCE_COORDINATOR_DELEGATE_FLOWS", ("agent",))),
+        "delegate_flows": tuple(settings.WORKFORCE_COORDINATOR_DELEGATE_FLOWS),
         "route_model": route_model,
-        "round_deadline_ms": getattr(settings, "WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS", DEFAULT_ROUND_DEADLINE_MS),
+        "round_deadline_ms": settings.WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS,
     }
 
 

@@ -449,7 +449,7 @@ class Pick:
 def route_timeout() -> float:
     """Seconds best fit's evaluator call may take (``WORKFORCE_ROUTE_TIMEOUT``, default
     ``WORKFORCE_MODEL_TIMEOUT``)."""
-    return float(getattr(settings, "WORKFORCE_ROUTE_TIMEOUT", getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60)))
+    return float(settings.WORKFORCE_ROUTE_TIMEOUT)
 
 
 def best_fit_pick(conv: Conversation, setup: CoordinatorSetup, handing: Handing) -> Pick:

@@ -313,7 +313,7 @@ def declared_routing(mailbox_id: str) -> dict | None:
 def route_timeout() -> float:
     """Seconds the evaluator call may take (``WORKFORCE_ROUTE_TIMEOUT``, default
     ``WORKFORCE_MODEL_TIMEOUT``)."""
-    return float(getattr(settings, "WORKFORCE_ROUTE_TIMEOUT", getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60)))
+    return float(settings.WORKFORCE_ROUTE_TIMEOUT)
 
 
 def _route_instructions(session: Session) -> str:

@@ -225,7 +225,7 @@ def enqueue_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
 def sweep_grace_seconds() -> float:
     """A pending row the sweep wakes a drain for has waited this long since its last
     change (``WORKFORCE_SWEEP_SECONDS``): a fresher one has a drain on its way."""
-    return float(getattr(settings, "WORKFORCE_SWEEP_SECONDS", 15))
+    return float(settings.WORKFORCE_SWEEP_SECONDS)
 
 
 def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]:

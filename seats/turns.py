@@ -51,18 +51,18 @@ TOOL_CALL = "tool-call"
 
 def model_timeout() -> float:
     """Seconds one model call may take (``WORKFORCE_MODEL_TIMEOUT``, default 60)."""
-    return float(getattr(settings, "WORKFORCE_MODEL_TIMEOUT", 60))
+    return float(settings.WORKFORCE_MODEL_TIMEOUT)
 
 
 def turn_timeout() -> float:
     """Seconds a whole turn may take (``WORKFORCE_TURN_TIMEOUT``, default 100); kept below
     the task cluster's ``timeout`` by a system check."""
-    return float(getattr(settings, "WORKFORCE_TURN_TIMEOUT", 100))
+    return float(settings.WORKFORCE_TURN_TIMEOUT)
 
 
 def max_steps() -> int:
     """Model calls a turn may make (``WORKFORCE_TURN_MAX_STEPS``, default 8)."""
-    return int(getattr(settings, "WORKFORCE_TURN_MAX_STEPS", 8))
+    return int(settings.WORKFORCE_TURN_MAX_STEPS)
 
 
 def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: list[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:

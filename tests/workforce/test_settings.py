@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 APPS = ("workforce", "boards", "seats", "mailboxes", "coordinators", "workforce_project")
 READ = re.compile(r"\bsettings\.([A-Z][A-Z0-9_]*)\b|getattr\(\s*settings\s*,\s*\"([A-Z][A-Z0-9_]*)\"")
 OWN_DEFAULT = re.compile(r"getattr\(\s*settings\s*,\s*\"[A-Z][A-Z0-9_]*\"\s*,")
-# Modules the agent-layer change rewrites; they switch to settings.X there.
-PENDING = {"seats/turn.py", "seats/drains.py", "coordinators/config.py", "coordinators/policies.py", "mailboxes/routing.py"}
+# Modules still to switch to settings.X (the agent-layer change switched its own).
+PENDING: set[str] = set()
 
 
 def sources():
