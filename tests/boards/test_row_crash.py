@@ -54,13 +54,15 @@ CHILD = textwrap.dedent("""
 
         transaction.Atomic.__exit__ = watched
     else:
-        run_turn = drains.run_turn
+        from seats import agent  # the agent kind's row turn (seats.agent.work_board_row) runs the model
+
+        run_turn = agent.run_turn
 
         def answered(*args, **kwargs):
             run_turn(*args, **kwargs)
             os._exit(42)
 
-        drains.run_turn = answered
+        agent.run_turn = answered
     drains.do_seat_drain(org_id, board_id, "eng.lead", "lead")
     os._exit(0)
 """)
