@@ -70,7 +70,7 @@ def check_model_endpoints(app_configs=None, **kwargs):
     default) with no key and fail. One warning per use: each worker's ``model:`` in the
     tree, ``WORKFORCE_MODEL`` (the default of workers that name none),
     ``WORKFORCE_ROUTE_MODEL`` and ``WORKFORCE_COORDINATOR_ROUTE_MODEL``."""
-    if getattr(settings, "OPENAI_BASE_URL", "") or getattr(settings, "OPENAI_API_KEY", ""):
+    if settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY:
         return []
     uses = [(name, getattr(settings, name, "") or "") for name in
             ("WORKFORCE_MODEL", "WORKFORCE_ROUTE_MODEL", "WORKFORCE_COORDINATOR_ROUTE_MODEL")]

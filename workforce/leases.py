@@ -122,13 +122,13 @@ def requeue_after_seconds() -> float:
     """``B``: the least time between a row's enqueue and its re-enqueue
     (``WORKFORCE_REQUEUE_SECONDS``, default the broker's ``Q_CLUSTER["retry"]``)."""
     default = settings.Q_CLUSTER.get("retry") or 60
-    return float(getattr(settings, "WORKFORCE_REQUEUE_SECONDS", None) or default)
+    return float(settings.WORKFORCE_REQUEUE_SECONDS or default)
 
 
 def requeue_cap_seconds() -> float:
     """The longest backoff between re-enqueues of one row (``WORKFORCE_REQUEUE_MAX_SECONDS``,
     default ``16 * B``)."""
-    return float(getattr(settings, "WORKFORCE_REQUEUE_MAX_SECONDS", None) or 16 * requeue_after_seconds())
+    return float(settings.WORKFORCE_REQUEUE_MAX_SECONDS or 16 * requeue_after_seconds())
 
 
 def requeue_delay(requeues: int) -> float:

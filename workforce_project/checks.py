@@ -28,7 +28,7 @@ def check_secret_key(app_configs=None, **kwargs):
 def check_stop_seconds(app_configs=None, **kwargs):
     """``WORKFORCE_STOP_SECONDS`` bounds how long ``serve`` takes to stop: a positive
     number of seconds."""
-    value = getattr(settings, "WORKFORCE_STOP_SECONDS", 10)
+    value = settings.WORKFORCE_STOP_SECONDS
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         return [
             checks.Error(

@@ -305,7 +305,8 @@ def do_drain_board(
             if isinstance(output, Settled):  # the run settled the row in its own transaction
                 settled = output.task
                 outcome = _SETTLED_OUTCOME.get(settled.status, "errored") if settled is not None else "completed"
-                if outcome in ("retried", "errored"):  # a failed run, settled with its turn
+                if settled is not None and settled.status in (S.PENDING, S.ERRORED) and settled.error:
+                    # The run failed and settled its own failure: the same line as above.
                     logger.info("board %s: run of %s failed (attempt %d of %d): %s", board_id, task.task_id,
                                 task.attempts, task.max_attempts, settled.error)
             else:

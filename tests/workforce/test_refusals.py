@@ -37,7 +37,7 @@ def test_the_kernel_holds_only_its_own_codes():
     assert not apps_codes & set(KERNEL_REASONS)
     assert set(ANSWERED) <= set(KERNEL_REASONS) | apps_codes
     assert MAILBOX_REASONS == {"mailbox-not-bound": 404, "board-not-declared": 404, "author-not-a-member": 403,
-                               "talk-session-not-listed": 403, "mailbox-is-a-template": 409}
+                               "talk-session-not-listed": 403, "mailbox-is-a-template": 409, "unknown-assignee": 409}
     assert BOARD_REASONS == {"task_not_found": 404, "unknown_assignee": 400, "invalid_arguments": 400}
     assert len(COORDINATOR_REASONS) == 8
 

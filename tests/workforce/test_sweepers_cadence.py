@@ -10,6 +10,7 @@ def isolated(monkeypatch):
     monkeypatch.setattr(sweepers, "_every", {})
 
 
+@pytest.mark.django_db
 def test_run_sweeps_runs_only_the_named_sweeps_in_order(isolated):
     ran = []
     sweepers.register_sweep("a", lambda: ran.append("a"))
