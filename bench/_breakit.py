@@ -9,8 +9,8 @@ from __future__ import annotations
 import http.client
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 from urllib.parse import quote
 
 LOOPBACK = "127.0.0.1"

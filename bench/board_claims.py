@@ -100,10 +100,10 @@ def run(mode: str, drainers: int, rows: int, tag: str) -> float:
         for _ in range(drainers)
     ]
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (_, err) in zip(procs, outs):
+    for p, (_, err) in zip(procs, outs, strict=False):
         if p.returncode != 0:
             raise SystemExit(err)
-    counts, starts, ends = zip(*[tuple(float(x) for x in out.split()) for out, _ in outs])
+    counts, starts, ends = zip(*[tuple(float(x) for x in out.split()) for out, _ in outs], strict=False)
     assert int(sum(counts)) == rows, (mode, counts)
     assert BoardTask.objects.filter(board_id=board_id, attempts=1, status="in_progress").count() == rows
     return rows / (max(ends) - min(starts))

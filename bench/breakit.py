@@ -373,10 +373,10 @@ def kill_plan(kills: int, seconds: float, target: str, rng: random.Random) -> li
     times: list[float] = []
     for _ in range(200):
         times = sorted(rng.uniform(lo, hi) for _ in range(kills))
-        if all(b - a >= gap for a, b in zip(times, times[1:])):
+        if all(b - a >= gap for a, b in zip(times, times[1:], strict=False)):
             break
     targets = [target if target != "mixed" else ("cluster" if k % 2 == 0 else "serve") for k in range(kills)]
-    return list(zip(times, targets))
+    return list(zip(times, targets, strict=False))
 
 
 def killer(server: Server, plan: list[tuple[float, str]], figures: Figures, started: float, stop: threading.Event,

@@ -307,7 +307,7 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
             try:
                 seen = watch.wait(sessions[session_id], count, timeout)
             except TimeoutError:
-                raise SystemExit(f"no answer to post {n} on {session_id} within {timeout:.0f}s; server log:\n{server.tail()}")
+                raise SystemExit(f"no answer to post {n} on {session_id} within {timeout:.0f}s; server log:\n{server.tail()}") from None
             if not server.alive():
                 raise SystemExit(f"the server stopped; its log:\n{server.tail()}")
             return {"line_id": line_id, "sent": sent, "answered": answered, "seen": seen}

@@ -66,7 +66,7 @@ def main() -> None:
         raw = args.posts / (time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        for i in range(args.posts):
+        for _i in range(args.posts):
             r = do_run_action(org=org, kind="mailbox", session_id="bench.box0", action="post", input={"body": body}, user_id="u")
             assert r.status == "completed", r.error
         posts = args.posts / (time.perf_counter() - t0)

@@ -63,7 +63,7 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
     """Least squares ``y = a + b x``: ``(a, b, r squared)``."""
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False))
     syy = sum((y - my) ** 2 for y in ys)
     b = sxy / sxx if sxx else 0.0
     r2 = (sxy * sxy) / (sxx * syy) if sxx and syy else 1.0

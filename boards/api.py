@@ -13,9 +13,9 @@ from workforce.principals import resolve_principal
 from workforce.queries import session_readable
 from workforce.refusals import Refusal
 
+from .errors import TaskError
 from .models import TaskStatus
 from .naming import split_board_id
-from .errors import TaskError
 from .queries import access_task, list_board_tasks, task_wire
 
 

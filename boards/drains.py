@@ -13,8 +13,8 @@ to refuse an ``unknown_assignee``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from .naming import split_board_id
 

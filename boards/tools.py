@@ -12,8 +12,9 @@ through ``call_board_tool`` and ``validate_tool_args``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from workforce.tools import Tool, ToolContext
 

@@ -276,7 +276,8 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
                     enqueue_drain(org_id, board_id, drain.seat_id, key)  # nothing on its way
                 elif not requeue_lost(
                     DrainWake, waiting=Q(pk=wake.pk), now=now,
-                    send=lambda pk, seat_id=drain.seat_id, key=key: enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, key),
+                    send=lambda pk, org_id=org_id, board_id=board_id, seat_id=drain.seat_id, key=key: enqueue(
+                        SEAT_DRAIN_TASK, org_id, board_id, seat_id, key),
                 ).all:
                     continue
                 woken.append((org_id, board_id, drain.seat_id, key))

@@ -110,7 +110,7 @@ def wired_by_hand(*kinds: str) -> Iterator[None]:
     try:
         yield
     finally:
-        for flow, facets in zip(flows, saved):
+        for flow, facets in zip(flows, saved, strict=False):
             flow.facets.clear()
             flow.facets.update(facets)
         set_model_resolver(None)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 class FakeOpenAIServer:
@@ -67,7 +67,7 @@ class FakeOpenAIServer:
         """The JSON body of every call, in the order they came."""
         return [request["body"] for request in self.requests]
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self.thread.start()
         return self
 

@@ -28,7 +28,6 @@ KERNEL_REASONS = {
     "external-dispatcher": 503,
     "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
-    "forbidden": 403,  # a CSRF failure with session auth
 }
 UNREGISTERED_STATUS = 409
 

@@ -9,8 +9,9 @@ writers never both move one row, on SQLite or on PostgreSQL.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone

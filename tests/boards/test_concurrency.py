@@ -20,7 +20,6 @@ import boards.services.claims as services
 from boards.models import BoardTask, TaskChange, TaskStatus
 from boards.queries import claimable_tasks
 from boards.services import do_claim_task, do_file_task
-
 from tests.conftest import run_in_threads
 
 from .conftest import FOLLOWUPS

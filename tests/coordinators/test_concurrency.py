@@ -31,7 +31,7 @@ def no_deliveries(monkeypatch):
 def test_concurrent_posts_under_round_robin_go_to_different_delegates(desk, org, no_deliveries):
     d = desk(routing="round-robin")
     d.act("listDelegates")  # the conversation takes its copy
-    for attempt in range(3):
+    for _attempt in range(3):
         posts = run_in_threads(lambda i: do_run_action(org=org, kind="coordinator", session_id=CONVERSATION, action="run",
                                                        input={"message": f"post {i}"}, user_id=MEMBER), 3)
         assert {p.status for p in posts} == {"completed"}

@@ -4,7 +4,6 @@ characters) and the id of each delegate's session under it (``<conversation>:<de
 refused when the conversation is opened or the delegate added, never in the cluster."""
 from __future__ import annotations
 
-import pytest
 from rest_framework.test import APIClient
 
 from coordinators.models import Delegate

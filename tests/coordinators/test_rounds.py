@@ -250,9 +250,10 @@ def test_past_50_open_rounds_a_post_is_still_delivered_but_its_round_is_not_open
 def test_a_delegate_gets_at_most_one_delivery_per_post_per_round(desk):
     d = desk(routing="everyone")
     post = d.run("hi")
-    from coordinators.models import Post
-    from coordinators.policies import Desk as PolicyDesk, deliver, handing_for_post
     from coordinators.config import current_setup
+    from coordinators.models import Post
+    from coordinators.policies import Desk as PolicyDesk
+    from coordinators.policies import deliver, handing_for_post
 
     conv = Post.objects.get(post_id=post.request_id).conversation
     desk_ = PolicyDesk(conv=conv, request=None, setup=current_setup(), coordinator=None, now=timezone.now())

@@ -32,7 +32,7 @@ def test_a_routed_post_over_http_is_answered_by_the_one_member_it_fits(start_ser
 
     lines = wait_for(lambda: (ls if len(ls := transcript(server, "support.desk")) >= 2 else None), timeout=30,
                      what="the routed member's answer", log=server.log)
-    assert [(l.get("author"), l.get("seatAuthored")) for l in lines] == [(None, None), ("support.devices", True)]
+    assert [(ln.get("author"), ln.get("seatAuthored")) for ln in lines] == [(None, None), ("support.devices", True)]
     items = server.call("GET", "/api/sessions/support.desk/items?itemTypes=component").body["items"]
     routes = [i["data"] for i in items if i["component"] == "mailbox-route"]
     assert [(r["member"], r["by"]) for r in routes] == [("support.devices", "evaluated")]

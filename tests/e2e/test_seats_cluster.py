@@ -83,7 +83,7 @@ def test_a_post_over_http_wakes_two_seats_and_their_posts_land(start_server, tmp
     lines = wait_for(lambda: (ls if len(ls := transcript(server, STANDUP)) >= 3 else None), timeout=30,
                      what="both seats' tool posts", log=server.log)
     assert lines[0]["id"] == line["id"]
-    answers = {l["author"]: l for l in lines[1:]}
+    answers = {ln["author"]: ln for ln in lines[1:]}
     assert set(answers) == {"eng.alpha", "eng.beta"}
     for seat, answer in answers.items():
         assert answer["seatAuthored"] is True and answer["authorVerified"] is False
@@ -111,7 +111,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
         # Each model call of this turn waits 1.5 s: the tool post lands after the first,
         # and the turn is still running (its second call) when the cluster dies.
         post(server, 'first\n/sleep 1500\n/tool post-to-mailbox {"mailbox": "eng.standup", "body": "ack first"}')
-        wait_for(lambda: sum(l["body"] == "ack first" for l in transcript(server, STANDUP)) == 2, timeout=30,
+        wait_for(lambda: sum(ln["body"] == "ack first" for ln in transcript(server, STANDUP)) == 2, timeout=30,
                  what="both seats' first tool posts", log=cluster.log)
         cluster.crash()
         assert all(t["status"] == "running" for s in ("eng.alpha", "eng.beta") for t in turns(server, s))
@@ -119,7 +119,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
         # A post while no cluster runs: its deliveries wait for the next one.
         post(server, 'second\n/tool post-to-mailbox {"mailbox": "eng.standup", "body": "ack second"}')
         time.sleep(1)
-        assert sum(l["body"] == "ack second" for l in transcript(server, STANDUP)) == 0
+        assert sum(ln["body"] == "ack second" for ln in transcript(server, STANDUP)) == 0
 
         cluster.start()
 
@@ -130,7 +130,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
 
         per_seat = wait_for(settled, timeout=60, what="every delivery to finish after the restart", log=cluster.log)
         time.sleep(2)  # anything that would run twice has had time to
-        bodies = [l["body"] for l in transcript(server, STANDUP)]
+        bodies = [ln["body"] for ln in transcript(server, STANDUP)]
         assert sorted(b for b in bodies if b.startswith("ack")) == ["ack first"] * 2 + ["ack second"] * 2
         assert len(bodies) == 6
         for seat, seat_turns in per_seat.items():

@@ -4,9 +4,11 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from mailboxes.roster import TreeError
 from mailboxes.kinds import register_mailbox_kind
-from mailboxes.roster import load_roster  # noqa: E402
+from mailboxes.roster import (
+    TreeError,
+    load_roster,  # noqa: E402
+)
 from workforce.flows import Action, FlowKind, registry
 
 from ..conftest import mailbox_md

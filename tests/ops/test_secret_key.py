@@ -10,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from django.core import checks
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-
-import pytest
 
 from workforce_project.checks import check_secret_key
 from workforce_project.secret_key import REPOSITORY_KEY, load_or_create_secret_key

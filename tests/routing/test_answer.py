@@ -132,7 +132,7 @@ def test_with_the_tool_the_first_call_is_the_answer_and_a_later_one_posts_nothin
 def test_an_empty_reply_is_fine_once_the_tool_handed_the_answer_over(routed, post):
     routed(with_tool(), scripts={DEVICES: [{"tool_calls": [tool_call(DESK, "done")]}, ""], "*": ok})
     post("my printer is jammed")
-    assert [l.body for l in lines()] == ["my printer is jammed", "done"]
+    assert [ln.body for ln in lines()] == ["my printer is jammed", "done"]
     assert Delivery.objects.get(member=DEVICES).status == "done"
 
 
@@ -149,7 +149,7 @@ def test_the_reply_lands_when_the_tools_answer_did_not(routed, post, monkeypatch
     monkeypatch.setattr(mailboxes.flow, "do_answer_post", refuse_the_tools)
     routed(with_tool(), scripts={DEVICES: [{"tool_calls": [tool_call(DESK, "via the tool")]}, "the reply"], "*": ok})
     post("my printer is jammed")
-    assert [l.body for l in lines()] == ["my printer is jammed", "the reply"]
+    assert [ln.body for ln in lines()] == ["my printer is jammed", "the reply"]
     failed = Request.objects.get(session__session_id=DESK, action="answer", status="failed")
     assert failed.error["reason"] == "answer-not-written"  # a failed request on the mailbox's session
 
@@ -185,7 +185,7 @@ def triager_kind():
         heard.append(data)
         return {"notified": data["member"]}
 
-    flow = registry.register(FlowKind(
+    registry.register(FlowKind(
         kind="triager",
         internal_actions={ON_MAILBOX_POST: Action(ON_MAILBOX_POST, on_post, MailboxNotifyInput)},
         facets={"worker": True, "tools": {}},

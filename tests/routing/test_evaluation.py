@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from tests.fakes import FakeOpenAIServer, chat_completion
 from workforce.llm import (
     CannotEvaluate,
     Choice,
@@ -23,7 +24,6 @@ from workforce.llm import (
     use_model_resolver,
 )
 from workforce.llm.lexical import terms
-from tests.fakes import FakeOpenAIServer, chat_completion
 from workforce.testing import create_mock_model_resolver, mock_evaluation_model
 
 DESK = Question("member", "Which member should answer this post?", (

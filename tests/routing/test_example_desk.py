@@ -33,7 +33,7 @@ def test_the_example_desk_boots_routed_and_a_post_reaches_only_the_member_it_fit
         do_run_action(org=org, kind="mailbox", session_id=DESK, action="post",
                       input={"body": "My laptop won't charge."}, user_id="u_42")
     lines = list(Line.objects.filter(session__session_id=DESK).order_by("seq"))
-    assert [(l.author, l.seat_authored) for l in lines] == [(None, False), (DEVICES, True)]
+    assert [(ln.author, ln.seat_authored) for ln in lines] == [(None, False), (DEVICES, True)]
     assert lines[1].body == f"{DEVICES} heard: workforce in {DESK}: My laptop won't charge."
     assert [d.member for d in Delivery.objects.all()] == [DEVICES]
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated")]

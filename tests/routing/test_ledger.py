@@ -9,7 +9,7 @@ from mailboxes.routing import LEDGER_LINES, configure_route, read_route_ledger
 from workforce.llm import ModelError
 from workforce.models import Request, Session
 
-from .conftest import ok, DESK, DEVICES, OWNER, desk_md, lines, route_items, routed_tree
+from .conftest import DESK, DEVICES, OWNER, desk_md, lines, ok, route_items, routed_tree
 
 
 def silent(call):
@@ -25,7 +25,7 @@ def test_twenty_lines_after_more_than_fifty_requests(routed, post, settings):
     session = Session.objects.get(session_id=DESK)
     ledger = RouteLedger.objects.get(session=session)
     assert len(ledger.lines) == LEDGER_LINES == 20
-    assert [l["id"] for l in ledger.lines] == [l.line_id for l in lines()[-20:]]
+    assert [ln["id"] for ln in ledger.lines] == [ln.line_id for ln in lines()[-20:]]
     post("printer question 30")
     route = resolver.evaluators["mailbox-route"]
     assert len(route.calls[-1].state["recent"]) == 20
@@ -65,7 +65,7 @@ def test_the_ledger_is_kept_whether_or_not_the_mailbox_declares_routing(routed, 
     routed(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(routing=None)}))
     post("hello")
     ledger = read_route_ledger(Session.objects.get(session_id=DESK))
-    assert [l["text"] for l in ledger["lines"]] == ["hello"]
+    assert [ln["text"] for ln in ledger["lines"]] == ["hello"]
     assert ledger["lastPost"] == {"id": lines()[0].line_id, "member": None, "by": None}
 
 
@@ -81,7 +81,7 @@ def test_routing_removed_and_restored_loses_no_lines_and_a_post_made_meanwhile_h
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated"), ("support.accounts", "evaluated")]
     assert len(resolver.evaluators["mailbox-route"].calls) == 2
     ledger = RouteLedger.objects.get()
-    assert [l["id"] for l in ledger.lines] == [l.line_id for l in lines()]  # no line lost
+    assert [ln["id"] for ln in ledger.lines] == [ln.line_id for ln in lines()]  # no line lost
     assert not Route.objects.filter(post__body="and my password too").exists()
 
 

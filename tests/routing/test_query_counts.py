@@ -12,7 +12,6 @@ from workforce.testing import mock_evaluation_model
 
 from .conftest import DESK, MEMBER, desk_md, worker_md
 
-
 # A routed post: the post's own queries, the ledger (read, write), the Route row and its
 # task. Its decision: read the route, the hold check, the decision's conditional UPDATE,
 # the route request and item, the one delivery and its task.

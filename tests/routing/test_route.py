@@ -233,7 +233,7 @@ def test_a_route_item_never_shows_as_a_line(routed, post, act):
     routed()
     post("my printer is jammed")
     transcript = act(DESK, "read").output["transcript"]
-    assert [l["body"] for l in transcript] == ["my printer is jammed",
+    assert [ln["body"] for ln in transcript] == ["my printer is jammed",
                                                f"{DEVICES} heard: {OWNER} in {DESK}: my printer is jammed"]
 
 
@@ -265,7 +265,7 @@ def test_route_ledger_names_where_the_last_client_post_went(routed, post, body):
     post(body)
     ledger = read_route_ledger(lines()[0].session)
     assert ledger["lastPost"] == {"id": lines()[0].line_id, "member": DEVICES, "by": "evaluated"}
-    assert [l["text"] for l in ledger["lines"]] == [body, f"{DEVICES} heard: {OWNER} in {DESK}: {body}"]
+    assert [ln["text"] for ln in ledger["lines"]] == [body, f"{DEVICES} heard: {OWNER} in {DESK}: {body}"]
 
 
 def test_a_fallback_added_to_the_file_after_the_mailbox_opened_wakes_nobody(routed, post, make_tree, org):

@@ -47,7 +47,7 @@ def test_a_post_with_the_broker_down_answers_202_and_is_swept_later(wired, org, 
     assert [d.status for d in deliveries] == ["pending", "pending"]  # eng.lead and eng.analyst hear it
     warnings = [r for r in caplog.records if r.name == "workforce.dispatch"]
     assert len(warnings) == len(deliveries) == 2
-    for record, delivery in zip(warnings, deliveries):
+    for record, delivery in zip(warnings, deliveries, strict=False):
         text = record.getMessage()
         assert record.levelno == logging.WARNING and "\n" not in text
         assert text.startswith(f"task mailboxes.tasks.deliver_post[{delivery.pk}] not enqueued (ConnectionError:")

@@ -71,7 +71,7 @@ def test_the_example_tree_boots_and_its_seats_answer_a_post(settings, db, django
                       input={"body": "My laptop won't charge."}, user_id="u_42")
     lines = list(Line.objects.filter(session__session_id="support.standup").order_by("seq"))
     assert lines[0].body == "My laptop won't charge."
-    answers = {l.author: l.body for l in lines[1:]}
+    answers = {ln.author: ln.body for ln in lines[1:]}
     assert set(answers) == {"support.devices", "support.accounts", "support.general"}  # the lead only listens
     assert answers["support.devices"] == "support.devices heard: workforce in support.standup: My laptop won't charge."
 

@@ -85,7 +85,7 @@ def test_a_seats_line_wakes_nobody(wired, post, org):
     post("eng.incidents", "the database is down")
     # eng.lead heard the post and posted back with its tool; eng.analyst heard the post.
     lines = list(Line.objects.filter(session__session_id="eng.incidents").order_by("seq"))
-    assert [(l.author, l.seat_authored) for l in lines] == [(None, False), ("eng.lead", True)]
+    assert [(ln.author, ln.seat_authored) for ln in lines] == [(None, False), ("eng.lead", True)]
     assert lines[1].body == f"eng.lead heard: {OWNER} in eng.incidents: the database is down"
     assert lines[1].as_wire()["seatAuthored"] is True and lines[1].as_wire()["authorVerified"] is False
     # The seat's line woke nobody: each seat ran exactly one turn, for the client post.
