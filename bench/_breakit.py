@@ -4,6 +4,7 @@ Nothing here starts a process or touches a database: the functions take what was
 (rows as tuples, answers as status codes) and return figures, so they are unit-tested
 cheaply (``tests/bench/test_breakit_counts.py``).
 """
+
 from __future__ import annotations
 
 import http.client
@@ -148,30 +149,57 @@ def percentile(values: list[float], q: float) -> float | None:
 
 def render(f: Figures, *, header: str) -> str:
     """The report: one table of the figures, the fuzz 5xx list and the verdict line."""
+
     def sec(v):
         return "-" if v is None else f"{v:.1f} s"
 
     share = f"{100 * f.extra_tasks / f.deliveries:.1f}% of deliveries" if f.deliveries else "-"
     rows = [
-        ("posts", f"{f.posts_202}", f"answered 202; {f.posts_4xx} 4xx, {f.posts_5xx} 5xx, {f.posts_non_json} non-JSON, "
-                                    f"{f.posts_refused} refused (server down), {f.posts_broken} broken/timed out; "
-                                    f"{f.posts_in_db} in the transcript"),
-        ("wakes", f"{f.wakes_done}", f"done (delivery done + answer line) of {f.expected_wakes} expected "
-                                     f"({f.members} members); {f.deliveries} deliveries"),
+        (
+            "posts",
+            f"{f.posts_202}",
+            f"answered 202; {f.posts_4xx} 4xx, {f.posts_5xx} 5xx, {f.posts_non_json} non-JSON, "
+            f"{f.posts_refused} refused (server down), {f.posts_broken} broken/timed out; "
+            f"{f.posts_in_db} in the transcript",
+        ),
+        (
+            "wakes",
+            f"{f.wakes_done}",
+            f"done (delivery done + answer line) of {f.expected_wakes} expected ({f.members} members); {f.deliveries} deliveries",
+        ),
         ("kills", f"{f.kills}", "; ".join(f.kill_log) or "-"),
-        ("lost", f"{f.lost}", f"{f.failed} deliveries failed, {f.acked_missing} acked posts missing; "
-                              f"{f.unsettled} wakes unsettled at the bound (not counted lost)"),
+        (
+            "lost",
+            f"{f.lost}",
+            f"{f.failed} deliveries failed, {f.acked_missing} acked posts missing; "
+            f"{f.unsettled} wakes unsettled at the bound (not counted lost)",
+        ),
         ("duplicated", f"{f.duplicated}", f"{f.duplicated_turns} turns run twice, {f.duplicated_answers} answers twice"),
         ("5xx", f"{f.posts_5xx + f.fuzz_5xx}", f"load {f.posts_5xx}, fuzz {f.fuzz_5xx}"),
-        ("extra tasks", f"{f.extra_tasks}", f"{share}: {f.tasks} deliver_post tasks ({f.task_runs} runs, "
-                                            f"{f.tasks_not_claimed} found nothing to do, {f.queued_left} left queued); "
-                                            f"sweeper re-enqueued {f.sweeper_requeued}"),
-        ("wake latency", sec(f.wake_median_s), f"median post -> turn start; p95 {sec(f.wake_p95_s)}, "
-                                               f"max {sec(f.wake_max_s)}; settled {f.settle_s:.0f} s after the load"),
-        ("fuzz", f"{f.fuzz_requests}", "requests; by status " + ", ".join(
-            f"{k}: {v}" for k, v in sorted(f.fuzz_by_status.items(), key=lambda kv: str(kv[0])))),
-        ("errors logged", f"{f.load_log_errors}", f"ERROR lines during load and settle; "
-                                                  f"{len(f.fuzz_log_errors)} during the fuzz"),
+        (
+            "extra tasks",
+            f"{f.extra_tasks}",
+            f"{share}: {f.tasks} deliver_post tasks ({f.task_runs} runs, "
+            f"{f.tasks_not_claimed} found nothing to do, {f.queued_left} left queued); "
+            f"sweeper re-enqueued {f.sweeper_requeued}",
+        ),
+        (
+            "wake latency",
+            sec(f.wake_median_s),
+            f"median post -> turn start; p95 {sec(f.wake_p95_s)}, "
+            f"max {sec(f.wake_max_s)}; settled {f.settle_s:.0f} s after the load",
+        ),
+        (
+            "fuzz",
+            f"{f.fuzz_requests}",
+            "requests; by status "
+            + ", ".join(f"{k}: {v}" for k, v in sorted(f.fuzz_by_status.items(), key=lambda kv: str(kv[0]))),
+        ),
+        (
+            "errors logged",
+            f"{f.load_log_errors}",
+            f"ERROR lines during load and settle; {len(f.fuzz_log_errors)} during the fuzz",
+        ),
     ]
     width = max(len(r[0]) for r in rows)
     out = [header, ""]
@@ -206,8 +234,9 @@ class Answer:
             return False
 
 
-def call(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-         timeout: float = 30.0) -> Answer:
+def call(
+    port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 30.0
+) -> Answer:
     """One HTTP request to ``127.0.0.1:port`` (never anywhere else). Raises OSError
     (ConnectionRefusedError, a reset, a timeout) when there is no answer."""
     conn = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
@@ -269,25 +298,36 @@ def fuzz_cases(*, mailbox: str, board_mailbox: str, board: str, coordinator: str
     ok = {"userId": user, "input": {"body": "fuzz"}}
     add("valid post (control)", "POST", post, _j(ok))
     # bad JSON and wrong shapes
-    for name, raw in [("truncated JSON", b'{"userId": "u", "input": {'), ("empty body", b""), ("not JSON", b"hello"),
-                      ("JSON array", b"[]"), ("JSON string", b'"x"'), ("JSON null", b"null"), ("JSON number", b"12"),
-                      ("NaN", b'{"userId": "u", "input": {"body": "x", "n": NaN}}'),
-                      ("Infinity", b'{"userId": "u", "input": {"body": "x", "n": Infinity}}'),
-                      ("duplicate keys", b'{"userId": "a", "userId": "b", "input": {"body": "x"}}'),
-                      ("invalid UTF-8", b'{"userId": "u", "input": {"body": "\xff\xfe"}}'),
-                      ("lone surrogate", b'{"userId": "u", "input": {"body": "\\ud800"}}'),
-                      ("BOM", b'\xef\xbb\xbf{"userId": "u", "input": {"body": "x"}}')]:
+    for name, raw in [
+        ("truncated JSON", b'{"userId": "u", "input": {'),
+        ("empty body", b""),
+        ("not JSON", b"hello"),
+        ("JSON array", b"[]"),
+        ("JSON string", b'"x"'),
+        ("JSON null", b"null"),
+        ("JSON number", b"12"),
+        ("NaN", b'{"userId": "u", "input": {"body": "x", "n": NaN}}'),
+        ("Infinity", b'{"userId": "u", "input": {"body": "x", "n": Infinity}}'),
+        ("duplicate keys", b'{"userId": "a", "userId": "b", "input": {"body": "x"}}'),
+        ("invalid UTF-8", b'{"userId": "u", "input": {"body": "\xff\xfe"}}'),
+        ("lone surrogate", b'{"userId": "u", "input": {"body": "\\ud800"}}'),
+        ("BOM", b'\xef\xbb\xbf{"userId": "u", "input": {"body": "x"}}'),
+    ]:
         add(name, "POST", post, raw)
-    for name, value in [("input a list", {"userId": user, "input": []}), ("input a string", {"userId": user, "input": "x"}),
-                        ("no input", {"userId": user}), ("body a number", {"userId": user, "input": {"body": 5}}),
-                        ("body null", {"userId": user, "input": {"body": None}}),
-                        ("body empty", {"userId": user, "input": {"body": ""}}),
-                        ("userId a number", {"userId": 42, "input": {"body": "x"}}),
-                        ("userId a list", {"userId": ["u"], "input": {"body": "x"}}),
-                        ("userId empty", {"userId": "", "input": {"body": "x"}}),
-                        ("userId missing", {"input": {"body": "x"}}),
-                        ("unknown input key", {"userId": user, "input": {"body": "x", "zzz": 1}}),
-                        ("big int in input", {"userId": user, "input": {"body": "x", "n": 2 ** 70}})]:
+    for name, value in [
+        ("input a list", {"userId": user, "input": []}),
+        ("input a string", {"userId": user, "input": "x"}),
+        ("no input", {"userId": user}),
+        ("body a number", {"userId": user, "input": {"body": 5}}),
+        ("body null", {"userId": user, "input": {"body": None}}),
+        ("body empty", {"userId": user, "input": {"body": ""}}),
+        ("userId a number", {"userId": 42, "input": {"body": "x"}}),
+        ("userId a list", {"userId": ["u"], "input": {"body": "x"}}),
+        ("userId empty", {"userId": "", "input": {"body": "x"}}),
+        ("userId missing", {"input": {"body": "x"}}),
+        ("unknown input key", {"userId": user, "input": {"body": "x", "zzz": 1}}),
+        ("big int in input", {"userId": user, "input": {"body": "x", "n": 2**70}}),
+    ]:
         add(name, "POST", post, _j(value))
     # NUL
     add("NUL in body", "POST", post, _j({"userId": user, "input": {"body": "a\u0000b"}}))
@@ -298,7 +338,9 @@ def fuzz_cases(*, mailbox: str, board_mailbox: str, board: str, coordinator: str
     add("body 32,000 chars", "POST", post, _j({"userId": user, "input": {"body": "x" * 32_000}}))
     add("body 32,001 chars", "POST", post, _j({"userId": user, "input": {"body": "x" * 32_001}}))
     add("request 3 MB", "POST", post, _j({"userId": user, "input": {"body": "x" * 3_000_000}}))
-    add("request 3 MB of keys", "POST", post, _j({"userId": user, "input": {"body": "x", **{f"k{i}": i for i in range(250_000)}}}))
+    add(
+        "request 3 MB of keys", "POST", post, _j({"userId": user, "input": {"body": "x", **{f"k{i}": i for i in range(250_000)}}})
+    )
     for depth in (100, 1_000, 100_000):
         nested = b'{"userId": "u", "input": {"body": "x", "deep": ' + b"[" * depth + b"]" * depth + b"}}"
         add(f"nesting depth {depth}", "POST", post, nested)
@@ -309,8 +351,13 @@ def fuzz_cases(*, mailbox: str, board_mailbox: str, board: str, coordinator: str
     add("userId with '/'", "POST", post, _j({"userId": "a/b", "input": {"body": "x"}}))
     for n in (255, 256, 5_000):
         add(f"Idempotency-Key {n} chars", "POST", post, _j(ok), **{"Idempotency-Key": "k" * n})
-    add("Idempotency-Key reused with other input", "POST", post,
-        _j({"userId": user, "input": {"body": "other"}}), **{"Idempotency-Key": "k" * 255})
+    add(
+        "Idempotency-Key reused with other input",
+        "POST",
+        post,
+        _j({"userId": user, "input": {"body": "other"}}),
+        **{"Idempotency-Key": "k" * 255},
+    )
     for n in (299, 300, 301, 2_000):
         add(f"mailbox sessionId {n} chars", "POST", f"/api/flows/mailbox/{'m' * n}/actions/post", _j(ok))
     for n in (100, 101):
@@ -322,7 +369,9 @@ def fuzz_cases(*, mailbox: str, board_mailbox: str, board: str, coordinator: str
     base_task = {"board": board, "goal": "Fuzz the board."}
     for n in (200, 201, 5_000):
         add(f"fileTask assignee {n} chars", "POST", file_task, _j({"userId": user, "input": {**base_task, "assignee": "a" * n}}))
-    add("fileTask assignee nobody has", "POST", file_task, _j({"userId": user, "input": {**base_task, "assignee": "nobody.here"}}))
+    add(
+        "fileTask assignee nobody has", "POST", file_task, _j({"userId": user, "input": {**base_task, "assignee": "nobody.here"}})
+    )
     for key in ("title", "goal"):
         for n in (200, 201, 32_001):
             add(f"fileTask {key} {n} chars", "POST", file_task, _j({"userId": user, "input": {**base_task, key: "t" * n}}))
@@ -337,31 +386,65 @@ def fuzz_cases(*, mailbox: str, board_mailbox: str, board: str, coordinator: str
     add("worker session userId 200 chars", "POST", sessions, _j({"userId": "u" * 200}))
     add("worker session userId with ':'", "POST", sessions, _j({"userId": "a:b"}))
     add("worker session state a list", "POST", sessions, _j({"userId": user, "state": [1]}))
-    add("worker session state deep", "POST", sessions,
-        b'{"userId": "u", "state": {"x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}")
+    add("worker session state deep", "POST", sessions, b'{"userId": "u", "state": {"x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}")
     add("worker session unknown worker", "POST", "/api/workers/nobody.here/sessions", _j({"userId": user}))
     add("worker session worker 300 chars", "POST", f"/api/workers/{'w' * 300}/sessions", _j({"userId": user}))
-    add("coordinator run on a long conversation id", "POST",
+    add(
+        "coordinator run on a long conversation id",
+        "POST",
         f"/api/flows/coordinator/{coordinator}:{user}:{'s' * 240}/actions/run",
-        _j({"userId": user, "input": {"message": "hello"}}))
-    add("coordinator run message 32,001 chars", "POST", f"/api/flows/coordinator/{coordinator}:{user}/actions/run",
-        _j({"userId": user, "input": {"message": "m" * 32_001}}))
+        _j({"userId": user, "input": {"message": "hello"}}),
+    )
+    add(
+        "coordinator run message 32,001 chars",
+        "POST",
+        f"/api/flows/coordinator/{coordinator}:{user}/actions/run",
+        _j({"userId": user, "input": {"message": "m" * 32_001}}),
+    )
     # unknown /api/ paths and methods
-    for method, path in [("POST", "/api/nope"), ("POST", "/api/"), ("GET", "/api/nope"), ("POST", "/api/requests/r_x"),
-                         ("PUT", post), ("DELETE", post), ("PATCH", f"/api/mailboxes/{mailbox}/transcript"),
-                         ("POST", f"/api/mailboxes/{mailbox}/transcript"), ("POST", "/api/schema/"),
-                         ("POST", "/api/flows/mailbox"), ("POST", "/api/flows/mailbox/x/actions/"),
-                         ("POST", "/api/sessions/x/items"), ("OPTIONS", post), ("POST", post + "/")]:
+    for method, path in [
+        ("POST", "/api/nope"),
+        ("POST", "/api/"),
+        ("GET", "/api/nope"),
+        ("POST", "/api/requests/r_x"),
+        ("PUT", post),
+        ("DELETE", post),
+        ("PATCH", f"/api/mailboxes/{mailbox}/transcript"),
+        ("POST", f"/api/mailboxes/{mailbox}/transcript"),
+        ("POST", "/api/schema/"),
+        ("POST", "/api/flows/mailbox"),
+        ("POST", "/api/flows/mailbox/x/actions/"),
+        ("POST", "/api/sessions/x/items"),
+        ("OPTIONS", post),
+        ("POST", post + "/"),
+    ]:
         add(f"{method} {path[:40]}", method, path, _j(ok))
     # content types
-    for ctype in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-                  "application/xml", "application/json; charset=latin-1", "", None):
+    for ctype in (
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/json; charset=latin-1",
+        "",
+        None,
+    ):
         add(f"Content-Type {ctype!r}", "POST", post, _j(ok), **{"Content-Type": ctype})
     add("form body as form", "POST", post, b"userId=u&input=x", **{"Content-Type": "application/x-www-form-urlencoded"})
     add("Accept text/html on unknown path", "GET", "/api/nope", **{"Accept": "text/html"})
     # numbers out of range in queries and ids
-    for q in ("after=2147483648", "after=9223372036854775808", "after=-1", "after=1e309", "after=abc", "limit=0",
-              "limit=-5", "limit=99999999999999999999", "limit=2147483648", "after=NaN"):
+    for q in (
+        "after=2147483648",
+        "after=9223372036854775808",
+        "after=-1",
+        "after=1e309",
+        "after=abc",
+        "limit=0",
+        "limit=-5",
+        "limit=99999999999999999999",
+        "limit=2147483648",
+        "after=NaN",
+    ):
         add(f"transcript ?{q}", "GET", f"/api/mailboxes/{mailbox}/transcript?{q}")
         add(f"items ?{q}", "GET", f"/api/sessions/{mailbox}/items?{q}")
     for q in ("limit=18446744073709551616", "after=" + "9" * 40, "status=zzz", "assignee=" + "a" * 300):
@@ -423,7 +506,7 @@ def error_lines(log: str) -> list[str]:
                     j += 1
                     continue
                 last = here.strip()
-                following = lines[j + 1:j + 3]
+                following = lines[j + 1 : j + 3]
                 if len(following) == 2 and not following[0].strip() and following[1].startswith(_CHAINED):
                     j += 1
                     continue

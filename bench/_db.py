@@ -1,5 +1,6 @@
 """Benchmarks run Django against a throwaway database of the configured engine: a temp
 SQLite file by default, a fresh PostgreSQL database when DATABASE_URL names one."""
+
 from __future__ import annotations
 
 import contextlib

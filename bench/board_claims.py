@@ -15,6 +15,7 @@ zero double claims). Usage:
 ``python bench/board_claims.py [--rows 2000]``; set DATABASE_URL for PostgreSQL (a
 throwaway database is created and dropped).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,7 +96,10 @@ def run(mode: str, drainers: int, rows: int, tag: str) -> float:
     procs = [
         subprocess.Popen(
             [sys.executable, __file__, "--worker", mode, "--board", board_id, "--start-at", str(start_at)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
         )
         for _ in range(drainers)
     ]
@@ -131,12 +135,16 @@ def main() -> None:
             raw = run("raw", drainers, args.rows, "")
             service = run("service", drainers, args.rows, "")
             ratios[drainers] = service / raw
-            print(f"{drainers} drainer(s): raw claim loop {raw:,.0f}/s, service {service:,.0f}/s, ratio service/raw {service / raw:.2f}")
+            print(
+                f"{drainers} drainer(s): raw claim loop {raw:,.0f}/s, service {service:,.0f}/s, ratio service/raw {service / raw:.2f}"
+            )
         ok = ratios[4] >= CLAIM_GOAL
         # run() asserts that every row was claimed exactly once (attempts = 1): a double
         # claim stops the bench before this line.
-        print(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: service/raw at 4 drainers {ratios[4]:.2f} "
-              f"{'>=' if ok else '<'} {CLAIM_GOAL}, zero double claims (goal: >= {CLAIM_GOAL} x raw, zero double claims)")
+        print(
+            f"verdict: {'MEETS' if ok else 'MISSES'} the goal: service/raw at 4 drainers {ratios[4]:.2f} "
+            f"{'>=' if ok else '<'} {CLAIM_GOAL}, zero double claims (goal: >= {CLAIM_GOAL} x raw, zero double claims)"
+        )
 
 
 if __name__ == "__main__":

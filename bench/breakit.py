@@ -34,6 +34,7 @@ Loopback only; every process and database it made is removed at the end, on Ctrl
 Usage: ``.venv/bin/python bench/breakit.py [--db sqlite|postgres] [--broker orm|redis]
 [--posters 4] [--seconds 30] [--think 0.3] [--kills 3] [--kill-target mixed] [--no-fuzz | --fuzz-only]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -106,8 +107,7 @@ def write_tree(root: Path) -> Path:
             "Post what you finished.\n"
         ),
         "teams/bench/mailboxes/desk/MAILBOX.md": (
-            "---\ndescription: The bench desk and its board.\nmembers: [bench.alpha]\nboards: [tasks]\n---\n\n"
-            "File tasks here.\n"
+            "---\ndescription: The bench desk and its board.\nmembers: [bench.alpha]\nboards: [tasks]\n---\n\nFile tasks here.\n"
         ),
         "teams/bench/workers/help/WORKER.md": (
             "---\ndescription: Ask the bench team anything.\nflow: coordinator\nmodel: embedded/echo\n"
@@ -249,9 +249,12 @@ class Server:
         offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, str(REPO / "manage.py"), "serve", "--addr", f"{LOOPBACK}:{self.port}",
-                 "--root", str(self.root)],
-                cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, str(REPO / "manage.py"), "serve", "--addr", f"{LOOPBACK}:{self.port}", "--root", str(self.root)],
+                cwd=REPO,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         self.cluster_pid = None
@@ -379,8 +382,9 @@ def kill_plan(kills: int, seconds: float, target: str, rng: random.Random) -> li
     return list(zip(times, targets, strict=False))
 
 
-def killer(server: Server, plan: list[tuple[float, str]], figures: Figures, started: float, stop: threading.Event,
-           rng: random.Random) -> None:
+def killer(
+    server: Server, plan: list[tuple[float, str]], figures: Figures, started: float, stop: threading.Event, rng: random.Random
+) -> None:
     for at, target in plan:
         if stop.wait(max(0.0, started + at - time.monotonic())):
             return
@@ -448,7 +452,9 @@ def settle(db: Database, broker: Broker, bound: float) -> float:
         posts = db.rows("SELECT COUNT(*) FROM mailboxes_line WHERE session_id = %s AND seat_authored = %s", (pk, False))[0][0]
         open_, total = db.rows(
             "SELECT SUM(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END), COUNT(*) "
-            "FROM seats_delivery WHERE mailbox_id = %s", (pk,))[0]
+            "FROM seats_delivery WHERE mailbox_id = %s",
+            (pk,),
+        )[0]
         tasks = db.rows("SELECT COUNT(*) FROM django_q_task")[0][0]
         quiet = total >= posts * len(SEATS) and not open_ and broker.queued() == 0
         if quiet and tasks == last_tasks:
@@ -476,7 +482,8 @@ def count(db: Database, broker: Broker, figures: Figures, acked: list[str], log_
     turns = []
     first_start: dict[tuple[str, str], datetime] = {}
     for input_, status, started in db.rows(
-            "SELECT input, status, started_at FROM workforce_request WHERE action = %s", ("onMailboxPost",)):
+        "SELECT input, status, started_at FROM workforce_request WHERE action = %s", ("onMailboxPost",)
+    ):
         data = jsonish(input_) or {}
         if data.get("mailboxId") != MAILBOX or status != "completed":
             continue
@@ -490,7 +497,8 @@ def count(db: Database, broker: Broker, figures: Figures, acked: list[str], log_
     figures.acked_missing = len(acked_set - set(posts))
     figures.members = len(SEATS)
     figures.expected_wakes, figures.wakes_done, figures.lost, figures.unsettled = count_lost(
-        posts, SEATS, done, answers, figures.acked_missing, open_)
+        posts, SEATS, done, answers, figures.acked_missing, open_
+    )
     figures.deliveries = len(deliveries)
     figures.failed = sum(1 for *_, s in deliveries if s == "failed")
     figures.duplicated_turns, figures.duplicated_answers = count_duplicated(turns, answers)
@@ -501,9 +509,11 @@ def count(db: Database, broker: Broker, figures: Figures, acked: list[str], log_
     figures.extra_tasks = count_extra_tasks(figures.tasks, figures.deliveries)
     figures.load_log_errors = len(error_lines(log_text))
     figures.sweeper_requeued = sum(
-        len(re.findall(r"\d+", m)) for m in re.findall(r"sweeper: deliveries: SweepResult\(requeued=\[([^\]]*)\]", log_text))
-    latencies = [(first_start[(p, m)].timestamp() - at / 1000) for p, (_, at) in posts.items() for m in SEATS
-                 if (p, m) in first_start]
+        len(re.findall(r"\d+", m)) for m in re.findall(r"sweeper: deliveries: SweepResult\(requeued=\[([^\]]*)\]", log_text)
+    )
+    latencies = [
+        (first_start[(p, m)].timestamp() - at / 1000) for p, (_, at) in posts.items() for m in SEATS if (p, m) in first_start
+    ]
     figures.wake_median_s = percentile(latencies, 0.5)
     figures.wake_p95_s = percentile(latencies, 0.95)
     figures.wake_max_s = max(latencies) if latencies else None
@@ -517,8 +527,18 @@ def probe_derived_ids(port: int, figures: Figures) -> None:
     path = f"/api/workers/{COORDINATOR}/sessions"
 
     def open_(session_id: str) -> str | None:
-        answer = run_fuzz(port, [Case(f"derived: open a conversation, sessionId {len(session_id)} chars", "POST", path,
-                                      json.dumps({"userId": "u_fuzz", "sessionId": session_id}).encode())], figures)[0]
+        answer = run_fuzz(
+            port,
+            [
+                Case(
+                    f"derived: open a conversation, sessionId {len(session_id)} chars",
+                    "POST",
+                    path,
+                    json.dumps({"userId": "u_fuzz", "sessionId": session_id}).encode(),
+                )
+            ],
+            figures,
+        )[0]
         if answer is None or answer.status not in (200, 201) or not answer.is_json:
             return None
         return json.loads(answer.body).get("sessionId")
@@ -530,10 +550,19 @@ def probe_derived_ids(port: int, figures: Figures) -> None:
     session_id = open_("d" * (296 - overhead))
     if not session_id:
         return
-    run_fuzz(port, [Case(f"derived: run in a {len(session_id)}-char conversation (delegate ids "
-                         f"{len(session_id) + len(':bench.alpha')} chars)", "POST",
-                         f"/api/flows/coordinator/{session_id}/actions/run",
-                         json.dumps({"userId": "u_fuzz", "input": {"message": "hello"}}).encode())], figures)
+    run_fuzz(
+        port,
+        [
+            Case(
+                f"derived: run in a {len(session_id)}-char conversation (delegate ids "
+                f"{len(session_id) + len(':bench.alpha')} chars)",
+                "POST",
+                f"/api/flows/coordinator/{session_id}/actions/run",
+                json.dumps({"userId": "u_fuzz", "input": {"message": "hello"}}).encode(),
+            )
+        ],
+        figures,
+    )
 
 
 def quiet(broker: Broker, bound: float) -> None:
@@ -591,20 +620,31 @@ def main(argv=None) -> int:
         pg_base = args.pg_url or os.environ.get("BREAKIT_PG_URL") or PG_BASE
         db = Database(args.db, tmp, pg_base)
         broker = Broker(args.broker, db)
-        env = {k: v for k, v in os.environ.items()
-               if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "WORKFORCE_BROKER_URL", "WORKFORCE_VAR_DIR"}
-               and not k.startswith(("WORKFORCE_Q_", "OPENAI_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "WORKFORCE_BROKER_URL", "WORKFORCE_VAR_DIR"}
+            and not k.startswith(("WORKFORCE_Q_", "OPENAI_"))
+        }
         env.update(db.env)
         env.update(broker.env)
         env.update(QUEUE_ENV)
-        env.update({"DJANGO_SETTINGS_MODULE": "bench.breakit_settings", "PYTHONUNBUFFERED": "1",
-                    "WORKFORCE_LOG_LEVEL": "INFO", "WORKFORCE_AUTH": "none"})
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "bench.breakit_settings",
+                "PYTHONUNBUFFERED": "1",
+                "WORKFORCE_LOG_LEVEL": "INFO",
+                "WORKFORCE_AUTH": "none",
+            }
+        )
         server = Server(root, env, tmp / "serve.log")
         server.start()
-        header = (f"break-it rerun: {args.db} + {args.broker} broker, {args.posters} posters x {args.seconds:.0f} s "
-                  f"(think {args.think}s), {args.kills} kills ({args.kill_target}, seed {seed}), "
-                  f"queue timeout {QUEUE_ENV['WORKFORCE_Q_TIMEOUT']}s retry {QUEUE_ENV['WORKFORCE_Q_RETRY']}s "
-                  f"sweep {QUEUE_ENV['WORKFORCE_SWEEP_SECONDS']}s, {QUEUE_ENV['WORKFORCE_Q_WORKERS']} workers")
+        header = (
+            f"break-it rerun: {args.db} + {args.broker} broker, {args.posters} posters x {args.seconds:.0f} s "
+            f"(think {args.think}s), {args.kills} kills ({args.kill_target}, seed {seed}), "
+            f"queue timeout {QUEUE_ENV['WORKFORCE_Q_TIMEOUT']}s retry {QUEUE_ENV['WORKFORCE_Q_RETRY']}s "
+            f"sweep {QUEUE_ENV['WORKFORCE_SWEEP_SECONDS']}s, {QUEUE_ENV['WORKFORCE_Q_WORKERS']} workers"
+        )
         if args.fuzz_only:
             header = f"break-it rerun, fuzz only: {args.db} + {args.broker} broker"
         else:
@@ -612,8 +652,11 @@ def main(argv=None) -> int:
             load = Load(server, figures, args.posters, args.think)
             started = time.monotonic()
             threads = load.run(args.seconds)
-            kills = threading.Thread(target=killer, args=(server, kill_plan(args.kills, args.seconds, args.kill_target, rng),
-                                                          figures, started, stop, rng), daemon=True)
+            kills = threading.Thread(
+                target=killer,
+                args=(server, kill_plan(args.kills, args.seconds, args.kill_target, rng), figures, started, stop, rng),
+                daemon=True,
+            )
             kills.start()
             for t in threads:
                 t.join()
@@ -621,8 +664,11 @@ def main(argv=None) -> int:
             with server.lock:
                 if server.process is None or server.process.poll() is not None:
                     server.start()
-            print(f"load done after {time.monotonic() - started:.0f} s: {figures.posts_202} posts answered 202; "
-                  f"settling (at most {args.settle_seconds:.0f} s)", flush=True)
+            print(
+                f"load done after {time.monotonic() - started:.0f} s: {figures.posts_202} posts answered 202; "
+                f"settling (at most {args.settle_seconds:.0f} s)",
+                flush=True,
+            )
             figures.settle_s = settle(db, broker, args.settle_seconds)
             count(db, broker, figures, load.acked, server.log.read_text("utf-8", "replace"))
         if not args.no_fuzz:

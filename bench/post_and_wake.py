@@ -40,6 +40,7 @@ Usage::
     python bench/post_and_wake.py [--posts 1000] [--db postgres|sqlite] [--broker orm|redis]
         [--via http|service] [--peer auto|langgraph|none] [--workers N] [--budget S] [--json FILE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -167,8 +168,12 @@ class Server:
     def __init__(self, args: list[str], log: Path):
         self.log = log
         self.proc = subprocess.Popen(
-            [sys.executable, str(REPO / "manage.py"), *args], cwd=REPO, env=dict(os.environ),
-            stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, str(REPO / "manage.py"), *args],
+            cwd=REPO,
+            env=dict(os.environ),
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def alive(self) -> bool:
@@ -228,8 +233,10 @@ class AnswerWatch:
                                         || ' ' || CASE WHEN NEW.seat_authored THEN '1' ELSE '0' END);
                       RETURN NULL;
                     END $$ LANGUAGE plpgsql""")
-                cur.execute(f"CREATE TRIGGER wf_bench_line_notify AFTER INSERT ON {self.table} "
-                            "FOR EACH ROW EXECUTE FUNCTION wf_bench_line_notify()")
+                cur.execute(
+                    f"CREATE TRIGGER wf_bench_line_notify AFTER INSERT ON {self.table} "
+                    "FOR EACH ROW EXECUTE FUNCTION wf_bench_line_notify()"
+                )
             self.listener = psycopg.connect(url, autocommit=True)
             self.listener.execute(f"LISTEN {self.CHANNEL}")
 
@@ -307,16 +314,21 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
             try:
                 seen = watch.wait(sessions[session_id], count, timeout)
             except TimeoutError:
-                raise SystemExit(f"no answer to post {n} on {session_id} within {timeout:.0f}s; server log:\n{server.tail()}") from None
+                raise SystemExit(
+                    f"no answer to post {n} on {session_id} within {timeout:.0f}s; server log:\n{server.tail()}"
+                ) from None
             if not server.alive():
                 raise SystemExit(f"the server stopped; its log:\n{server.tail()}")
             return {"line_id": line_id, "sent": sent, "answered": answered, "seen": seen}
 
         for n in range(args.warmup):  # every worker process boots, imports, connects
             one(WARM, n, n + 1, 180)
-        print(f"ours: {engine}, {broker}, via {'HTTP (manage.py serve)' if port else 'do_run_action + manage.py qcluster'}, "
-              f"{q['workers']} cluster workers, {SEAT} on embedded/echo with post-to-mailbox; "
-              f"{args.posts:,} posts after {args.warmup} warm-up posts", flush=True)
+        print(
+            f"ours: {engine}, {broker}, via {'HTTP (manage.py serve)' if port else 'do_run_action + manage.py qcluster'}, "
+            f"{q['workers']} cluster workers, {SEAT} on embedded/echo with post-to-mailbox; "
+            f"{args.posts:,} posts after {args.warmup} warm-up posts",
+            flush=True,
+        )
         cpu0, own0 = server_cpu(server.proc.pid), time.process_time()
         posts: list[dict] = []
         t0 = time.time()
@@ -343,8 +355,14 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
     cpu = {k: (cpu1[k] - cpu0[k]) * 1000 / done for k in cpu0}
     cpu["poster"] = (own1 - own0) * 1000 / done
     return {
-        "engine": engine, "broker": broker, "via": args.via, "workers": q["workers"],
-        "posts": posts, "elapsed": elapsed, "cpu_ms": cpu, "stages": stage_split(posts),
+        "engine": engine,
+        "broker": broker,
+        "via": args.via,
+        "workers": q["workers"],
+        "posts": posts,
+        "elapsed": elapsed,
+        "cpu_ms": cpu,
+        "stages": stage_split(posts),
     }
 
 
@@ -375,8 +393,9 @@ def http_poster(port: int):
                 held["conn"].close()
             held["conn"] = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         conn = held["conn"]
-        conn.request("POST", f"/api/flows/mailbox/{session_id}/actions/post", body=payload,
-                     headers={"content-type": "application/json"})
+        conn.request(
+            "POST", f"/api/flows/mailbox/{session_id}/actions/post", body=payload, headers={"content-type": "application/json"}
+        )
         response = conn.getresponse()
         data = json.loads(response.read())
         if response.status >= 300 or data.get("status") != "completed":
@@ -394,8 +413,7 @@ def service_poster():
     org = ensure_organization(DEFAULT_ORG_ID)
 
     def post(session_id: str, body: str) -> str:
-        request = do_run_action(org=org, kind="mailbox", session_id=session_id, action="post",
-                                input={"body": body}, user_id=USER)
+        request = do_run_action(org=org, kind="mailbox", session_id=session_id, action="post", input={"body": body}, user_id=USER)
         if request.status != "completed":
             raise SystemExit(f"post refused: {request.error}")
         return request.output["id"]
@@ -422,17 +440,26 @@ def stage_split(posts: list[dict]) -> dict:
     from workforce.models import Request, Session
 
     thread = Session.objects.get(session_id=THREAD)
-    lines = {row["line_id"]: row for row in Line.objects.filter(session=thread).values(
-        "line_id", "seq", "request_id", "seat_authored", "body")}
+    lines = {
+        row["line_id"]: row
+        for row in Line.objects.filter(session=thread).values("line_id", "seq", "request_id", "seat_authored", "body")
+    }
     answers = sorted((r for r in lines.values() if r["seat_authored"]), key=lambda r: r["seq"])
     deliveries = {}
     for row in Delivery.objects.filter(mailbox=thread).values(
-            "pk", "post_id", "status", "attempts", "started_at", "finished_at", "turn_request_id"):
+        "pk", "post_id", "status", "attempts", "started_at", "finished_at", "turn_request_id"
+    ):
         deliveries[row["post_id"]] = row
-    requests = rows_by_pk(Request, [lines[p["line_id"]]["request_id"] for p in posts if p["line_id"] in lines]
-                          + [a["request_id"] for a in answers]
-                          + [d["turn_request_id"] for d in deliveries.values()],
-                          "started_at", "finished_at", "parent_request_id", "action")
+    requests = rows_by_pk(
+        Request,
+        [lines[p["line_id"]]["request_id"] for p in posts if p["line_id"] in lines]
+        + [a["request_id"] for a in answers]
+        + [d["turn_request_id"] for d in deliveries.values()],
+        "started_at",
+        "finished_at",
+        "parent_request_id",
+        "action",
+    )
     answer_by_turn = {requests[a["request_id"]]["parent_request_id"]: a for a in answers if a["request_id"] in requests}
     tasks = {}
     try:
@@ -482,8 +509,12 @@ def stage_split(posts: list[dict]) -> dict:
         stages["turn_answer"].append(ms(turn.get("started_at"), answer_at))
         if answer_at:
             stages["answer_seen"].append(p["seen"] * 1000 - answer_at.timestamp() * 1000)
-    return {"stages": {k: [v for v in vals if v is not None] for k, vals in stages.items()},
-            "problems": problems, "answers_ok": expected_answers, "sample": sample}
+    return {
+        "stages": {k: [v for v in vals if v is not None] for k, vals in stages.items()},
+        "problems": problems,
+        "answers_ok": expected_answers,
+        "sample": sample,
+    }
 
 
 STAGES = [
@@ -505,15 +536,20 @@ def print_stages(split: dict, n: int) -> None:
     for key, label, source in STAGES:
         vals = split["stages"].get(key) or []
         if not vals:
-            why = ("not derivable: django-q2 kept no task rows for these deliveries" if key.endswith("task")
-                   else "not derivable from the rows")
+            why = (
+                "not derivable: django-q2 kept no task rows for these deliveries"
+                if key.endswith("task")
+                else "not derivable from the rows"
+            )
             print(f"    {label:<44} {'-':>7} {'-':>7}  {why}")
             continue
         partial = "" if len(vals) >= n else f" [{len(vals):,} posts]"
         print(f"    {label:<44} {statistics.median(vals):7.1f} {percentile(vals, 0.95):7.1f}  {source}{partial}")
-    print("    not recorded anywhere: when the broker handed the task to a worker (django-q2's Task.started is the\n"
-          "    enqueue time, inside the post's transaction), so commit -> claim is one stage; the answer line lands\n"
-          "    mid-turn, so the rest of the turn and the settle overlap the next post")
+    print(
+        "    not recorded anywhere: when the broker handed the task to a worker (django-q2's Task.started is the\n"
+        "    enqueue time, inside the post's transaction), so commit -> claim is one stage; the answer line lands\n"
+        "    mid-turn, so the rest of the turn and the settle overlap the next post"
+    )
     if split["problems"]:
         print(f"  problems: {len(split['problems'])}: " + "; ".join(split["problems"][:5]))
     print(f"  answers: {split['answers_ok']:,} of {n:,} posts got their own answer line, e.g. {split['sample']!r}")
@@ -560,8 +596,11 @@ def run_langgraph(url: str, n: int, warmup: int, deadline: float) -> dict:
         from importlib.metadata import version as dist_version
 
         version = dist_version("langgraph")
-    print(f"LangGraph {version}: PostgresSaver on {url.rsplit('/', 1)[-1]}, one thread, {n:,} invokes "
-          f"after {warmup} warm-up invokes on another thread", flush=True)
+    print(
+        f"LangGraph {version}: PostgresSaver on {url.rsplit('/', 1)[-1]}, one thread, {n:,} invokes "
+        f"after {warmup} warm-up invokes on another thread",
+        flush=True,
+    )
     with PostgresSaver.from_conn_string(url) as saver:
         saver.setup()
         graph = builder.compile(checkpointer=saver)
@@ -573,7 +612,9 @@ def run_langgraph(url: str, n: int, warmup: int, deadline: float) -> dict:
             t = time.perf_counter()
             state = graph.invoke({"post": f"post {i}"}, {"configurable": {"thread_id": THREAD}})
             costs.append(time.perf_counter() - t)
-            if state["lines"][-1]["text"] != f"{SEAT} heard: {PRINCIPAL} in {THREAD}: post {i}" or len(state["lines"]) != 2 * (i + 1):
+            if state["lines"][-1]["text"] != f"{SEAT} heard: {PRINCIPAL} in {THREAD}: post {i}" or len(state["lines"]) != 2 * (
+                i + 1
+            ):
                 raise SystemExit(f"LangGraph's thread went wrong at post {i}: {state['lines'][-2:]}")
             if (i + 1) % max(1, n // 10) == 0:
                 print(f"  {i + 1:>6,} posts  {(i + 1) / (time.time() - t0):6.2f} posts/s", flush=True)
@@ -598,17 +639,29 @@ def _interrupt(signum, frame):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--posts", type=int, default=1000, help="posts in the thread (default 1,000; try 10000)")
-    parser.add_argument("--db", choices=["postgres", "sqlite"], default="postgres",
-                        help=f"a fresh database (postgres: on DATABASE_URL's server, default {DEFAULT_PG})")
+    parser.add_argument(
+        "--db",
+        choices=["postgres", "sqlite"],
+        default="postgres",
+        help=f"a fresh database (postgres: on DATABASE_URL's server, default {DEFAULT_PG})",
+    )
     parser.add_argument("--broker", choices=["orm", "redis"], default="orm")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="flushed at start and end: a db nothing else uses")
-    parser.add_argument("--via", choices=["http", "service"], default="http",
-                        help="http: manage.py serve, posts over HTTP; service: do_run_action + manage.py qcluster")
+    parser.add_argument(
+        "--via",
+        choices=["http", "service"],
+        default="http",
+        help="http: manage.py serve, posts over HTTP; service: do_run_action + manage.py qcluster",
+    )
     parser.add_argument("--peer", choices=["auto", "langgraph", "none"], default="auto")
     parser.add_argument("--workers", type=int, default=None, help="cluster workers (default: settings)")
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--budget", type=float, default=None,
-                        help="seconds for the measured phases (default 270 up to 1,000 posts, else 0.5 per post)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds for the measured phases (default 270 up to 1,000 posts, else 0.5 per post)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args()
     budget = args.budget or (270.0 if args.posts <= 1000 else 0.5 * args.posts)
@@ -650,16 +703,27 @@ def main() -> None:
             costs = [(p["seen"] - p["sent"]) for p in ours["posts"]]
             flat, w = flatness(costs)
             rate = n / ours["elapsed"]
-            print(f"  ours: {rate:.2f} posts/s over {n:,} posts ({ours['elapsed']:.1f} s); flatness last{w}/first{w} "
-                  f"{flat:.2f} ({sum(costs[:w]) / w * 1000:.1f} -> {sum(costs[-w:]) / w * 1000:.1f} ms per post)")
+            print(
+                f"  ours: {rate:.2f} posts/s over {n:,} posts ({ours['elapsed']:.1f} s); flatness last{w}/first{w} "
+                f"{flat:.2f} ({sum(costs[:w]) / w * 1000:.1f} -> {sum(costs[-w:]) / w * 1000:.1f} ms per post)"
+            )
             print_stages(ours["stages"], n)
             cpu = ours["cpu_ms"]
-            print(f"  CPU per post-and-wake: cluster {cpu['cluster']:.1f} ms"
-                  + (f", web server {cpu['web']:.1f} ms" if args.via == "http" else "")
-                  + f", this process (poster and watcher) {cpu['poster']:.1f} ms  (/proc; the database server not counted)")
-            result["ours"] = {"rate": rate, "posts": n, "flatness": flat, "window": w, "cpu_ms": cpu,
-                              "stages_median_ms": {k: statistics.median(v) for k, v in ours["stages"]["stages"].items() if v},
-                              "problems": len(ours["stages"]["problems"]), "answers_ok": ours["stages"]["answers_ok"]}
+            print(
+                f"  CPU per post-and-wake: cluster {cpu['cluster']:.1f} ms"
+                + (f", web server {cpu['web']:.1f} ms" if args.via == "http" else "")
+                + f", this process (poster and watcher) {cpu['poster']:.1f} ms  (/proc; the database server not counted)"
+            )
+            result["ours"] = {
+                "rate": rate,
+                "posts": n,
+                "flatness": flat,
+                "window": w,
+                "cpu_ms": cpu,
+                "stages_median_ms": {k: statistics.median(v) for k, v in ours["stages"]["stages"].items() if v},
+                "problems": len(ours["stages"]["problems"]),
+                "answers_ok": ours["stages"]["answers_ok"],
+            }
             peer_result = None
             if peer:
                 with contextlib.ExitStack() as stack:
@@ -686,24 +750,32 @@ def verdict(result: dict, ours: dict, peer: dict | None, rate: float, flat: floa
     flat_ok = flat <= FLAT
     flat_text = f"flatness {flat:.2f} {'<=' if flat_ok else '>'} {FLAT}"
     if peer is None:
-        print(f"verdict: ratio not measured (no LangGraph peer: pip install -e \".[bench]\"); {flat_text}"
-              f"{'' if flat_ok else ' (not flat)'}")
+        print(
+            f'verdict: ratio not measured (no LangGraph peer: pip install -e ".[bench]"); {flat_text}'
+            f"{'' if flat_ok else ' (not flat)'}"
+        )
         return
     m = len(peer["costs"])
     peer_rate = m / peer["elapsed"]
     peer_flat, pw = flatness(peer["costs"])
-    print(f"  LangGraph: {peer_rate:.2f} posts/s over {m:,} posts ({peer['elapsed']:.1f} s); flatness last{pw}/first{pw} "
-          f"{peer_flat:.2f} ({sum(peer['costs'][:pw]) / pw * 1000:.1f} -> {sum(peer['costs'][-pw:]) / pw * 1000:.1f} ms per post)")
+    print(
+        f"  LangGraph: {peer_rate:.2f} posts/s over {m:,} posts ({peer['elapsed']:.1f} s); flatness last{pw}/first{pw} "
+        f"{peer_flat:.2f} ({sum(peer['costs'][:pw]) / pw * 1000:.1f} -> {sum(peer['costs'][-pw:]) / pw * 1000:.1f} ms per post)"
+    )
     ours_rate = rate if m == n else rate_over(ours["posts"], m)
     ratio = ours_rate / peer_rate
     goal = goal_ratio(m)
-    note = "" if m == asked else f"; {m:,} of the {asked:,} posts asked, judged against the goal at {1000 if goal == 3 else 10000:,}"
+    note = (
+        "" if m == asked else f"; {m:,} of the {asked:,} posts asked, judged against the goal at {1000 if goal == 3 else 10000:,}"
+    )
     print(f"  ratio ours/LangGraph at {m:,} posts: {ratio:.2f}  (goal >= {goal:g}{note})")
     result["langgraph"] = {"rate": peer_rate, "posts": m, "flatness": peer_flat, "window": pw}
     result["ratio"] = ratio
     ok = ratio >= goal and flat_ok
-    print(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: ours/LangGraph {ratio:.2f} {'>=' if ratio >= goal else '<'} {goal:g} "
-          f"at {m:,} posts, ours {flat_text} (goal: >= 3 x at 1,000 posts, >= 10 x at 10,000, flat <= {FLAT})")
+    print(
+        f"verdict: {'MEETS' if ok else 'MISSES'} the goal: ours/LangGraph {ratio:.2f} {'>=' if ratio >= goal else '<'} {goal:g} "
+        f"at {m:,} posts, ours {flat_text} (goal: >= 3 x at 1,000 posts, >= 10 x at 10,000, flat <= {FLAT})"
+    )
 
 
 if __name__ == "__main__":

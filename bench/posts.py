@@ -11,6 +11,7 @@ Usage: ``python bench/posts.py [--posts N] [--big 100000]``; set DATABASE_URL fo
 PostgreSQL (a throwaway database is created and dropped). Ends with a verdict: posts/raw
 >= 0.5 (issue 15's goal, both databases) and read big/small <= 1.5.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,10 @@ def main() -> None:
         from workforce.sessions import do_run_action, ensure_organization
 
         org = ensure_organization(DEFAULT_ORG_ID)
-        boxes = [BoundMailbox(id=f"bench.box{i}", kind="mailbox", description="bench", members=["bench.a"], charter="") for i in range(3)]
+        boxes = [
+            BoundMailbox(id=f"bench.box{i}", kind="mailbox", description="bench", members=["bench.a"], charter="")
+            for i in range(3)
+        ]
         set_current_roster(Roster(mailboxes=boxes))
         do_open_mailboxes(org, boxes, user_id="bench")
         body = "x" * 120
@@ -54,7 +58,9 @@ def main() -> None:
 
         # Baseline: raw INSERT + COMMIT of a line-sized row, same connection settings.
         with connection.cursor() as cur:
-            cur.execute("CREATE TABLE bench_raw (id BIGINT PRIMARY KEY, line_id VARCHAR(64), at BIGINT, principal VARCHAR(200), body TEXT)")
+            cur.execute(
+                "CREATE TABLE bench_raw (id BIGINT PRIMARY KEY, line_id VARCHAR(64), at BIGINT, principal VARCHAR(200), body TEXT)"
+            )
         t0 = time.perf_counter()
         for i in range(args.posts):
             with transaction.atomic():
@@ -90,13 +96,24 @@ def main() -> None:
             for start in range(0, n, batch):
                 count = min(batch, n - start)
                 reqs = Request.objects.bulk_create(
-                    [Request(organization=org, session=session, action="post", user_id="u", status="completed") for _ in range(count)]
+                    [
+                        Request(organization=org, session=session, action="post", user_id="u", status="completed")
+                        for _ in range(count)
+                    ]
                 )
                 if connection.vendor != "postgresql":  # SQLite's bulk_create leaves pks unset on old versions
                     reqs = list(Request.objects.filter(session=session).order_by("-pk")[:count])[::-1]
                 Line.objects.bulk_create(
                     [
-                        Line(session=session, seq=start + j + 1, line_id=str(uuid.uuid4()), at=0, principal="bench", body=body, request=req)
+                        Line(
+                            session=session,
+                            seq=start + j + 1,
+                            line_id=str(uuid.uuid4()),
+                            at=0,
+                            principal="bench",
+                            body=body,
+                            request=req,
+                        )
                         for j, req in enumerate(reqs)
                     ]
                 )
@@ -112,9 +129,11 @@ def main() -> None:
         print(f"read at {args.big:,} lines:  {big * 1000:.2f} ms (median of {args.reads})")
         print(f"ratio big/small:         {big / small:.2f}")
         ok = post_ratio >= POST_GOAL and big / small <= READ_FLAT
-        print(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: posts/raw {post_ratio:.3f} "
-              f"{'>=' if post_ratio >= POST_GOAL else '<'} {POST_GOAL} (goal: >= {POST_GOAL} x raw on both databases); "
-              f"read big/small {big / small:.2f} {'<=' if big / small <= READ_FLAT else '>'} {READ_FLAT} (windowed: near 1)")
+        print(
+            f"verdict: {'MEETS' if ok else 'MISSES'} the goal: posts/raw {post_ratio:.3f} "
+            f"{'>=' if post_ratio >= POST_GOAL else '<'} {POST_GOAL} (goal: >= {POST_GOAL} x raw on both databases); "
+            f"read big/small {big / small:.2f} {'<=' if big / small <= READ_FLAT else '>'} {READ_FLAT} (windowed: near 1)"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ answers none), expected member, right?
 
 Usage: ``python bench/route_questions.py [--root PATH]``. Needs no database.
 """
+
 from __future__ import annotations
 
 import argparse

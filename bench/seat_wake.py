@@ -18,6 +18,7 @@ Prints median and 95th percentile in milliseconds per size, the ratios to the ba
 (the ORM broker's poll; the 1-member p95) and a verdict against the goal (1 member: median
 <= 20 ms, p95 <= 60 ms; 25 members: p95 <= 2 × the 1-member p95).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,14 +52,16 @@ def write_tree(root: Path, sizes: list[int]) -> Path:
         members = ", ".join(f"bench.w{n}" for n in range(size))
         path = root / f"teams/bench/mailboxes/m{size}/MAILBOX.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(f"""\
+        path.write_text(
+            textwrap.dedent(f"""\
             ---
             description: A mailbox of {size}.
             members: [{members}]
             ---
 
             Benchmark.
-            """))
+            """)
+        )
     return root
 
 
@@ -80,16 +83,23 @@ def verdict(figures: dict[int, tuple[float, float]], poll: float) -> str:
     median, p95 = figures[1]
     lines = [f"  ratio 1-member median / the ORM broker's poll ({poll:g} s): {median / (poll * 1000):.2f}"]
     ok = median <= MEDIAN_GOAL and p95 <= P95_GOAL
-    parts = [f"1 member median {median:.1f} ms {'<=' if median <= MEDIAN_GOAL else '>'} {MEDIAN_GOAL:g}, "
-             f"p95 {p95:.1f} ms {'<=' if p95 <= P95_GOAL else '>'} {P95_GOAL:g}"]
+    parts = [
+        f"1 member median {median:.1f} ms {'<=' if median <= MEDIAN_GOAL else '>'} {MEDIAN_GOAL:g}, "
+        f"p95 {p95:.1f} ms {'<=' if p95 <= P95_GOAL else '>'} {P95_GOAL:g}"
+    ]
     largest = max(figures)
     if largest > 1:
         fan = figures[largest][1] / p95
         lines.append(f"  ratio {largest}-member p95 / 1-member p95: {fan:.2f}")
         ok = ok and fan <= FAN_OUT_GOAL
-        parts.append(f"{largest} members p95 {fan:.2f} {'<=' if fan <= FAN_OUT_GOAL else '>'} {FAN_OUT_GOAL:g} x the 1-member p95")
-    lines.append(f"verdict: {'MEETS' if ok else 'MISSES'} the goal: " + ", ".join(parts)
-                 + f" (goal: median <= {MEDIAN_GOAL:g} ms, p95 <= {P95_GOAL:g} ms; 25 members p95 <= {FAN_OUT_GOAL:g} x 1 member)")
+        parts.append(
+            f"{largest} members p95 {fan:.2f} {'<=' if fan <= FAN_OUT_GOAL else '>'} {FAN_OUT_GOAL:g} x the 1-member p95"
+        )
+    lines.append(
+        f"verdict: {'MEETS' if ok else 'MISSES'} the goal: "
+        + ", ".join(parts)
+        + f" (goal: median <= {MEDIAN_GOAL:g} ms, p95 <= {P95_GOAL:g} ms; 25 members p95 <= {FAN_OUT_GOAL:g} x 1 member)"
+    )
     return "\n".join(lines)
 
 
@@ -121,15 +131,25 @@ def main() -> None:
         log = Path(tempfile.mkdtemp(prefix="wf_bench_log_")) / "cluster.log"
         cluster = subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), "qcluster"],
-            cwd=REPO, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=dict(os.environ),
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
         def one_post(size: int, n: int) -> list[float]:
             stamp: dict = {}
             with transaction.atomic():
                 transaction.on_commit(lambda: stamp.setdefault("at", timezone.now()))
-                request = do_run_action(org=org, kind="mailbox", session_id=f"bench.m{size}", action="post",
-                                        input={"body": f"post {n}"}, user_id="u_bench")
+                request = do_run_action(
+                    org=org,
+                    kind="mailbox",
+                    session_id=f"bench.m{size}",
+                    action="post",
+                    input={"body": f"post {n}"},
+                    user_id="u_bench",
+                )
             post_id = request.output["id"]
             deadline = time.monotonic() + 120
             while True:
@@ -147,9 +167,11 @@ def main() -> None:
                 for n in range(3):
                     one_post(size, -1 - n)
             engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-            print(f"seat wake latency: post commit -> start of each woken seat's turn "
-                  f"({engine}, {settings.Q_CLUSTER['workers']} cluster workers, ORM broker poll "
-                  f"{settings.Q_CLUSTER.get('poll')}s, {args.posts} posts per size, embedded/echo)")
+            print(
+                f"seat wake latency: post commit -> start of each woken seat's turn "
+                f"({engine}, {settings.Q_CLUSTER['workers']} cluster workers, ORM broker poll "
+                f"{settings.Q_CLUSTER.get('poll')}s, {args.posts} posts per size, embedded/echo)"
+            )
             figures: dict[int, tuple[float, float]] = {}
             for size in sizes:
                 latencies: list[float] = []
@@ -159,9 +181,11 @@ def main() -> None:
                     latencies.extend(got)
                     firsts.append(min(got))
                 figures[size] = (statistics.median(latencies), percentile(latencies, 0.95))
-                print(f"  {size:>3} member(s): {len(latencies):>4} turns  median {statistics.median(latencies):7.1f} ms"
-                      f"  p95 {percentile(latencies, 0.95):7.1f} ms  (first seat per post: median "
-                      f"{statistics.median(firsts):6.1f} ms)")
+                print(
+                    f"  {size:>3} member(s): {len(latencies):>4} turns  median {statistics.median(latencies):7.1f} ms"
+                    f"  p95 {percentile(latencies, 0.95):7.1f} ms  (first seat per post: median "
+                    f"{statistics.median(firsts):6.1f} ms)"
+                )
             print(verdict(figures, settings.Q_CLUSTER.get("poll") or 0.2))
         finally:
             cluster.send_signal(signal.SIGTERM)  # the main process only (a group signal can deadlock it)

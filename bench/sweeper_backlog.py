@@ -20,6 +20,7 @@ Usage: ``python bench/sweeper_backlog.py [--posts 150] [--members 4] [--retry 6]
 [--sweep 1] [--workers 2] [--broker orm|redis://127.0.0.1:6379/3]``.
 Prints the ratio, latency by decile, the slope of latency over position, and a verdict.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,14 +49,16 @@ def write_tree(root: Path, members: int) -> Path:
         path.write_text(WORKER)
     path = root / "teams/bench/mailboxes/backlog/MAILBOX.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         ---
         description: A mailbox under backlog.
         members: [{", ".join(f"bench.w{n}" for n in range(members))}]
         ---
 
         Benchmark.
-        """))
+        """)
+    )
     return root
 
 
@@ -85,9 +88,12 @@ def main() -> None:
             raise SystemExit("the bench talks to loopback only: --broker redis://127.0.0.1:6379/<db>")
         os.environ["WORKFORCE_BROKER_URL"] = args.broker
     os.environ.update(
-        WORKFORCE_Q_WORKERS=str(args.workers), WORKFORCE_Q_RETRY=str(args.retry),
-        WORKFORCE_Q_TIMEOUT=str(max(1, args.retry - 1)), WORKFORCE_SWEEP_SECONDS=str(args.sweep),
-        WORKFORCE_TURN_TIMEOUT=str(max(0.5, args.retry - 2)), WORKFORCE_MODEL_TIMEOUT=str(max(0.5, args.retry - 2)),
+        WORKFORCE_Q_WORKERS=str(args.workers),
+        WORKFORCE_Q_RETRY=str(args.retry),
+        WORKFORCE_Q_TIMEOUT=str(max(1, args.retry - 1)),
+        WORKFORCE_SWEEP_SECONDS=str(args.sweep),
+        WORKFORCE_TURN_TIMEOUT=str(max(0.5, args.retry - 2)),
+        WORKFORCE_MODEL_TIMEOUT=str(max(0.5, args.retry - 2)),
     )
     root = write_tree(Path(tempfile.mkdtemp(prefix="wf_bench_tree_")), args.members)
     os.environ["WORKFORCE_ROOT"] = str(root)
@@ -115,7 +121,11 @@ def main() -> None:
         log = Path(tempfile.mkdtemp(prefix="wf_bench_log_")) / "cluster.log"
         cluster = subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), "qcluster"],
-            cwd=REPO, env=dict(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=dict(os.environ),
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         stamps: dict[str, object] = {}
 
@@ -123,8 +133,14 @@ def main() -> None:
             stamp: dict = {}
             with transaction.atomic():
                 transaction.on_commit(lambda: stamp.setdefault("at", timezone.now()))
-                request = do_run_action(org=org, kind="mailbox", session_id="bench.backlog", action="post",
-                                        input={"body": f"post {n}"}, user_id="u_bench")
+                request = do_run_action(
+                    org=org,
+                    kind="mailbox",
+                    session_id="bench.backlog",
+                    action="post",
+                    input={"body": f"post {n}"},
+                    user_id="u_bench",
+                )
             stamps[request.output["id"]] = stamp["at"]
             return request.output["id"]
 
@@ -164,31 +180,45 @@ def main() -> None:
         n = len(rows)
         engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
         broker = "ORM" if args.broker == "orm" else args.broker
-        print(f"sweeper under backlog ({engine}, {broker} broker, {args.workers} workers, retry {args.retry}s, "
-              f"sweep every {args.sweep}s)")
-        print(f"  {args.posts} posts x {args.members} members = {n} deliveries, posted in {posted:.1f}s, "
-              f"drained in {drained:.1f}s ({n / drained:.1f} deliveries/s); {len(failed)} not done")
+        print(
+            f"sweeper under backlog ({engine}, {broker} broker, {args.workers} workers, retry {args.retry}s, "
+            f"sweep every {args.sweep}s)"
+        )
+        print(
+            f"  {args.posts} posts x {args.members} members = {n} deliveries, posted in {posted:.1f}s, "
+            f"drained in {drained:.1f}s ({n / drained:.1f} deliveries/s); {len(failed)} not done"
+        )
         extra = ran - n
         twice = [r for r in rows if r.attempts > 1]
         ratio = extra / n if n else 0.0
-        print(f"  extra tasks: {extra} deliver_post tasks run beyond one per delivery = {100 * ratio:.2f}% of "
-              f"deliveries ({ran} run; the sweepers' own count of re-enqueues: "
-              f"{'n/a' if requeues is None else requeues})")
+        print(
+            f"  extra tasks: {extra} deliver_post tasks run beyond one per delivery = {100 * ratio:.2f}% of "
+            f"deliveries ({ran} run; the sweepers' own count of re-enqueues: "
+            f"{'n/a' if requeues is None else requeues})"
+        )
         if twice:
-            print(f"  {len(twice)} deliveries claimed twice (a lease lapsed: the cluster killed or lost the task "
-                  f"running it); cluster log: {log}")
+            print(
+                f"  {len(twice)} deliveries claimed twice (a lease lapsed: the cluster killed or lost the task "
+                f"running it); cluster log: {log}"
+            )
         ordered = sorted(latencies)
-        deciles = [latencies[i * n // 10:(i + 1) * n // 10] for i in range(10)]
-        print("  post-to-wake latency by position in the backlog (median per decile, s): "
-              + " ".join(f"{statistics.median(d):.1f}" for d in deciles if d))
+        deciles = [latencies[i * n // 10 : (i + 1) * n // 10] for i in range(10)]
+        print(
+            "  post-to-wake latency by position in the backlog (median per decile, s): "
+            + " ".join(f"{statistics.median(d):.1f}" for d in deciles if d)
+        )
         _, slope, r2 = linear_fit([float(i) for i in range(len(latencies))], latencies)
-        print(f"  median {statistics.median(ordered):.1f}s, max {ordered[-1]:.1f}s; first decile "
-              f"{statistics.median(deciles[0]):.1f}s, last decile {statistics.median(deciles[-1]):.1f}s; "
-              f"slope {1000 * slope:.1f} ms per position (1/throughput {1000 * drained / n:.1f} ms), R^2 {r2:.3f}")
+        print(
+            f"  median {statistics.median(ordered):.1f}s, max {ordered[-1]:.1f}s; first decile "
+            f"{statistics.median(deciles[0]):.1f}s, last decile {statistics.median(deciles[-1]):.1f}s; "
+            f"slope {1000 * slope:.1f} ms per position (1/throughput {1000 * drained / n:.1f} ms), R^2 {r2:.3f}"
+        )
         ok = ratio <= 0.01 and not failed and r2 >= 0.9
-        print(f"verdict: {'PASS' if ok else 'FAIL'}: extra tasks {100 * ratio:.2f}% (<= 1%), "
-              f"latency {'drains linearly' if r2 >= 0.9 else 'does not drain linearly'} (R^2 {r2:.2f}), "
-              f"{len(failed)} deliveries not done")
+        print(
+            f"verdict: {'PASS' if ok else 'FAIL'}: extra tasks {100 * ratio:.2f}% (<= 1%), "
+            f"latency {'drains linearly' if r2 >= 0.9 else 'does not drain linearly'} (R^2 {r2:.2f}), "
+            f"{len(failed)} deliveries not done"
+        )
         connection.close()
         if not ok:
             raise SystemExit(1)

@@ -4,6 +4,7 @@
 rest lives in ``services`` (write), ``queries`` (read), ``tools`` (the eight task
 tools), ``drains`` (hire-time warnings) and ``tasks`` (django-q2 entries).
 """
+
 from .naming import MailboxBoard, mailbox_board
 
 __all__ = ["MailboxBoard", "mailbox_board"]

@@ -1,4 +1,5 @@
 """Board rows in the admin, read-only: by mailbox, by status, with their change records."""
+
 from django.contrib import admin
 
 from workforce.admin import ReadOnlyAdmin, ReadOnlyInline

@@ -1,5 +1,6 @@
 """HTTP read of a board's rows (spec "Showing a board on screen"): the ledger a screen
 reads, paged and filtered by status and assignee, with the browser-safe fields only."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -60,7 +61,9 @@ class BoardTasksView(APIView):
             try:
                 access_task(principal.org, board_id, after)
             except TaskError:
-                raise Refusal("invalid-input", f"after must be a task id on {board_id} (a page's next), not {after[:80]!r}.") from None
+                raise Refusal(
+                    "invalid-input", f"after must be a task id on {board_id} (a page's next), not {after[:80]!r}."
+                ) from None
         rows, next_id = read_page(
             request,
             lambda n: list_board_tasks(principal.org, board_id, status=status, assignee=assignee, after=after, limit=n),

@@ -10,6 +10,7 @@ The process keeps the drains its hire declared (``set_board_drains``), re-derive
 the files on every start like the roster; the task tools read the workers map from it
 to refuse an ``unknown_assignee``.
 """
+
 from __future__ import annotations
 
 import threading
@@ -144,9 +145,9 @@ def unheld_board_warnings(
         mailbox_id, board = _split(board_id)
         holds = sorted(by_mailbox.get(mailbox_id, []))
         if holds:
-            what = f"mailbox {mailbox_id} holds {', '.join(holds)}, not \"{board}\""
+            what = f'mailbox {mailbox_id} holds {", ".join(holds)}, not "{board}"'
         else:
-            what = f"no mailbox {mailbox_id} holds a board \"{board}\""
+            what = f'no mailbox {mailbox_id} holds a board "{board}"'
         warnings.append(
             BoardWarning(
                 code=code,

@@ -4,6 +4,7 @@ Task tools never raise: they answer ``{"ok": false, "error": <code>, "message": 
 Services raise ``TaskError`` with the same code; the tools and the mailbox's board
 actions turn it into their own answer (a tool result, or a Refusal on the request).
 """
+
 from __future__ import annotations
 
 TASK_NOT_FOUND = "task_not_found"

@@ -7,6 +7,7 @@ ledgers. What the database can enforce, it does: the status list, attempts never
 max_attempts, a lease exactly while a row is in progress, a finish time on every terminal
 row, at most three abandonments, and one dependency edge per pair.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -114,8 +115,13 @@ class BoardTask(models.Model):
             # The claim order (highest priority first, unset as 0; then oldest) within one
             # ledger and status, so a claim's ORDER BY … LIMIT 1 is one index walk.
             models.Index(
-                F("organization"), F("board_id"), F("status"), Coalesce(F("priority"), Value(0)).desc(),
-                F("created_at"), F("id"), name="boardtask_claim_order_idx",
+                F("organization"),
+                F("board_id"),
+                F("status"),
+                Coalesce(F("priority"), Value(0)).desc(),
+                F("created_at"),
+                F("id"),
+                name="boardtask_claim_order_idx",
             ),
             models.Index(fields=["organization", "board_id", "id"], name="boardtask_ledger_idx"),
         ]

@@ -7,6 +7,7 @@ Because a board name can't contain a dot, the last dot of a ledger id always sep
 the mailbox from the board. This module is the one home of those rules: the mailbox
 binder imports them from here (mailboxes may import boards, never the reverse).
 """
+
 from __future__ import annotations
 
 import re

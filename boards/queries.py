@@ -1,5 +1,6 @@
 """Read side of boards (spec "Filing and reading rows", "Showing a board on screen"):
 rows of one ledger, always through the organization (ledgers are org-scoped)."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -14,8 +15,22 @@ from .models import BoardTask, TaskChange, TaskDep, TaskStatus
 
 # What crosses to a browser (spec "Showing a board on screen"), in the spec's order.
 SAFE_FIELDS = (
-    "id", "title", "goal", "status", "assignee", "run", "priority", "attempts", "maxAttempts",
-    "deps", "labels", "error", "createdAt", "updatedAt", "startedAt", "completedAt",
+    "id",
+    "title",
+    "goal",
+    "status",
+    "assignee",
+    "run",
+    "priority",
+    "attempts",
+    "maxAttempts",
+    "deps",
+    "labels",
+    "error",
+    "createdAt",
+    "updatedAt",
+    "startedAt",
+    "completedAt",
 )
 
 
@@ -177,8 +192,7 @@ def claimable_tasks(org: Organization, board_id: str, *, now: datetime, worker_k
     separately, so that each is one index walk.)
     """
     qs = _claim_scope(org, board_id, worker_key).filter(
-        Q(status=TaskStatus.PENDING, attempts__lt=F("max_attempts"))
-        | Q(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now)
+        Q(status=TaskStatus.PENDING, attempts__lt=F("max_attempts")) | Q(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now)
     )
     return qs.filter(~open_deps_exist()).order_by(*CLAIM_ORDER)
 

@@ -4,6 +4,7 @@ Enqueue with ``workforce.dispatch.enqueue("boards.tasks.drain_board", org_id, bo
 worker_key, runner, ...)``. Both tasks are idempotent: a redelivered drain claims only
 what is still claimable, and a redelivered sweep finds nothing left to move.
 """
+
 from __future__ import annotations
 
 from django.utils.module_loading import import_string
@@ -35,8 +36,13 @@ def drain_board(
     """
     org = Organization.objects.get(pk=org_id)
     report = do_drain_board(
-        org, board_id, worker_key=worker_key, run_row=import_string(runner), run=run,
-        lease_seconds=lease_seconds, max_rows=max_rows,
+        org,
+        board_id,
+        worker_key=worker_key,
+        run_row=import_string(runner),
+        run=run,
+        lease_seconds=lease_seconds,
+        max_rows=max_rows,
     )
     return report.as_dict()
 

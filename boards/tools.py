@@ -9,6 +9,7 @@ nor withholds them (the seat's capability composes ``board_task_tools`` per boar
 mailbox with ``boardActions: true`` offers the same eight as actions on its own session,
 through ``call_board_tool`` and ``validate_tool_args``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -123,7 +124,13 @@ TOOL_ARGS: dict[str, tuple[Arg, ...]] = {
         Arg("status", "status", description="Only rows with this status."),
         Arg("assignee", "string", description="Only rows assigned to this worker key."),
         Arg("label", "string", description="Only rows carrying this label."),
-        Arg("limit", "integer", minimum=1, maximum=LIST_LIMIT_MAX, description=f"At most this many rows (default {LIST_LIMIT_DEFAULT})."),
+        Arg(
+            "limit",
+            "integer",
+            minimum=1,
+            maximum=LIST_LIMIT_MAX,
+            description=f"At most this many rows (default {LIST_LIMIT_DEFAULT}).",
+        ),
     ),
     "completeTask": (_TASK_ID, Arg("output", "any", description="The result, any JSON.")),
     "failTask": (_TASK_ID, Arg("error", "string", True, "What went wrong.")),
@@ -194,8 +201,16 @@ def tool_row(task) -> dict:
     return {**task_wire(task), "context": task.context, "input": task.input}
 
 
-_UPDATE_KEYS = {"title": "title", "goal": "goal", "context": "context", "priority": "priority",
-                "maxAttempts": "max_attempts", "labels": "labels", "input": "input", "deps": "deps"}
+_UPDATE_KEYS = {
+    "title": "title",
+    "goal": "goal",
+    "context": "context",
+    "priority": "priority",
+    "maxAttempts": "max_attempts",
+    "labels": "labels",
+    "input": "input",
+    "deps": "deps",
+}
 
 
 def _run(tool: str, board_id: str, ctx: ToolContext, args: dict, workers: frozenset[str] | None) -> dict:
@@ -204,16 +219,27 @@ def _run(tool: str, board_id: str, ctx: ToolContext, args: dict, workers: frozen
     if tool == "addTask":
         author = None if ctx.extras.get("board_action") else ctx.seat_id
         task = services.do_file_task(
-            org, board_id, goal=args["goal"], title=args.get("title"), context=args.get("context"),
-            assignee=args.get("assignee"), priority=args.get("priority"), max_attempts=args.get("maxAttempts"),
-            labels=args.get("labels"), input=args.get("input"), deps=args.get("deps"), author=author, actor=actor,
+            org,
+            board_id,
+            goal=args["goal"],
+            title=args.get("title"),
+            context=args.get("context"),
+            assignee=args.get("assignee"),
+            priority=args.get("priority"),
+            max_attempts=args.get("maxAttempts"),
+            labels=args.get("labels"),
+            input=args.get("input"),
+            deps=args.get("deps"),
+            author=author,
+            actor=actor,
             known_workers=workers,
         )
         return {"ok": True, "taskId": task.task_id, "status": task.status, "task": tool_row(task)}
     if tool == "listTasks":
         limit = args.get("limit", LIST_LIMIT_DEFAULT)
-        rows = list_board_tasks(org, board_id, status=args.get("status"), assignee=args.get("assignee"),
-                                label=args.get("label"), limit=limit + 1)
+        rows = list_board_tasks(
+            org, board_id, status=args.get("status"), assignee=args.get("assignee"), label=args.get("label"), limit=limit + 1
+        )
         return {"ok": True, "boardId": board_id, "tasks": [tool_row(t) for t in rows[:limit]], "more": len(rows) > limit}
     task_id = args["taskId"]
     if tool == "assignTask":

@@ -12,6 +12,7 @@ Allowed transitions, exactly:
 ``CALLS`` names what moves a row along each transition (a tool call, or something the
 drain does), so a refusal can say which calls a row's status allows.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

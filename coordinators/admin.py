@@ -1,5 +1,6 @@
 """Inspection of coordinator conversations: delegates, posts, rounds, deliveries and
 answers, read-only (ledgers and transcripts are never edited by hand)."""
+
 from django.contrib import admin
 
 from workforce.admin import LedgerAdmin, ReadOnlyInline

@@ -1,5 +1,6 @@
 """``manage.py check`` validates the coordinator flow's options (spec 004: "A value that
 isn't a positive whole number of milliseconds throws")."""
+
 from __future__ import annotations
 
 from django.core import checks

@@ -6,6 +6,7 @@ agent=...)`` is the spec's ``defineCoordinatorFlow``; the composition root calls
 boot with the settings (``WORKFORCE_COORDINATOR_*``). The app registers the kind at
 start-up with the same settings, so hiring and ``manage.py check`` know it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -61,9 +62,7 @@ def check_round_deadline_ms(value: Any) -> int:
             numbers below 1 included).
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ImproperlyConfigured(
-            f"round_deadline_ms must be a positive whole number of milliseconds, not {value!r}"
-        )
+        raise ImproperlyConfigured(f"round_deadline_ms must be a positive whole number of milliseconds, not {value!r}")
     return value
 
 

@@ -3,6 +3,7 @@
 Every sentence a person or a model reads is the spec's, word for word; reason codes are
 ours (the spec names none) and map to HTTP statuses in ``workforce.refusals``.
 """
+
 from __future__ import annotations
 
 KIND = "coordinator"
@@ -86,7 +87,7 @@ def not_a_delegate(worker: str) -> str:
 
 
 def fallback_not_a_delegate(worker: str) -> str:
-    return f'"{worker}" isn\'t a delegate in this conversation, so it can\'t be the fallback.'
+    return f"\"{worker}\" isn't a delegate in this conversation, so it can't be the fallback."
 
 
 def cannot_take_post(worker: str, flow: str) -> str:

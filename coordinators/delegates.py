@@ -9,6 +9,7 @@
 
 Both run with the conversation session's row lock held.
 """
+
 from __future__ import annotations
 
 from django.utils import timezone

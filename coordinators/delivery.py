@@ -15,6 +15,7 @@ one delivery once:
    delegate's worker id, once per delivery. A failed turn reports at once; a cancelled
    one reports at once only when the flow sets ``delegated_post_on_finished``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,7 +57,9 @@ def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
     filing = conv.session
     with transaction.atomic():
         session = ensure_child_session(
-            filing, delegate_session_id(filing.session_id, seat.seat_id), kind=seat.kind,
+            filing,
+            delegate_session_id(filing.session_id, seat.seat_id),
+            kind=seat.kind,
             state={"seat": seat.seat_id, "coordinator": conv.worker, "filingSessionId": filing.session_id},
         )
         try:
@@ -68,7 +71,12 @@ def ensure_delegate_session(delivery: DelegatedPost, seat: Seat) -> Session:
 
 
 def report(
-    *, delivery: DelegatedPost, token: str, outcome: str, text: str = "", error: Refusal | None = None,
+    *,
+    delivery: DelegatedPost,
+    token: str,
+    outcome: str,
+    text: str = "",
+    error: Refusal | None = None,
     parent_request: Request | None = None,
 ) -> Request:
     """Tell the conversation how ``delivery`` ended, in a request of its own on the
@@ -81,8 +89,13 @@ def report(
         payload["error"] = error.as_error()
     conv_session = delivery.conversation.session
     return dispatch(
-        org=conv_session.organization, kind=conv_session.flow_kind, session_id=conv_session.session_id,
-        action=REPORT, payload=payload, user_id=conv_session.user_id, parent_request=parent_request,
+        org=conv_session.organization,
+        kind=conv_session.flow_kind,
+        session_id=conv_session.session_id,
+        action=REPORT,
+        payload=payload,
+        user_id=conv_session.user_id,
+        parent_request=parent_request,
         extras={"claim_token": token},
     )
 
@@ -101,8 +114,7 @@ def do_deliver_delegated(delivery_id: int) -> str:
         pk=delivery_id
     )
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-        do_abort_request(delivery.turn_request_id,
-                         "the task running this delegated turn stopped; the post was delivered again.")
+        do_abort_request(delivery.turn_request_id, "the task running this delegated turn stopped; the post was delivered again.")
     try:
         return _run(delivery, token)
     except LeaseLost:
@@ -118,17 +130,29 @@ def do_deliver_delegated(delivery_id: int) -> str:
         return "failed"
 
 
-def _report(delivery: DelegatedPost, token: str, outcome: str, *, text: str = "", error: Refusal | None = None,
-            parent: Request | None = None) -> Request:
+def _report(
+    delivery: DelegatedPost,
+    token: str,
+    outcome: str,
+    *,
+    text: str = "",
+    error: Refusal | None = None,
+    parent: Request | None = None,
+) -> Request:
     request = report(delivery=delivery, token=token, outcome=outcome, text=text, error=error, parent_request=parent)
     if request.status != Request.Status.COMPLETED:
         raise RuntimeError(f"the conversation refused the report: {request.error}")
     if not (request.output or {}).get("claimed"):
         raise LeaseLost()
     if outcome == "failed" and error is not None:
-        logger.warning("delivery failed: coordinator %s, conversation %s, delegate %s, post %s: %s",
-                       delivery.conversation.worker, delivery.conversation.session.session_id, delivery.worker,
-                       delivery.post.post_id, error.message)
+        logger.warning(
+            "delivery failed: coordinator %s, conversation %s, delegate %s, post %s: %s",
+            delivery.conversation.worker,
+            delivery.conversation.session.session_id,
+            delivery.worker,
+            delivery.post.post_id,
+            error.message,
+        )
     return request
 
 
@@ -154,19 +178,29 @@ def _run(delivery: DelegatedPost, token: str) -> str:
     action = flow.internal_actions[DELEGATED_POST_ENTRY]
     payload = {"message": delivery.message}
     with transaction.atomic():
-        request = do_record_request(session, action=DELEGATED_POST_ENTRY, input=payload, user_id=conv_session.user_id,
-                                    running=True)
+        request = do_record_request(
+            session, action=DELEGATED_POST_ENTRY, input=payload, user_id=conv_session.user_id, running=True
+        )
         if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token).update(
             turn_request=request, delegate_session=session
         ):
             raise LeaseLost()
     ctx = ActionContext(
-        org=conv_session.organization, session=session, request=request, user_id=conv_session.user_id, flow=flow,
-        extras={"delegated": {
-            "postId": delivery.post.post_id, "round": delivery.round, "coordinator": delivery.conversation.worker,
-            "filingSessionId": conv_session.session_id, "deliveryId": delivery.pk,
-            "idempotencyPrefix": f"cdp{delivery.pk}",
-        }},
+        org=conv_session.organization,
+        session=session,
+        request=request,
+        user_id=conv_session.user_id,
+        flow=flow,
+        extras={
+            "delegated": {
+                "postId": delivery.post.post_id,
+                "round": delivery.round,
+                "coordinator": delivery.conversation.worker,
+                "filingSessionId": conv_session.session_id,
+                "deliveryId": delivery.pk,
+                "idempotencyPrefix": f"cdp{delivery.pk}",
+            }
+        },
     )
     text, error, cancelled = "", None, False
     try:
@@ -190,9 +224,9 @@ def _run(delivery: DelegatedPost, token: str) -> str:
             _finish(request, text=text, error=error, cancelled=cancelled)
             if cancelled and not reports_cancellation(seat.kind):
                 # Its flow doesn't say so: the round waits for its deadline.
-                if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING).update(
-                    status=DelegatedPost.Status.CANCELLED, finished_at=timezone.now(), error=error.as_error()
-                ):
+                if not DelegatedPost.objects.filter(
+                    pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING
+                ).update(status=DelegatedPost.Status.CANCELLED, finished_at=timezone.now(), error=error.as_error()):
                     raise LeaseLost()
                 return "cancelled"
             outcome = "cancelled" if cancelled else ("failed" if error else "answered")
@@ -219,15 +253,21 @@ def _finish(request: Request, *, text: str, error: Refusal | None, cancelled: bo
 def do_abandon_delivery(delivery_id: int) -> bool:
     """Settle a delivery that ran out of attempts as failed (``delivery-abandoned``),
     reported, so its round does not wait on it. Returns True when it did."""
-    delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post").filter(
-        pk=delivery_id, status=DelegatedPost.Status.RUNNING
-    ).first()
+    delivery = (
+        DelegatedPost.objects.select_related("conversation__session__organization", "post")
+        .filter(pk=delivery_id, status=DelegatedPost.Status.RUNNING)
+        .first()
+    )
     if delivery is None:
         return False
     try:
         with transaction.atomic():
-            _report(delivery, delivery.claim_token, "failed",
-                    error=Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts"))
+            _report(
+                delivery,
+                delivery.claim_token,
+                "failed",
+                error=Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts"),
+            )
     except LeaseLost:
         return False
     if delivery.turn_request_id:

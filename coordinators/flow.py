@@ -16,6 +16,7 @@ coordinator's ``tools:`` is read against), ``coordinator`` (the ``CoordinatorSet
 ``validate_worker`` (what hiring refuses in a coordinator's file) and ``state_fields``
 (the session state only this flow writes).
 """
+
 from __future__ import annotations
 
 from rest_framework import serializers

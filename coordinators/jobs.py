@@ -10,6 +10,7 @@ model called outside any transaction and the outcome recorded once.
 - ``judgment``: the coordinator's own turn on a post (round 0), or on a closed round's
   answers (its hand-offs go out in the next round).
 """
+
 from __future__ import annotations
 
 import logging
@@ -74,7 +75,11 @@ def do_run_job(job_id: int) -> str:
             pick = policies.best_fit_pick(conv, setup, handing_of(job))
         if pick is None or pick.worker is None:
             outcome = run_own_turn(
-                conv, policies.coordinator_seat(conv), setup, job.post, job.round,
+                conv,
+                policies.coordinator_seat(conv),
+                setup,
+                job.post,
+                job.round,
                 on_started=lambda request: Job.objects.filter(pk=job.pk, claim_token=token).update(request=request),
             )
         return _record(job, token, pick, outcome)
@@ -87,7 +92,8 @@ def do_run_job(job_id: int) -> str:
         logger.exception("coordinator job %s failed", job_id)
         if outcome is not None:
             Request.objects.filter(pk=outcome.request.pk, status=Request.Status.RUNNING).update(
-                status=Request.Status.FAILED, finished_at=timezone.now())
+                status=Request.Status.FAILED, finished_at=timezone.now()
+            )
         return "failed"
 
 
@@ -107,8 +113,9 @@ def _record(job: Job, token: str, pick, outcome: TurnOutcome | None) -> str:
         if pick is not None and pick.worker is not None:
             record = policies.record_pick(desk, handing, pick)
         else:
-            record = record_turn(desk, job, outcome, skipped=list(pick.skipped) if pick is not None else [],
-                                 best_fit=pick is not None)
+            record = record_turn(
+                desk, job, outcome, skipped=list(pick.skipped) if pick is not None else [], best_fit=pick is not None
+            )
         Job.objects.filter(pk=job.pk).update(request=request)
         if outcome is None:
             Request.objects.filter(pk=request.pk).update(output=record.as_item())
@@ -118,8 +125,13 @@ def _record(job: Job, token: str, pick, outcome: TurnOutcome | None) -> str:
 
 def _route_request(conv: Conversation, job: Job) -> Request:
     session = conv.session
-    return do_record_request(session, action=ROUTE_ACTION, input={"postId": job.post.post_id, "round": job.round},
-                             user_id=session.user_id, started_at=job.created_at)
+    return do_record_request(
+        session,
+        action=ROUTE_ACTION,
+        input={"postId": job.post.post_id, "round": job.round},
+        user_id=session.user_id,
+        started_at=job.created_at,
+    )
 
 
 def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], best_fit: bool) -> Record:
@@ -144,8 +156,7 @@ def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], be
             continue
         seats_rows.append(policies.deliver(desk, handing, worker, seat, entries)[1])
     # The turn's end: its reply under coordinator-judgment:<worker>, the request completed.
-    outcome.turn.finish(output={"reply": outcome.reply,
-                                "handedOff": [e["worker"] for e in entries if e["outcome"] == DELIVERED]})
+    outcome.turn.finish(output={"reply": outcome.reply, "handedOff": [e["worker"] for e in entries if e["outcome"] == DELIVERED]})
     record = Record(post.post_id, number, desk.policy, BY_JUDGMENT, entries, note=policies.note_for(seats_rows))
     if not record.delivered():
         record.none = ANSWERED_ITSELF

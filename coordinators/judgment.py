@@ -13,6 +13,7 @@ the prompt: to say who its delegates are, the model calls ``listDelegates``.
 deliveries, the reply and the record are written together, once. The turn runs outside
 any transaction.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -82,14 +83,19 @@ def turn_text_for(post: Post, number: int, answers: list[Answer]) -> str:
         return post.text
     lines = "\n\n".join(f"{a.worker}: {a.text}" for a in answers)
     return (
-        f"Round {number - 1} closed. The delegates answered the post \"{post.text}\":\n\n{lines}\n\n"
+        f'Round {number - 1} closed. The delegates answered the post "{post.text}":\n\n{lines}\n\n'
         f"Hand their answers on with handOff for round {number}, or answer yourself."
     )
 
 
 def run_own_turn(
-    conv: Conversation, coordinator: Seat | None, setup: CoordinatorSetup, post: Post, number: int,
-    *, on_started=None,
+    conv: Conversation,
+    coordinator: Seat | None,
+    setup: CoordinatorSetup,
+    post: Post,
+    number: int,
+    *,
+    on_started=None,
 ) -> TurnOutcome:
     """Run the coordinator's own turn on round ``number`` of ``post`` (round 0: the post;
     later: the answers of the round before), outside any transaction. Starts a running
@@ -99,22 +105,38 @@ def run_own_turn(
     ``tool-call`` items as tools finish; the caller finishes the turn when it records
     the outcome (``coordinators.jobs.record_turn``). Never raises for a failed turn."""
     session = conv.session
-    log = start_turn(session, action=JUDGMENT_ACTION, input={"postId": post.post_id, "round": number},
-                     user_id=session.user_id, prompt=None, on_started=on_started)
+    log = start_turn(
+        session,
+        action=JUDGMENT_ACTION,
+        input={"postId": post.post_id, "round": number},
+        user_id=session.user_id,
+        prompt=None,
+        on_started=on_started,
+    )
     name = judgment_agent_name(conv.worker)
     reply_data = {"postId": post.post_id, "round": number}
     if coordinator is None:
-        return TurnOutcome(turn=TurnResult(log=log, error=Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker)),
-                                           agent_name=name, reply_data=reply_data))
+        return TurnOutcome(
+            turn=TurnResult(
+                log=log, error=Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker)), agent_name=name, reply_data=reply_data
+            )
+        )
     answers = round_answers(post.pk, number - 1) if number > 0 else []
     handoffs: list[str] = []
     skipped: list[dict] = []
-    state = {"conversation": conv.pk, "post": post.pk, "round": number, "handoffs": handoffs,
-             "skipped": skipped, "setup": setup}
+    state = {"conversation": conv.pk, "post": post.pk, "round": number, "handoffs": handoffs, "skipped": skipped, "setup": setup}
     tools = offered_tools(coordinator, setup.catalog, [*setup.capabilities, coordinator_tools])
     history = conversation_history(session, speaker=name, exclude_request_id=post.request_id if number == 0 else None)
-    turn = run_turn(coordinator, log, text=turn_text_for(post, number, answers), history=history, tools=tools,
-                    extras={STATE: state}, agent_name=name, reply_data=reply_data)
+    turn = run_turn(
+        coordinator,
+        log,
+        text=turn_text_for(post, number, answers),
+        history=history,
+        tools=tools,
+        extras={STATE: state},
+        agent_name=name,
+        reply_data=reply_data,
+    )
     return TurnOutcome(turn=turn, handoffs=handoffs, skipped=skipped)
 
 
@@ -153,8 +175,7 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
     seat = reachable_seats(conv.session.organization_id, conv.session.user_id, [worker]).get(worker)
     problem = delegate_problem(worker, seat, state["setup"])
     if problem is None and (
-        worker in state["handoffs"]
-        or DelegatedPost.objects.filter(post_id=state["post"], round=number, worker=worker).exists()
+        worker in state["handoffs"] or DelegatedPost.objects.filter(post_id=state["post"], round=number, worker=worker).exists()
     ):
         problem = ALREADY_HANDED
     if problem is None and number > 0:
@@ -173,28 +194,42 @@ WORKER_ARG = {"type": "string", "description": "A worker id, e.g. support.device
 
 COORDINATOR_TOOLS: dict[str, Tool] = {
     LIST_DELEGATES: Tool(
-        LIST_DELEGATES, "List this conversation's delegates and its fallback.",
-        {"type": "object", "properties": {}, "additionalProperties": False}, _delegate_tool("list"),
+        LIST_DELEGATES,
+        "List this conversation's delegates and its fallback.",
+        {"type": "object", "properties": {}, "additionalProperties": False},
+        _delegate_tool("list"),
     ),
     ADD_DELEGATE: Tool(
-        ADD_DELEGATE, "Bring a worker in as a delegate of this conversation. note: what to hand it (best fit picks by it).",
-        {"type": "object", "properties": {"worker": WORKER_ARG, "note": {"type": "string"}}, "required": ["worker"],
-         "additionalProperties": False},
+        ADD_DELEGATE,
+        "Bring a worker in as a delegate of this conversation. note: what to hand it (best fit picks by it).",
+        {
+            "type": "object",
+            "properties": {"worker": WORKER_ARG, "note": {"type": "string"}},
+            "required": ["worker"],
+            "additionalProperties": False,
+        },
         _delegate_tool("add"),
     ),
     REMOVE_DELEGATE: Tool(
-        REMOVE_DELEGATE, "Take a delegate off this conversation's list.",
+        REMOVE_DELEGATE,
+        "Take a delegate off this conversation's list.",
         {"type": "object", "properties": {"worker": WORKER_ARG}, "required": ["worker"], "additionalProperties": False},
         _delegate_tool("remove"),
     ),
     SET_FALLBACK: Tool(
-        SET_FALLBACK, "Set the delegate that takes what best fit can't place (null clears it).",
-        {"type": "object", "properties": {"worker": {"type": ["string", "null"]}}, "required": ["worker"],
-         "additionalProperties": False},
+        SET_FALLBACK,
+        "Set the delegate that takes what best fit can't place (null clears it).",
+        {
+            "type": "object",
+            "properties": {"worker": {"type": ["string", "null"]}},
+            "required": ["worker"],
+            "additionalProperties": False,
+        },
         _delegate_tool("fallback"),
     ),
     HAND_OFF: Tool(
-        HAND_OFF, "Hand this post to one of your delegates; call it once per delegate.",
+        HAND_OFF,
+        "Hand this post to one of your delegates; call it once per delegate.",
         {"type": "object", "properties": {"worker": WORKER_ARG}, "required": ["worker"], "additionalProperties": False},
         hand_off,
     ),

@@ -18,6 +18,7 @@ each gets its own table, with the constraints that make the spec's promises hold
 - ``DelegateSession``: the session a delegate works one conversation's posts in, found
   by worker and filing session id.
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -158,8 +159,10 @@ class DelegatedPost(LeasedWork):
             models.CheckConstraint(condition=Q(round__lte=MAX_ROUNDS), name="coordinator_delivery_round_at_most_3"),
         ]
         indexes = [
-            models.Index(fields=["status", "lease_until"]), models.Index(fields=["post", "round"]),
-            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
+            models.Index(fields=["status", "lease_until"]),
+            models.Index(fields=["post", "round"]),
+            models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["started_at"]),
         ]
         verbose_name = "delegated post"
 
@@ -211,21 +214,28 @@ class Job(LeasedWork):
     post = models.ForeignKey(Post, on_delete=models.CASCADE, related_name="jobs")
     round = models.PositiveSmallIntegerField(help_text="The round its deliveries go out in.")
     kind = models.CharField(max_length=10, choices=Kind.choices)
-    source = models.ForeignKey(Answer, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
-                               help_text="The answer being placed (best fit, rounds).")
+    source = models.ForeignKey(
+        Answer,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="The answer being placed (best fit, rounds).",
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["post", "round", "kind"], condition=Q(source__isnull=True),
-                                    name="coordinator_job_once_per_post_round"),
-            models.UniqueConstraint(fields=["source"], condition=Q(source__isnull=False),
-                                    name="coordinator_job_once_per_answer"),
+            models.UniqueConstraint(
+                fields=["post", "round", "kind"], condition=Q(source__isnull=True), name="coordinator_job_once_per_post_round"
+            ),
+            models.UniqueConstraint(fields=["source"], condition=Q(source__isnull=False), name="coordinator_job_once_per_answer"),
         ]
         indexes = [
-            models.Index(fields=["status", "lease_until"]), models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["status", "lease_until"]),
+            models.Index(fields=["enqueued_at"]),
             models.Index(fields=["finished_at"]),
         ]
 

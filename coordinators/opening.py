@@ -2,6 +2,7 @@
 first delivery, and the django-q2 Schedule that closes it at its deadline. What a
 closing round does is ``coordinators.rounds``; delivering into a round
 (``coordinators.policies.deliver``) opens it here."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -35,8 +36,7 @@ def open_round(desk, post: Post, number: int) -> Round:
     deadline = desk.now + timedelta(milliseconds=desk.setup.round_deadline_ms) if status == Round.Status.OPEN else None
     try:
         with transaction.atomic():
-            row = Round.objects.create(conversation=desk.conv, post=post, number=number, status=status,
-                                       deadline_at=deadline)
+            row = Round.objects.create(conversation=desk.conv, post=post, number=number, status=status, deadline_at=deadline)
     except IntegrityError:  # opened at the same moment by a writer not holding the conversation's lock
         return Round.objects.get(post=post, number=number)
     if status == Round.Status.OPEN:

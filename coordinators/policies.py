@@ -16,6 +16,7 @@ leaves one ``coordinator-route`` item (``Record``). Everything here except
 ``best_fit_pick`` runs inside a transaction with the conversation's row lock held
 (``Desk``); ``best_fit_pick`` calls the evaluator and runs outside any transaction.
 """
+
 from __future__ import annotations
 
 import logging
@@ -106,8 +107,13 @@ class Record:
 
     def as_item(self) -> dict:
         """``{postId, round, policy, by, delegates, none?, note?}``."""
-        data: dict = {"postId": self.post_id, "round": self.round, "policy": self.policy, "by": self.by,
-                      "delegates": list(self.delegates)}
+        data: dict = {
+            "postId": self.post_id,
+            "round": self.round,
+            "policy": self.policy,
+            "by": self.by,
+            "delegates": list(self.delegates),
+        }
         if self.none is not None:
             data["none"] = self.none
         if self.note is not None:
@@ -216,8 +222,9 @@ def handing_for_post(post: Post) -> Handing:
 def handing_for_answer(answer: Answer) -> Handing:
     """An answer going back out (best fit, round robin): in the next round, never to its
     own author."""
-    return Handing(post=answer.post, round=answer.round + 1, writer=answer.worker, text=answer.text,
-                   exclude=frozenset({answer.worker}))
+    return Handing(
+        post=answer.post, round=answer.round + 1, writer=answer.worker, text=answer.text, exclude=frozenset({answer.worker})
+    )
 
 
 def join_names(names: list[str]) -> str:
@@ -294,9 +301,7 @@ def deliver(desk: Desk, handing: Handing, worker: str, seat: Seat, entries: list
     return True, round_row
 
 
-def offer(
-    desk: Desk, handing: Handing, worker: str, seat: Seat | None, entries: list[dict]
-) -> tuple[bool, Round | None] | None:
+def offer(desk: Desk, handing: Handing, worker: str, seat: Seat | None, entries: list[dict]) -> tuple[bool, Round | None] | None:
     """``deliver`` to ``worker`` when it can take the post (``delegate_problem``);
     else append its ``skipped`` entry, with why, to ``entries`` and return None."""
     problem = delegate_problem(worker, seat, desk.setup)
@@ -314,8 +319,7 @@ def note_for(rounds: list[Round]) -> str | None:
 def queue_job(desk: Desk, post: Post, number: int, kind: str, source: Answer | None = None) -> Job:
     """A decision that needs a model (best fit's call, the coordinator's own turn), run
     on the task cluster; enqueued with the transaction."""
-    job = Job.objects.create(conversation=desk.conv, post=post, round=number, kind=kind, source=source,
-                             enqueued_at=desk.now)
+    job = Job.objects.create(conversation=desk.conv, post=post, round=number, kind=kind, source=source, enqueued_at=desk.now)
     enqueue(JOB_TASK, job.pk)
     return job
 
@@ -352,8 +356,9 @@ def round_robin(desk: Desk, handing: Handing) -> Record:
             conv.rr_last_worker, conv.rr_last_index = worker, index
             Conversation.objects.filter(pk=conv.pk).update(rr_last_worker=worker, rr_last_index=index)
             break
-    return _placed_or_unplaced(desk, Record(handing.post.post_id, handing.round, desk.policy, BY_ROUND_ROBIN, entries,
-                                            note=note_for(rounds)))
+    return _placed_or_unplaced(
+        desk, Record(handing.post.post_id, handing.round, desk.policy, BY_ROUND_ROBIN, entries, note=note_for(rounds))
+    )
 
 
 def everyone(desk: Desk, handing: Handing) -> Record:
@@ -369,8 +374,9 @@ def everyone(desk: Desk, handing: Handing) -> Record:
         offered = offer(desk, handing, worker, seats.get(worker), entries)
         if offered is not None:
             rounds.append(offered[1])
-    return _placed_or_unplaced(desk, Record(handing.post.post_id, handing.round, desk.policy, BY_EVERYONE, entries,
-                                            note=note_for(rounds)))
+    return _placed_or_unplaced(
+        desk, Record(handing.post.post_id, handing.round, desk.policy, BY_EVERYONE, entries, note=note_for(rounds))
+    )
 
 
 def _placed_or_unplaced(desk: Desk, record: Record) -> Record:
@@ -404,8 +410,10 @@ def everyone_pass_on(desk: Desk, post: Post, closed_round: int) -> Record | None
     record = Record(post.post_id, next_round, desk.policy, BY_EVERYONE, entries, note=note_for(rounds))
     if not record.delivered():
         record.by = BY_UNPLACED
-        record.none = NOBODY_REACHABLE if any(e["reason"] != nothing_to_pass_on(closed_round) for e in entries) else (
-            f"No delegate had another delegate's answer from round {closed_round} to get."
+        record.none = (
+            NOBODY_REACHABLE
+            if any(e["reason"] != nothing_to_pass_on(closed_round) for e in entries)
+            else (f"No delegate had another delegate's answer from round {closed_round} to get.")
         )
     return desk.record(record)
 
@@ -429,8 +437,7 @@ def hold(desk: Desk, handing: Handing) -> Record | None:
         return None
     entries: list[dict] = []
     delivered, round_row = deliver(desk, handing, worker, seat, entries)
-    return desk.record(Record(handing.post.post_id, handing.round, desk.policy, BY_HELD, entries,
-                              note=note_for([round_row])))
+    return desk.record(Record(handing.post.post_id, handing.round, desk.policy, BY_HELD, entries, note=note_for([round_row])))
 
 
 @dataclass
@@ -499,14 +506,22 @@ def best_fit_pick(conv: Conversation, setup: CoordinatorSetup, handing: Handing)
             verdict = evaluate(resolve_evaluation_model(setup.route_model, block=ROUTE_BLOCK), call)
         except EvaluationError as exc:
             model = setup.route_model if isinstance(setup.route_model, str) else type(setup.route_model).__name__
-            logger.warning("model call failed: coordinator %s, conversation %s, route model %s: %s",
-                           conv.worker, conv.session.session_id, model, exc)
+            logger.warning(
+                "model call failed: coordinator %s, conversation %s, route model %s: %s",
+                conv.worker,
+                conv.session.session_id,
+                model,
+                exc,
+            )
             detail = f"the evaluator call failed: {exc}"
         else:
             if verdict.choice is not None and question.offers(verdict.choice):
                 return Pick(verdict.choice, BY_EVALUATED, skipped, calls=calls)
-            detail = ("the evaluator answered none of the delegates" if verdict.choice is None
-                      else f'the evaluator answered "{verdict.choice}", which is not a delegate it was offered')
+            detail = (
+                "the evaluator answered none of the delegates"
+                if verdict.choice is None
+                else f'the evaluator answered "{verdict.choice}", which is not a delegate it was offered'
+            )
     fallback = conv.fallback
     if fallback and fallback in usable:
         return Pick(fallback, BY_FALLBACK, skipped, detail, calls)
@@ -531,8 +546,17 @@ def record_pick(desk: Desk, handing: Handing, pick: Pick) -> Record:
 
 def record_failed(desk: Desk, handing_post: Post, number: int, by: str, entries: list[dict], none: str) -> Record:
     """Nobody took it: the record, and a line in the conversation that says so."""
-    desk.emit("", {"role": "assistant", "text": none, "agentName": judgment_agent_name(desk.conv.worker),
-                   "postId": handing_post.post_id, "round": number}, type=MESSAGE)
+    desk.emit(
+        "",
+        {
+            "role": "assistant",
+            "text": none,
+            "agentName": judgment_agent_name(desk.conv.worker),
+            "postId": handing_post.post_id,
+            "round": number,
+        },
+        type=MESSAGE,
+    )
     return desk.record(Record(handing_post.post_id, number, desk.policy, by, entries, none=none))
 
 

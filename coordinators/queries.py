@@ -1,5 +1,6 @@
 """Reads of coordinator conversations (``access_*`` raise, ``list_*`` and
 ``find_*`` return what there is)."""
+
 from __future__ import annotations
 
 from workforce.models import Organization, Session
@@ -41,9 +42,7 @@ def delegates_answer(conversation: Conversation, delegates: list[Delegate] | Non
     }
 
 
-def find_worker_session(
-    org: Organization, user_id: str, *, worker: str, filing_session_id: str | None = None
-) -> Session | None:
+def find_worker_session(org: Organization, user_id: str, *, worker: str, filing_session_id: str | None = None) -> Session | None:
     """The session ``worker`` works a coordinator conversation's posts in (the spec's
     ``findWorkerSession({worker, filingSessionId})``), or None.
 
@@ -60,8 +59,7 @@ def find_worker_session(
         ).first()
     row = (
         DelegateSession.objects.select_related(f"session__{PARENT_JOIN}")
-        .filter(conversation__session__organization=org, conversation__session__session_id=filing_session_id,
-                worker=worker)
+        .filter(conversation__session__organization=org, conversation__session__session_id=filing_session_id, worker=worker)
         .first()
     )
     # The kernel's read rule decides: a delegate's session is the conversation owner's.

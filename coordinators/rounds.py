@@ -25,6 +25,7 @@ a post costs at most delegates × (rounds + 1) delegate turns.
 
 All of it runs inside a transaction with the conversation's row lock held (a ``Desk``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -84,9 +85,10 @@ def close_round(desk, row: Round, by: str) -> bool:
         if policy == EVERYONE:
             policies.everyone_pass_on(desk, post, row.number)
         elif policy == JUDGMENT:
-            if round_answers(post.pk, row.number) and not Job.objects.filter(
-                post=post, round=row.number + 1, kind=Job.Kind.JUDGMENT, source__isnull=True
-            ).exists():
+            if (
+                round_answers(post.pk, row.number)
+                and not Job.objects.filter(post=post, round=row.number + 1, kind=Job.Kind.JUDGMENT, source__isnull=True).exists()
+            ):
                 policies.queue_job(desk, post, row.number + 1, Job.Kind.JUDGMENT)
     check_round(desk, post, row.number + 1)
     return True

@@ -15,6 +15,7 @@ delegates' reports and round deadlines.
 
 Every one of them holds the conversation session's row lock while it writes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -82,8 +83,11 @@ def _check_conversation_ids(session_id: str, chosen: str | None, delegates: list
     if len(session_id) > MAX_ID_LENGTH:
         head = session_id[:fixed] if chosen else session_id[:40]
         room = f", so sessionId can be at most {max(MAX_ID_LENGTH - fixed, 0)}" if chosen else ""
-        raise Refusal("invalid-input", f"{'sessionId makes the conversation id' if chosen else 'The conversation id'} "
-                      f"{head}… {len(session_id)} characters long; ids are at most {MAX_ID_LENGTH}{room}.")
+        raise Refusal(
+            "invalid-input",
+            f"{'sessionId makes the conversation id' if chosen else 'The conversation id'} "
+            f"{head}… {len(session_id)} characters long; ids are at most {MAX_ID_LENGTH}{room}.",
+        )
     longest = max(delegates, key=len, default="")
     child = delegate_session_id(session_id, longest)
     if longest and len(child) > MAX_ID_LENGTH:
@@ -145,11 +149,13 @@ def do_ensure_worker_session(
     _check_conversation_ids(session_id, chosen, [w for w in file_delegates if isinstance(w, str)])
     with transaction.atomic():
         session, created = Session.objects.get_or_create(
-            organization=org, session_id=session_id,
+            organization=org,
+            session_id=session_id,
             defaults={"flow_kind": seat.kind, "user_id": user_id, "state": {**state, "worker": worker}},
         )
-    if not created and (session.flow_kind != seat.kind or session.user_id != user_id
-                        or (session.state or {}).get("worker", worker) != worker):
+    if not created and (
+        session.flow_kind != seat.kind or session.user_id != user_id or (session.state or {}).get("worker", worker) != worker
+    ):
         raise Refusal("session-not-addressable", f'Session "{session_id}" is held by another conversation.')
     return session, created
 
@@ -180,8 +186,9 @@ def do_post(ctx: ActionContext, message: str) -> dict:
     if desk.coordinator is None:
         raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker))
     rounds.close_due_rounds(desk)
-    post = Post.objects.create(conversation=conv, post_id=ctx.request.request_id, author=ctx.user_id, text=message,
-                               request=ctx.request)
+    post = Post.objects.create(
+        conversation=conv, post_id=ctx.request.request_id, author=ctx.user_id, text=message, request=ctx.request
+    )
     ctx.emit("", {"role": "user", "text": message, "postId": post.post_id}, type=MESSAGE)
     handing = policies.handing_for_post(post)
     policy = desk.policy
@@ -220,8 +227,11 @@ def do_report(ctx: ActionContext, data: dict) -> dict:
     conv.session = session
     delivery = DelegatedPost.objects.select_related("post").get(pk=data["deliveryId"], conversation=conv)
     outcome = data["outcome"]
-    status = {"answered": DelegatedPost.Status.ANSWERED, "failed": DelegatedPost.Status.FAILED,
-              "cancelled": DelegatedPost.Status.CANCELLED}[outcome]
+    status = {
+        "answered": DelegatedPost.Status.ANSWERED,
+        "failed": DelegatedPost.Status.FAILED,
+        "cancelled": DelegatedPost.Status.CANCELLED,
+    }[outcome]
     desk = policies.make_desk(conv, ctx.request, current_setup(session.flow_kind))
     claimed = DelegatedPost.objects.filter(
         pk=delivery.pk, claim_token=ctx.extras.get("claim_token", ""), status=DelegatedPost.Status.RUNNING
@@ -234,11 +244,27 @@ def do_report(ctx: ActionContext, data: dict) -> dict:
     if status == DelegatedPost.Status.ANSWERED:
         row = Round.objects.filter(post=post, number=delivery.round).first()
         further = rounds.goes_further(row)
-        ctx.emit("", {"role": "assistant", "text": data["text"], "agentName": delivery.worker,
-                      "postId": post.post_id, "round": delivery.round}, type=MESSAGE)
-        answer = Answer.objects.create(delivery=delivery, conversation=conv, post=post, round=delivery.round,
-                                       worker=delivery.worker, text=data["text"], goes_further=further,
-                                       request=ctx.request)
+        ctx.emit(
+            "",
+            {
+                "role": "assistant",
+                "text": data["text"],
+                "agentName": delivery.worker,
+                "postId": post.post_id,
+                "round": delivery.round,
+            },
+            type=MESSAGE,
+        )
+        answer = Answer.objects.create(
+            delivery=delivery,
+            conversation=conv,
+            post=post,
+            round=delivery.round,
+            worker=delivery.worker,
+            text=data["text"],
+            goes_further=further,
+            request=ctx.request,
+        )
         result.update(landed=True, goesFurther=further)
         if further:
             if desk.policy == BEST_FIT:
@@ -289,8 +315,14 @@ def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
         Session.objects.select_for_update().filter(pk=session.pk).values_list("pk").first()
         if not Round.objects.filter(pk=round_id, status=Round.Status.OPEN).exists():
             return "not-open"
-        request = dispatch(org=session.organization, kind=session.flow_kind, session_id=session.session_id,
-                           action=CLOSE_ROUND, payload={"roundId": round_id}, user_id=session.user_id)
+        request = dispatch(
+            org=session.organization,
+            kind=session.flow_kind,
+            session_id=session.session_id,
+            action=CLOSE_ROUND,
+            payload={"roundId": round_id},
+            user_id=session.user_id,
+        )
     closed = (request.output or {}).get("closed") or []
     return "closed" if round_id in closed else "not-open"
 
@@ -317,8 +349,7 @@ def do_close_overdue_rounds(*, now=None, limit: int = 100) -> list[int]:
     """
     now = now or timezone.now()
     due = Round.objects.filter(status=Round.Status.OPEN, deadline_at__lte=now).order_by("deadline_at")
-    return [pk for pk in due.values_list("pk", flat=True)[:limit]
-            if do_close_round_at_deadline(pk, now=now) == "closed"]
+    return [pk for pk in due.values_list("pk", flat=True)[:limit] if do_close_round_at_deadline(pk, now=now) == "closed"]
 
 
 def do_sweep(*, now=None) -> dict:
@@ -345,8 +376,12 @@ def do_sweep(*, now=None) -> dict:
             if abandon(pk):
                 result["abandoned"].append(pk)
         result[key] = requeue_lost(
-            model, lost=lost, waiting=Q(status="pending") | waiting_again,
-            send=lambda pk, task=task: enqueue(task, pk), task=task, now=now,
+            model,
+            lost=lost,
+            waiting=Q(status="pending") | waiting_again,
+            send=lambda pk, task=task: enqueue(task, pk),
+            task=task,
+            now=now,
         ).all
     for pk in Round.objects.filter(status=Round.Status.OPEN, deadline_at__lt=now).values_list("pk", flat=True):
         enqueue(rounds.DEADLINE_TASK, pk)

@@ -1,5 +1,6 @@
 """django-q2 entry points of coordinators: ids in, one service call, no logic. Every task is idempotent: deliveries and jobs are claimed with a
 conditional UPDATE, and a round closes once (conditional UPDATE on its status)."""
+
 from __future__ import annotations
 
 from workforce.runtime import boot_for_task

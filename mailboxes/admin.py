@@ -1,5 +1,6 @@
 """Transcript lines, routes and deliveries, read-only: the transcript is the durable
 record, and a delivery the record of who was handed which post."""
+
 from django.contrib import admin
 
 from workforce.admin import LedgerAdmin, ReadOnlyAdmin

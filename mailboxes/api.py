@@ -1,5 +1,6 @@
 """HTTP reads specific to mailboxes: the durable, paged transcript (spec "What the
 transcript proves, and what it doesn't")."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer

@@ -2,6 +2,7 @@
 kind of your own", "A room per project"): the tree's records checked against the closed
 list of keys and the registered mailbox kinds, every problem reported at once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -193,7 +194,9 @@ def _bind_routing(declared: dict, members: list, kind: MailboxKindSpec | None, f
     if kind is not None and not kind.has_route:
         found.append(f'routing: needs a kind built with a route, and "{kind.kind}" has none')
     if not isinstance(routing, dict):
-        found.append(f"routing: must be a mapping with fallback:, the member who takes a post the route can't place, not {routing!r}")
+        found.append(
+            f"routing: must be a mapping with fallback:, the member who takes a post the route can't place, not {routing!r}"
+        )
         return None
     problems = len(found)
     for key in routing:

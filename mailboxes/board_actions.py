@@ -6,6 +6,7 @@ with ``boardActions: true``, the eight task tools as actions named
 The mailbox keeps the ledger and runs nothing; the rows live in the boards app, which
 this module reaches through its services (mailboxes may import boards).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -174,8 +175,10 @@ def run_board_action(ctx: ActionContext, data: dict, *, tool: str, mailbox_id: s
     session_id = ctx.session.session_id
     if session_id != mailbox_id:
         raise _not_declared(
-            session_id, board, held_boards(ctx.session),
-            what=f' ({ctx.request.action} works only on {mailbox_id}\'s own session)',
+            session_id,
+            board,
+            held_boards(ctx.session),
+            what=f" ({ctx.request.action} works only on {mailbox_id}'s own session)",
         )
     board_id = mailbox_board(mailbox_id, board).id
     tool_ctx = ToolContext(

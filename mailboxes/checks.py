@@ -1,5 +1,6 @@
 """``manage.py check`` validates the workforce tree, so a bad tree stops the server at
 start-up with every problem named at once (spec "Treat a non-empty errors as fatal")."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -58,6 +59,4 @@ def check_boards(app_configs=None, **kwargs):
         return []
     held = [m.board_id(b) for m in roster.mailboxes for b in m.boards]
     seats = [Seat(seat_id=w.id, scope=Seat.Scope.SHARED, kind=w.flow, config=w.config) for w in workers]
-    return [
-        checks.Warning(warning.message, id=BOARD_CHECK_IDS[warning.code]) for warning in board_problems(seats, held)
-    ]
+    return [checks.Warning(warning.message, id=BOARD_CHECK_IDS[warning.code]) for warning in board_problems(seats, held)]

@@ -11,6 +11,7 @@ that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a fai
 request on the mailbox's session; the others run; the post stays.
 ``do_sweep_deliveries`` re-enqueues what a crashed worker or a lossy broker dropped.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,8 +61,11 @@ def do_deliver(delivery_id: int) -> str:
         return "not-claimed"
     delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-        do_abort_request(delivery.turn_request_id,
-                         "the task running this turn stopped before it finished; the post was delivered again.", now=now)
+        do_abort_request(
+            delivery.turn_request_id,
+            "the task running this turn stopped before it finished; the post was delivered again.",
+            now=now,
+        )
     try:
         if delivery.mode == Delivery.Mode.WAKE:
             return _deliver_wake(delivery, token)
@@ -104,11 +108,14 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
 def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
     """A failed request on the mailbox's session naming the member, the post and why
     (spec: "A delivery that fails is recorded"). The reason is the failure's own."""
-    refusal = Refusal(
-        error.reason, f"the delivery of post {delivery.post_id} to {delivery.member} failed: {error.detail}"
+    refusal = Refusal(error.reason, f"the delivery of post {delivery.post_id} to {delivery.member} failed: {error.detail}")
+    logger.warning(
+        "delivery failed: mailbox %s, member %s, post %s: %s",
+        delivery.mailbox.session_id,
+        delivery.member,
+        delivery.post_id,
+        error.message,
     )
-    logger.warning("delivery failed: mailbox %s, member %s, post %s: %s", delivery.mailbox.session_id,
-                   delivery.member, delivery.post_id, error.message)
     return do_record_failed_request(
         session=delivery.mailbox,
         action=FAILED_DELIVERY_ACTION,
@@ -153,7 +160,9 @@ def ensure_conversation(mailbox: Session, seat: Seat) -> Session:
         Refusal("session-not-addressable"): the id is held by a session on another kind.
     """
     return ensure_child_session(
-        mailbox, conversation_id(mailbox.session_id, seat.seat_id), kind=seat.kind,
+        mailbox,
+        conversation_id(mailbox.session_id, seat.seat_id),
+        kind=seat.kind,
         state={"seat": seat.seat_id, "mailboxId": mailbox.session_id},
     )
 
@@ -164,11 +173,16 @@ def _deliver_wake(delivery: Delivery, token: str) -> str:
         _settle(delivery, token, error=Refusal("seat-not-found", f'the seat "{delivery.member}" is no longer hired'))
         return "failed"
     if not seat_hears(seat):
-        _settle(delivery, token, error=Refusal("cannot-hear", f'the {seat.kind} kind no longer hears posts'))
+        _settle(delivery, token, error=Refusal("cannot-hear", f"the {seat.kind} kind no longer hears posts"))
         return "failed"
     if external_dispatcher():
-        _settle(delivery, token, error=Refusal(
-            "external-dispatcher", "this deployment hands dispatch to an external queue whose workers share no lease backend."))
+        _settle(
+            delivery,
+            token,
+            error=Refusal(
+                "external-dispatcher", "this deployment hands dispatch to an external queue whose workers share no lease backend."
+            ),
+        )
         return "failed"
     try:
         with transaction.atomic():
@@ -219,8 +233,13 @@ def _run_post_turn(post_turn: PostTurn, delivery: Delivery, seat: Seat, conversa
             raise LeaseLost()
 
     turn = post_turn(
-        seat=seat, mailbox=delivery.mailbox, conversation=conversation, notify_input=delivery.notify_input,
-        key=f"dlv{delivery.pk}", answer=answer_slot(delivery), on_started=note_turn,
+        seat=seat,
+        mailbox=delivery.mailbox,
+        conversation=conversation,
+        notify_input=delivery.notify_input,
+        key=f"dlv{delivery.pk}",
+        answer=answer_slot(delivery),
+        on_started=note_turn,
     )
     try:
         with transaction.atomic():
@@ -282,8 +301,12 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
                 result.abandoned.append(delivery.pk)
     lost, waiting_again = lapsed_claim_q(now)
     done = requeue_lost(
-        Delivery, lost=lost, waiting=Q(status=Delivery.Status.PENDING) | waiting_again,
-        send=lambda pk: enqueue(DELIVER_TASK, pk), task=DELIVER_TASK, now=now,
+        Delivery,
+        lost=lost,
+        waiting=Q(status=Delivery.Status.PENDING) | waiting_again,
+        send=lambda pk: enqueue(DELIVER_TASK, pk),
+        task=DELIVER_TASK,
+        now=now,
     )
     result.requeued = done.all
     return result

@@ -3,6 +3,7 @@
 Other apps extend the kind through its facets rather than by being imported here: a
 ``notify`` block (seats waking members), a ``route`` (routing), more actions (boards).
 """
+
 from __future__ import annotations
 
 from functools import partial
@@ -84,7 +85,9 @@ def build_mailbox_kind() -> FlowKind:
             "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
             # A mailbox holding no board refuses both (board-not-declared).
             "fileTask": Action("fileTask", file_task, FileTaskInput, description="File a row onto a board the mailbox holds."),
-            "readBoard": Action("readBoard", read_board, ReadBoardInput, description="Read every row on a board the mailbox holds."),
+            "readBoard": Action(
+                "readBoard", read_board, ReadBoardInput, description="Read every row on a board the mailbox holds."
+            ),
         },
         internal_actions={
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),

@@ -5,6 +5,7 @@ A kind of your own is a flow you write, with its own post and read; registering 
 setting (``{"my-mailbox": "myapp.flows:build_my_mailbox"}``) is the whole registration
 surface; each factory returns a ``workforce.flows.FlowKind``.
 """
+
 from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured

@@ -7,6 +7,7 @@ the history window, and one answer line per routed post (unique ``answer_to``).
 Routing's record (``RouteLedger``, ``Route``) and the deliveries of a post to its
 members (``Delivery``) live here too.
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -34,7 +35,11 @@ class Line(models.Model):
     # A routed member's answer names the post it answers; unique, so a post gets at most
     # one answer line (spec "The answer lands in the mailbox").
     answer_to = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
         help_text="The client post this line answers (a routed member's answer).",
     )
 
@@ -78,7 +83,11 @@ class RouteLedger(models.Model):
     lines = models.JSONField(default=list, blank=True, help_text="The last 20 lines: {id, seq, from, text, seatAuthored?}.")
     last_seq = models.BigIntegerField(default=0)
     last_post = models.ForeignKey(
-        Line, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        Line,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The last client post (where it went: its route).",
     )
     updated_at = models.DateTimeField(auto_now=True)
@@ -170,8 +179,10 @@ class Delivery(LeasedWork):
             models.UniqueConstraint(fields=["post_id", "member"], name="delivery_unique_post_member"),
         ]
         indexes = [
-            models.Index(fields=["status", "lease_until"]), models.Index(fields=["mailbox", "post_id"]),
-            models.Index(fields=["enqueued_at"]), models.Index(fields=["started_at"]),
+            models.Index(fields=["status", "lease_until"]),
+            models.Index(fields=["mailbox", "post_id"]),
+            models.Index(fields=["enqueued_at"]),
+            models.Index(fields=["started_at"]),
         ]
         verbose_name_plural = "deliveries"
         # The table kept its name when deliveries moved here from the seats app.

@@ -11,6 +11,7 @@ something (unique per post and member) and enqueues one ``deliver_post`` task pe
 delivery with the commit. A routed post is handed to its one member by
 ``deliver_routed``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -176,8 +177,14 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
             f"post {line.line_id} was written, but no member was woken: this deployment hands dispatch to an "
             "external queue whose workers share no lease backend.",
         )
-        do_record_request(mailbox, action=FAN_OUT_ACTION, input={"postId": line.line_id}, user_id=ctx.user_id,
-                          error=refusal.as_error(), parent=ctx.request)
+        do_record_request(
+            mailbox,
+            action=FAN_OUT_ACTION,
+            input={"postId": line.line_id},
+            user_id=ctx.user_id,
+            error=refusal.as_error(),
+            parent=ctx.request,
+        )
         return []
     now = timezone.now()
     outcomes: list[dict] = []

@@ -1,5 +1,6 @@
 """What is left in the store from before channels were renamed to mailboxes (spec
 "Upgrading from channels"). Only reads."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,4 +1,5 @@
 """Reads of mailboxes: their bound state, the windowed transcript and the durable one."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

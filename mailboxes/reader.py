@@ -129,16 +129,22 @@ def _read_mailbox_folder(
     try:
         has_channel_file = exists_nofollow(box.path / CHANNEL_FILE)
     except OSError as exc:
-        errors.append(LoadError(
-            MAILBOX_LOAD_FAILED, box.rel,
-            f"Mailbox folder {box.rel} cannot be read ({os_reason(exc)}).",
-        ))
+        errors.append(
+            LoadError(
+                MAILBOX_LOAD_FAILED,
+                box.rel,
+                f"Mailbox folder {box.rel} cannot be read ({os_reason(exc)}).",
+            )
+        )
         return
     if has_channel_file:
         errors.append(_pre_rename_file(f"{box.rel}/{CHANNEL_FILE}", f"{box.rel}/{MAILBOX_FILE}"))
 
     misnamed = folder_name_error(
-        box, team_problem, kind=MAILBOX_LOAD_FAILED, noun="Mailbox",
+        box,
+        team_problem,
+        kind=MAILBOX_LOAD_FAILED,
+        noun="Mailbox",
         team_note="The mailboxes under it cannot be given an id until the team folder is renamed.",
     )
     if misnamed is not None:
@@ -152,13 +158,16 @@ def _read_mailbox_folder(
         return
     if record is None:
         if not has_channel_file:  # the pre-rename record already says what to do
-            errors.append(LoadError(
-                MAILBOX_LOAD_FAILED, box.rel,
-                f'Mailbox folder "{box.name}" has no {MAILBOX_FILE}. A mailbox folder '
-                f"declares one mailbox, and every mailbox is a {MAILBOX_FILE}. Add "
-                f"{box.rel}/{MAILBOX_FILE} with a description: in its frontmatter, or "
-                f"move the folder out of teams/{team.name}/{MAILBOXES_DIR}/.",
-            ))
+            errors.append(
+                LoadError(
+                    MAILBOX_LOAD_FAILED,
+                    box.rel,
+                    f'Mailbox folder "{box.name}" has no {MAILBOX_FILE}. A mailbox folder '
+                    f"declares one mailbox, and every mailbox is a {MAILBOX_FILE}. Add "
+                    f"{box.rel}/{MAILBOX_FILE} with a description: in its frontmatter, or "
+                    f"move the folder out of teams/{team.name}/{MAILBOXES_DIR}/.",
+                )
+            )
         return
 
     declared, body = record
@@ -176,11 +185,14 @@ def _check_mailbox_declared(declared: dict, folder_rel: str, file_rel: str) -> l
     """
     found: list[LoadError] = []
     if "system" in declared:
-        found.append(LoadError(
-            REFUSED_DECLARATION, folder_rel,
-            f"{file_rel} declares system:, which a mailbox cannot declare. The charter "
-            "is the body below the frontmatter; move that text there.",
-        ))
+        found.append(
+            LoadError(
+                REFUSED_DECLARATION,
+                folder_rel,
+                f"{file_rel} declares system:, which a mailbox cannot declare. The charter "
+                "is the body below the frontmatter; move that text there.",
+            )
+        )
     description = declared.get("description")
     if "description" not in declared:
         what = "declares no description"
@@ -191,11 +203,14 @@ def _check_mailbox_declared(declared: dict, folder_rel: str, file_rel: str) -> l
     else:
         what = None
     if what:
-        found.append(LoadError(
-            MAILBOX_LOAD_FAILED, folder_rel,
-            f"{file_rel} {what}. description is the one key a {MAILBOX_FILE} requires: "
-            "say in a line what the mailbox is for.",
-        ))
+        found.append(
+            LoadError(
+                MAILBOX_LOAD_FAILED,
+                folder_rel,
+                f"{file_rel} {what}. description is the one key a {MAILBOX_FILE} requires: "
+                "say in a line what the mailbox is for.",
+            )
+        )
     return found
 
 
@@ -204,9 +219,9 @@ def _check_mailbox_declared(declared: dict, folder_rel: str, file_rel: str) -> l
 
 def _pre_rename_file(old_rel: str, new_rel: str) -> LoadError:
     return LoadError(
-        PRE_RENAME_RECORD, old_rel,
-        f"{old_rel} is a channel record from before mailboxes were renamed, and it is not "
-        f"read. It belongs at {new_rel} now.",
+        PRE_RENAME_RECORD,
+        old_rel,
+        f"{old_rel} is a channel record from before mailboxes were renamed, and it is not read. It belongs at {new_rel} now.",
     )
 
 
@@ -228,15 +243,20 @@ def _pre_rename_channels(team: Entry, channels: Entry) -> list[LoadError]:
             except OSError:
                 found = False
             if found:
-                records.append(_pre_rename_file(
-                    f"{sub.rel}/{CHANNEL_FILE}",
-                    f"{TEAMS_DIR}/{team.name}/{MAILBOXES_DIR}/{sub.name}/{MAILBOX_FILE}",
-                ))
+                records.append(
+                    _pre_rename_file(
+                        f"{sub.rel}/{CHANNEL_FILE}",
+                        f"{TEAMS_DIR}/{team.name}/{MAILBOXES_DIR}/{sub.name}/{MAILBOX_FILE}",
+                    )
+                )
     if not records:
-        records.append(LoadError(
-            PRE_RENAME_RECORD, channels.rel,
-            f"{channels.rel} is a channels folder from before mailboxes were renamed, and "
-            f"nothing in it is read. Mailboxes live in "
-            f"{TEAMS_DIR}/{team.name}/{MAILBOXES_DIR}/<name>/{MAILBOX_FILE} now.",
-        ))
+        records.append(
+            LoadError(
+                PRE_RENAME_RECORD,
+                channels.rel,
+                f"{channels.rel} is a channels folder from before mailboxes were renamed, and "
+                f"nothing in it is read. Mailboxes live in "
+                f"{TEAMS_DIR}/{team.name}/{MAILBOXES_DIR}/<name>/{MAILBOX_FILE} now.",
+            )
+        )
     return records

@@ -1,5 +1,6 @@
 """The bound tree this process serves: read once at start-up (spec "What mailboxes do
 not do yet": no watching), and the registered mailbox kinds the binder checks against."""
+
 from __future__ import annotations
 
 import threading

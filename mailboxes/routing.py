@@ -27,6 +27,7 @@ composition root does at boot). Then, for every line posted on a mailbox of that
 The seats a route reads are the hired seats the composition root hands in; which of
 them a mailbox's principal reaches is ``seats.queries.reachable_seats``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -221,7 +222,9 @@ class RouteByPurpose(MailboxRoute):
             return RouteDecision(held, Route.By.HELD)
         choices = self.choices(session)
         if not choices:
-            return self.fallback(route, NO_CHOICES, "no member's seat can hear a post and has a description, so nothing was asked")
+            return self.fallback(
+                route, NO_CHOICES, "no member's seat can hear a post and has a description, so nothing was asked"
+            )
         question = Question(ROUTE_QUESTION, ROUTE_QUESTION_TEXT, tuple(choices))
         post = recent_entry(route.post)
         recent = [recent_entry(entry) for entry in route.recent]
@@ -258,19 +261,25 @@ class RouteByPurpose(MailboxRoute):
         member = route.fallback
         if member not in access_mailbox_state(route.session)["members"]:
             return RouteDecision(
-                None, Route.By.FAILED, FALLBACK_NOT_A_MEMBER,
+                None,
+                Route.By.FAILED,
+                FALLBACK_NOT_A_MEMBER,
                 f'{detail}; and the fallback "{member}" is not a member of {route.session.session_id} as it was '
                 "opened (members: added to its file after it opened do not reach it), so nobody answers",
             )
         seat = self._seat(member, route.session)
         if seat is None:
             return RouteDecision(
-                None, Route.By.FAILED, FALLBACK_UNREACHABLE,
+                None,
+                Route.By.FAILED,
+                FALLBACK_UNREACHABLE,
                 f'{detail}; and {route.session.user_id} can reach no seat of the fallback "{member}", so nobody answers',
             )
         if not kind_hears_posts(seat.kind):
             return RouteDecision(
-                None, Route.By.FAILED, FALLBACK_CANNOT_HEAR,
+                None,
+                Route.By.FAILED,
+                FALLBACK_CANNOT_HEAR,
                 f'{detail}; and the fallback "{member}" runs on the {seat.kind} kind, which can\'t hear a post',
             )
         return RouteDecision(member, Route.By.FALLBACK, reason, detail)
@@ -388,8 +397,11 @@ def read_route_ledger(session: Session) -> dict | None:
     last = None
     if ledger.last_post is not None:
         route = Route.objects.filter(post=ledger.last_post).values("member", "by").first()
-        last = {"id": ledger.last_post.line_id, "member": route["member"] if route else None,
-                "by": (route["by"] or None) if route else None}
+        last = {
+            "id": ledger.last_post.line_id,
+            "member": route["member"] if route else None,
+            "by": (route["by"] or None) if route else None,
+        }
     return {"lines": list(ledger.lines), "lastPost": last}
 
 
@@ -417,7 +429,9 @@ def do_route_post(route_id: int) -> str:
     flow = registry.get(route.session.flow_kind)
     router = ROUTE.get(flow)
     if not isinstance(router, MailboxRoute):
-        decision = RouteDecision(None, Route.By.FAILED, ROUTE_NOT_CONFIGURED, "this process runs the mailbox kind without a route")
+        decision = RouteDecision(
+            None, Route.By.FAILED, ROUTE_NOT_CONFIGURED, "this process runs the mailbox kind without a route"
+        )
     else:
         try:
             decision = router.decide(route)
@@ -453,8 +467,14 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
 
 def _record_route_request(session: Session, post_id: str, *, output=None, error=None, started=None, parent=None) -> Request:
     return do_record_request(
-        session, action=ROUTE_ACTION, input={"postId": post_id}, user_id=session.user_id,
-        output=output, error=error, parent=parent, started_at=started,
+        session,
+        action=ROUTE_ACTION,
+        input={"postId": post_id},
+        user_id=session.user_id,
+        output=output,
+        error=error,
+        parent=parent,
+        started_at=started,
     )
 
 
@@ -465,6 +485,9 @@ def do_sweep_routes(*, now=None) -> list[int]:
     in a backlog is left alone. Idempotent: each re-enqueue is a conditional UPDATE.
     Returns the route ids enqueued."""
     return requeue_lost(
-        Route, waiting=Q(decided_at__isnull=True), send=lambda pk: enqueue(ROUTE_TASK, pk), task=ROUTE_TASK,
+        Route,
+        waiting=Q(decided_at__isnull=True),
+        send=lambda pk: enqueue(ROUTE_TASK, pk),
+        task=ROUTE_TASK,
         now=now,
     ).all

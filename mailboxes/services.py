@@ -1,5 +1,6 @@
 """Write side of mailboxes: opening the roster, posting lines, and landing a routed
 post's answer (``do_answer_post``)."""
+
 from __future__ import annotations
 
 import uuid
@@ -67,8 +68,10 @@ def mailbox_drift(state: dict, mailbox: BoundMailbox) -> tuple[str, ...]:
     if (state.get("charter") or "") != (mailbox.charter or ""):
         drift.append("charter (the file's body was rewritten)")
     if (state.get("description") or "") != (mailbox.description or ""):
-        drift.append(f"description (opened as {_quoted(state.get('description') or '')}, "
-                     f"the file says {_quoted(mailbox.description or '')})")
+        drift.append(
+            f"description (opened as {_quoted(state.get('description') or '')}, "
+            f"the file says {_quoted(mailbox.description or '')})"
+        )
     return tuple(drift)
 
 
@@ -124,9 +127,9 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
     with transaction.atomic():
         existing = {
             s.session_id: s
-            for s in Session.objects.select_for_update().filter(
-                organization=org, session_id__in=[m.id for m in mailboxes]
-            ).order_by("pk")
+            for s in Session.objects.select_for_update()
+            .filter(organization=org, session_id__in=[m.id for m in mailboxes])
+            .order_by("pk")
         }
         for mailbox in mailboxes:
             session = existing.get(mailbox.id)
@@ -161,7 +164,11 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
 
 
 def do_post_line(
-    ctx: ActionContext, *, body: str, author: str | None = None, seat_authored: bool = False,
+    ctx: ActionContext,
+    *,
+    body: str,
+    author: str | None = None,
+    seat_authored: bool = False,
     answer_to: Line | None = None,
 ) -> Line:
     """Append one line to the mailbox ``ctx.session`` (spec "Posting and reading").

@@ -5,6 +5,7 @@ Every task is idempotent: a route is decided, and a delivery claimed, with a
 conditional UPDATE, so the broker's redelivery never records a post's route twice nor
 runs a seat's turn twice.
 """
+
 from __future__ import annotations
 
 from workforce.runtime import boot_for_task

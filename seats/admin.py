@@ -1,4 +1,5 @@
 """Seats (editable: a hired worker's row)."""
+
 from django.contrib import admin
 
 from .models import Seat

@@ -20,6 +20,7 @@ worker's ``tools:`` line is read against: ``post-to-mailbox``), ``capabilities``
 ``request_on_finished`` (``delegated_post_on_finished``: a coordinator hears at once
 when a delegated run ends, cancelled included).
 """
+
 from __future__ import annotations
 
 import logging
@@ -82,8 +83,14 @@ def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None)
 
 
 def hear_post(
-    *, seat: Seat, mailbox: Session, conversation: Session, notify_input: dict, key: str,
-    answer: AnswerSlot | None, on_started,
+    *,
+    seat: Seat,
+    mailbox: Session,
+    conversation: Session,
+    notify_input: dict,
+    key: str,
+    answer: AnswerSlot | None,
+    on_started,
 ) -> TurnResult:
     """The agent kind's woken turn on a mailbox post (its ``post_turn`` facet), run by
     the mailbox's delivery with the delivery claimed, outside any transaction.
@@ -98,13 +105,24 @@ def hear_post(
     slot's token, so a turn run again after a crash hands each over once.
     """
     text = turn_text(notify_input)
-    log = start_turn(conversation, org=mailbox.organization, action=ON_MAILBOX_POST, input=notify_input,
-                     user_id=mailbox.user_id, prompt=_post_prompt(text, notify_input), on_started=on_started)
+    log = start_turn(
+        conversation,
+        org=mailbox.organization,
+        action=ON_MAILBOX_POST,
+        input=notify_input,
+        user_id=mailbox.user_id,
+        prompt=_post_prompt(text, notify_input),
+        on_started=on_started,
+    )
     extras = _post_extras(notify_input, answer, key)
     result = run_turn(
-        seat, log, text=text,
+        seat,
+        log,
+        text=text,
         history=conversation_history(conversation, speaker=seat.seat_id, exclude_request_id=log.request.pk),
-        tools=agent_tools(seat), extras=extras, context=routed_context(notify_input) if answer else None,
+        tools=agent_tools(seat),
+        extras=extras,
+        context=routed_context(notify_input) if answer else None,
     )
     if answer is not None:
         _answers_routed_post(result, seat, mailbox, answer)
@@ -126,8 +144,15 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     answer = AnswerSlot(postId=data["postId"], token="") if data.get("routed") else None
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
     log = adopt_turn(ctx, prompt=_post_prompt(text, data))
-    result = run_turn(seat, log, text=text, history=history, tools=agent_tools(seat),
-                      extras=_post_extras(data, answer, None), context=routed_context(data) if answer else None)
+    result = run_turn(
+        seat,
+        log,
+        text=text,
+        history=history,
+        tools=agent_tools(seat),
+        extras=_post_extras(data, answer, None),
+        context=routed_context(data) if answer else None,
+    )
     if answer is not None:
         mailbox = Session.objects.filter(organization=ctx.org, session_id=data["mailboxId"]).first()
         _answers_routed_post(result, seat, mailbox, answer)
@@ -160,7 +185,11 @@ def _answers_routed_post(result: TurnResult, seat: Seat, mailbox: Session | None
     def hand_over(turn: TurnResult) -> None:
         if turn.error is None and turn.reply.strip():
             hand_over_answer(
-                org=turn.log.org, mailbox=mailbox, post_id=post_id, body=turn.reply, seat_id=seat.seat_id,
+                org=turn.log.org,
+                mailbox=mailbox,
+                post_id=post_id,
+                body=turn.reply,
+                seat_id=seat.seat_id,
                 parent_request=turn.request,
                 idempotency_key=f"{answer['token']}:answer:reply" if answer["token"] else None,
             )
@@ -169,8 +198,14 @@ def _answers_routed_post(result: TurnResult, seat: Seat, mailbox: Session | None
 
 
 def hand_over_answer(
-    *, org: Organization, mailbox: Session, post_id: str, body: str, seat_id: str,
-    parent_request: Request | None, idempotency_key: str | None = None,
+    *,
+    org: Organization,
+    mailbox: Session,
+    post_id: str,
+    body: str,
+    seat_id: str,
+    parent_request: Request | None,
+    idempotency_key: str | None = None,
 ) -> Request | None:
     """Hand a routed member's answer to its mailbox's internal ``answer`` entry, by
     dispatch (author = the seat's id). With ``idempotency_key`` a repeated hand-over
@@ -179,8 +214,12 @@ def hand_over_answer(
     session and the seat is not told. Returns the mailbox's request, or None when the
     dispatch itself was refused (logged)."""
     kwargs = dict(
-        org=org, kind=mailbox.flow_kind, session_id=mailbox.session_id, action="answer",
-        payload={"postId": post_id, "body": body, "author": seat_id}, user_id=mailbox.user_id,
+        org=org,
+        kind=mailbox.flow_kind,
+        session_id=mailbox.session_id,
+        action="answer",
+        payload={"postId": post_id, "body": body, "author": seat_id},
+        user_id=mailbox.user_id,
         parent_request=parent_request,
     )
     try:
@@ -215,16 +254,26 @@ def work_board_row(*, task: BoardTask, seat: Seat, session: Session) -> TurnResu
         Request.objects.filter(
             session=session, action=RUN_TASK_ACTION, status=Request.Status.RUNNING, input__taskId=task.task_id
         ).update(
-            status=Request.Status.ABORTED, finished_at=now,
-            error=Refusal("aborted", "the task running this row stopped before it finished; the row was claimed again.").as_error(),
+            status=Request.Status.ABORTED,
+            finished_at=now,
+            error=Refusal(
+                "aborted", "the task running this row stopped before it finished; the row was claimed again."
+            ).as_error(),
         )
         log = start_turn(
-            session, action=RUN_TASK_ACTION, input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
-            user_id=session.user_id, started_at=now,
+            session,
+            action=RUN_TASK_ACTION,
+            input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
+            user_id=session.user_id,
+            started_at=now,
             prompt={"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
         )
     result = run_turn(
-        seat, log, text=text, history=[], tools=agent_tools(seat),
+        seat,
+        log,
+        text=text,
+        history=[],
+        tools=agent_tools(seat),
         extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
         reply_data={"taskId": task.task_id},
     )
@@ -259,8 +308,14 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
     context = {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated}
     log = adopt_turn(ctx, prompt={"role": "user", "text": text, **context})
-    result = run_turn(seat, log, text=text, history=history, tools=agent_tools(seat),
-                      extras={"idempotency_prefix": delegated.get("idempotencyPrefix") or ctx.request.request_id})
+    result = run_turn(
+        seat,
+        log,
+        text=text,
+        history=history,
+        tools=agent_tools(seat),
+        extras={"idempotency_prefix": delegated.get("idempotencyPrefix") or ctx.request.request_id},
+    )
     if result.error is None and not result.reply.strip():
         result.error = Refusal("empty-reply", f"{seat.seat_id} answered the delegated post with nothing; nothing is answered.")
     if result.error is not None:
@@ -282,7 +337,9 @@ def build_agent_kind() -> FlowKind:
         actions={},
         internal_actions={
             ON_MAILBOX_POST: Action(
-                ON_MAILBOX_POST, on_mailbox_post, MailboxNotifyInput,
+                ON_MAILBOX_POST,
+                on_mailbox_post,
+                MailboxNotifyInput,
                 description="Run the seat's turn on a post it heard.",
             ),
             # A coordinator's delegate (spec 004 "Making your own flow a delegate").

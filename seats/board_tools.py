@@ -1,6 +1,7 @@
 """The board capability: the eight task tools of each board a seat drains or holds
 (spec "Working the rows"; what a worker declares is read by ``seats.boards``), and why a
 worker's boards can't be held on its kind."""
+
 from __future__ import annotations
 
 from dataclasses import replace

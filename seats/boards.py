@@ -32,6 +32,7 @@ all eight whatever its ``tools:`` says).
 Nothing here checks a ledger id against the tree: a wrong one is a second, empty ledger,
 and hiring warns about it (``seats.drains``). Read errors are only about shape.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -116,9 +117,7 @@ def check_board_keys(declared: dict) -> list[str]:
                 if isinstance(entry, dict):
                     extra = [k for k in entry if k not in DRAIN_ENTRY_KEYS]
                     if extra:
-                        problems.append(
-                            f'drains: an entry takes board and worker only, not {", ".join(repr(k) for k in extra)}'
-                        )
+                        problems.append(f"drains: an entry takes board and worker only, not {', '.join(repr(k) for k in extra)}")
                     if "board" not in entry:
                         problems.append("drains: an entry written as a mapping needs board: <ledger id>")
                         continue
@@ -138,16 +137,16 @@ def check_board_keys(declared: dict) -> list[str]:
     if BOARD_TOOLS_KEY in declared:
         tool_boards = declared[BOARD_TOOLS_KEY]
         if not isinstance(tool_boards, list):
-            problems.append(
-                f"boardTools: must be a list of board ledger ids (<mailbox id>.<board>, such as {_LEDGER_EXAMPLE})"
-            )
+            problems.append(f"boardTools: must be a list of board ledger ids (<mailbox id>.<board>, such as {_LEDGER_EXAMPLE})")
         else:
             for board in tool_boards:
                 problem = board_id_problem(board)
                 if problem:
                     problems.append(f"boardTools: {problem}")
                 elif seen.get(board) == DRAINS_KEY:
-                    problems.append(f"boardTools: names board {board}, which drains: names; draining it already gives its task tools")
+                    problems.append(
+                        f"boardTools: names board {board}, which drains: names; draining it already gives its task tools"
+                    )
                 elif board in seen:
                     problems.append(f"boardTools: names board {board} twice")
                 else:

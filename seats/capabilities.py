@@ -18,6 +18,7 @@ dispatch. Answers:
   ``session-not-addressable`` (a session on another kind), ``external-dispatcher``, and
   any other refusal of the mailbox (``mailbox-not-bound``, ``mailbox-is-a-template``).
 """
+
 from __future__ import annotations
 
 from workforce.dispatch import dispatch, dispatch_once, external_dispatcher
@@ -61,9 +62,7 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
                 "session-not-addressable",
                 f'"{mailbox_id}" runs on the {session.flow_kind} kind; only the built-in mailbox kind takes a seat\'s post.',
             )
-        prefix = ctx.extras.get("idempotency_prefix") or (
-            f"{ctx.request.request_id}" if ctx.request is not None else None
-        )
+        prefix = ctx.extras.get("idempotency_prefix") or (f"{ctx.request.request_id}" if ctx.request is not None else None)
         user_id = ctx.session.user_id if ctx.session is not None else ctx.seat_id
         answering = _answers_routed_post(ctx, mailbox_id)
         if answering and ctx.extras.get("answer_handed"):

@@ -1,6 +1,7 @@
 """``manage.py check`` validates the tree's workers too (README "Commands"): a worker that
 fails to load or cannot be hired stops ``serve`` at start-up, every problem named; and
 the turn deadline must fit inside the task cluster's ``timeout``."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -32,9 +33,7 @@ def check_workers(app_configs=None, **kwargs):
         for e in errors
         if not _reported_by_mailboxes(e)
     ]
-    found.extend(
-        checks.Error(f"worker {worker}: {message}", id="seats.E002") for worker, message in hire_problems(workers)
-    )
+    found.extend(checks.Error(f"worker {worker}: {message}", id="seats.E002") for worker, message in hire_problems(workers))
     return found
 
 
@@ -50,11 +49,13 @@ def check_turn_timeout(app_configs=None, **kwargs):
     model = float(settings.WORKFORCE_MODEL_TIMEOUT)
     errors = []
     if isinstance(timeout, (int, float)) and turn >= timeout:
-        errors.append(checks.Error(
-            f"WORKFORCE_TURN_TIMEOUT ({turn:g}s) must be below Q_CLUSTER timeout ({timeout}s).",
-            hint="A task still running at the cluster's timeout is killed; keep the turn's deadline inside it.",
-            id="seats.E003",
-        ))
+        errors.append(
+            checks.Error(
+                f"WORKFORCE_TURN_TIMEOUT ({turn:g}s) must be below Q_CLUSTER timeout ({timeout}s).",
+                hint="A task still running at the cluster's timeout is killed; keep the turn's deadline inside it.",
+                id="seats.E003",
+            )
+        )
     if model <= 0 or turn <= 0:
         errors.append(checks.Error("WORKFORCE_MODEL_TIMEOUT and WORKFORCE_TURN_TIMEOUT must be positive.", id="seats.E004"))
     return errors
@@ -72,8 +73,10 @@ def check_model_endpoints(app_configs=None, **kwargs):
     ``WORKFORCE_ROUTE_MODEL`` and ``WORKFORCE_COORDINATOR_ROUTE_MODEL``."""
     if settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY:
         return []
-    uses = [(name, getattr(settings, name, "") or "") for name in
-            ("WORKFORCE_MODEL", "WORKFORCE_ROUTE_MODEL", "WORKFORCE_COORDINATOR_ROUTE_MODEL")]
+    uses = [
+        (name, getattr(settings, name, "") or "")
+        for name in ("WORKFORCE_MODEL", "WORKFORCE_ROUTE_MODEL", "WORKFORCE_COORDINATOR_ROUTE_MODEL")
+    ]
     try:
         workers, _ = read_workforce(settings.WORKFORCE_ROOT)
     except WorkforceRootError:
@@ -84,7 +87,7 @@ def check_model_endpoints(app_configs=None, **kwargs):
             f"{where}: {model} cannot work: neither OPENAI_BASE_URL nor OPENAI_API_KEY is set, so its calls would "
             "go to api.openai.com with no key and fail.",
             hint="Set OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) and OPENAI_API_KEY, "
-                 "or use an embedded model (embedded/echo, embedded/lexical).",
+            "or use an embedded model (embedded/echo, embedded/lexical).",
             id="seats.W001",
         )
         for where, model in uses

@@ -26,6 +26,7 @@ message. The reply becomes the row's ``output`` and completes it; a failed turn 
 the row (pending again while attempts remain, else errored). The row is settled in the
 transaction that ends its turn, so a crash re-runs the turn whole or not at all.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -263,8 +264,11 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
             if drain.board_id != board_id:
                 continue
             live = BoardTask.objects.filter(
-                organization_id=org_id, board_id=board_id, status=TaskStatus.IN_PROGRESS,
-                run=board_run_id(board_id, drain.seat_id), lease_expires_at__gte=now,
+                organization_id=org_id,
+                board_id=board_id,
+                status=TaskStatus.IN_PROGRESS,
+                run=board_run_id(board_id, drain.seat_id),
+                lease_expires_at__gte=now,
             )
             if live.exists():
                 continue
@@ -275,9 +279,12 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
                 if wake is None or (wake.ran_at is not None and wake.ran_at >= wake.enqueued_at):
                     enqueue_drain(org_id, board_id, drain.seat_id, key)  # nothing on its way
                 elif not requeue_lost(
-                    DrainWake, waiting=Q(pk=wake.pk), now=now,
+                    DrainWake,
+                    waiting=Q(pk=wake.pk),
+                    now=now,
                     send=lambda pk, org_id=org_id, board_id=board_id, seat_id=drain.seat_id, key=key: enqueue(
-                        SEAT_DRAIN_TASK, org_id, board_id, seat_id, key),
+                        SEAT_DRAIN_TASK, org_id, board_id, seat_id, key
+                    ),
                 ).all:
                     continue
                 woken.append((org_id, board_id, drain.seat_id, key))
@@ -313,8 +320,12 @@ def ensure_board_session(org: Organization, board_id: str, seat: Seat, *, user_i
         session, _ = Session.objects.get_or_create(
             organization=org,
             session_id=board_run_id(board_id, seat.seat_id),
-            defaults={"flow_kind": seat.kind, "user_id": user_id, "parent": parent,
-                      "state": {"seat": seat.seat_id, "boardId": board_id}},
+            defaults={
+                "flow_kind": seat.kind,
+                "user_id": user_id,
+                "parent": parent,
+                "state": {"seat": seat.seat_id, "boardId": board_id},
+            },
         )
     state = session.state or {}
     if session.flow_kind != seat.kind or state.get("seat") != seat.seat_id or state.get("boardId") != board_id:
@@ -352,7 +363,13 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
     DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
     report = drain_board(
-        org_id, board_id, worker_key, ROW_RUNNER, run=session.session_id, lease_seconds=lease_seconds(), max_rows=1,
+        org_id,
+        board_id,
+        worker_key,
+        ROW_RUNNER,
+        run=session.session_id,
+        lease_seconds=lease_seconds(),
+        max_rows=1,
     )
     if report["claimed"]:
         enqueue_drain(org_id, board_id, seat_id, worker_key)
@@ -385,9 +402,9 @@ def run_board_row(task: BoardTask) -> Settled:
         TurnFailed: the seat can't be reached, or its kind can't run a row (the drain
             fails the row).
     """
-    session = Session.objects.select_related("organization").filter(
-        organization_id=task.organization_id, session_id=task.run
-    ).first()
+    session = (
+        Session.objects.select_related("organization").filter(organization_id=task.organization_id, session_id=task.run).first()
+    )
     if session is None or not (session.state or {}).get("seat"):
         raise TurnFailed(f'session-not-found: no seat\'s board session "{task.run}"')
     try:

@@ -5,6 +5,7 @@
 its kind's own ``validate_worker`` facet); ``hire_workforce`` writes the seats,
 idempotently; ``do_hire_tree_workers`` is what ``serve`` does with the tree.
 """
+
 from __future__ import annotations
 
 import os

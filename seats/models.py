@@ -5,6 +5,7 @@ kind (the flow it runs on), its scope and what its WORKER.md declared. One seat 
 exist in several scopes; a caller reaches its own first, then its organization's, then a
 shared one (spec "Waking agent seats").
 """
+
 from __future__ import annotations
 
 from django.db import models
@@ -25,7 +26,11 @@ class Seat(models.Model):
     kind = models.CharField(max_length=100, help_text="The flow kind the seat runs on (agent, coordinator, ...).")
     scope = models.CharField(max_length=10, choices=Scope.choices)
     organization = models.ForeignKey(
-        Organization, null=True, blank=True, on_delete=models.CASCADE, related_name="seats",
+        Organization,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="seats",
         help_text="Empty for a shared seat.",
     )
     owner_user_id = models.CharField(max_length=200, blank=True, default="", help_text="Only for a user's own seat.")
@@ -41,9 +46,7 @@ class Seat(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["seat_id"], condition=Q(scope="shared"), name="seat_unique_shared"),
-            models.UniqueConstraint(
-                fields=["organization", "seat_id"], condition=Q(scope="org"), name="seat_unique_per_org"
-            ),
+            models.UniqueConstraint(fields=["organization", "seat_id"], condition=Q(scope="org"), name="seat_unique_per_org"),
             models.UniqueConstraint(
                 fields=["organization", "owner_user_id", "seat_id"], condition=Q(scope="own"), name="seat_unique_per_owner"
             ),

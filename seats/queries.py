@@ -1,5 +1,6 @@
 """Reads of seats and their conversations (``access_*`` raise, ``list_*`` return what
 there is)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -41,7 +42,8 @@ def reachable_seats(
         return {}
     if among is None:
         among = Seat.objects.filter(seat_id__in=wanted).filter(
-            Q(scope=Seat.Scope.SHARED) | Q(organization_id=org_id, scope=Seat.Scope.ORG)
+            Q(scope=Seat.Scope.SHARED)
+            | Q(organization_id=org_id, scope=Seat.Scope.ORG)
             | Q(organization_id=org_id, scope=Seat.Scope.OWN, owner_user_id=user_id)
         )
     found: dict[str, Seat] = {}

@@ -3,6 +3,7 @@
 Every task is idempotent: a board row is claimed with a conditional UPDATE, so the
 broker's redelivery never runs a row's turn twice.
 """
+
 from __future__ import annotations
 
 from workforce.runtime import boot_for_task

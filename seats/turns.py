@@ -22,6 +22,7 @@ A turn fails, with a named reason, when the provider fails or times out
 calling tools past ``WORKFORCE_TURN_MAX_STEPS`` (``turn-step-limit``), or it answers
 nothing at all (``empty-reply``).
 """
+
 from __future__ import annotations
 
 import json
@@ -126,8 +127,7 @@ def start_turn(
             owner); org: the session's organization, when the caller holds it.
     """
     with transaction.atomic():
-        request = do_record_request(session, action=action, input=input, user_id=user_id, running=True,
-                                    started_at=started_at)
+        request = do_record_request(session, action=action, input=input, user_id=user_id, running=True, started_at=started_at)
         if prompt is not None:
             emit_item(session, "", prompt, type=MESSAGE, request=request)
         if on_started is not None:
@@ -237,8 +237,9 @@ def run_turn(
         ``turn-step-limit``, ``empty-reply``) when the turn failed.
     """
     extras = {} if extras is None else extras
-    result = TurnResult(log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name,
-                        reply_data=dict(reply_data or {}))
+    result = TurnResult(
+        log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
+    )
     tool_ctx = ToolContext(org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras)
     deadline = time.monotonic() + (turn_timeout() if timeout is None else timeout)
     messages: list[dict] = []
@@ -265,7 +266,11 @@ def run_turn(
                 result.reply = reply.text
                 return result
             messages.append(
-                {"role": "assistant", "content": reply.text or None, "tool_calls": [c.as_message_part() for c in reply.tool_calls]}
+                {
+                    "role": "assistant",
+                    "content": reply.text or None,
+                    "tool_calls": [c.as_message_part() for c in reply.tool_calls],
+                }
             )
             for call in reply.tool_calls:
                 outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)

@@ -14,6 +14,7 @@ other), the coordinator keys ``delegates``, ``routing``, ``fallback`` and
 ``boardTools`` (the boards it drains and the boards whose task tools it holds, as
 ledger ids; see ``seats.boards``). Anything else is refused by name.
 """
+
 from __future__ import annotations
 
 import os
@@ -160,7 +161,10 @@ def _read_worker_entry(folder, team: str | None, team_problem: str | None, worke
     if folder.kind != "dir":
         return  # a loose file in workers/
     misnamed = folder_name_error(
-        folder, team_problem, kind=WORKER_LOAD_FAILED, noun="Worker",
+        folder,
+        team_problem,
+        kind=WORKER_LOAD_FAILED,
+        noun="Worker",
         team_note="The workers under it cannot be given an id until it is renamed.",
     )
     if misnamed is not None:
@@ -172,11 +176,14 @@ def _read_worker_entry(folder, team: str | None, team_problem: str | None, worke
         errors.append(exc.error)
         return
     if record is None:
-        errors.append(LoadError(
-            WORKER_LOAD_FAILED, folder.rel,
-            f'Worker folder "{folder.name}" has no {WORKER_FILE}. A worker folder declares one worker '
-            f"in {folder.rel}/{WORKER_FILE}; add it, or move the folder out of {WORKERS_DIR}/.",
-        ))
+        errors.append(
+            LoadError(
+                WORKER_LOAD_FAILED,
+                folder.rel,
+                f'Worker folder "{folder.name}" has no {WORKER_FILE}. A worker folder declares one worker '
+                f"in {folder.rel}/{WORKER_FILE}; add it, or move the folder out of {WORKERS_DIR}/.",
+            )
+        )
         return
     declared, body = record
     found = check_worker_declared(declared, body, folder.rel, f"{folder.rel}/{WORKER_FILE}")
@@ -201,8 +208,7 @@ def check_worker_declared(declared: dict, body: str, folder_rel: str, file_rel: 
 
     for key in declared:
         if key not in WORKER_KEYS:
-            bad(f'declares "{key}", which a worker cannot declare; the keys are {", ".join(WORKER_KEYS)}',
-                REFUSED_DECLARATION)
+            bad(f'declares "{key}", which a worker cannot declare; the keys are {", ".join(WORKER_KEYS)}', REFUSED_DECLARATION)
     if "description" in declared:
         description = declared["description"]
         if not isinstance(description, str) or not description.strip():

@@ -3,6 +3,7 @@
 Personas: ``OWNER`` opens the mailboxes (every line's principal), ``MEMBER`` and
 ``OUTSIDER`` call the API; ``org`` is DEFAULT_ORG_ID and ``other_org`` a second tenant.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -214,7 +215,6 @@ def run_in_threads(fn: Callable[[int], Any], n: int, *, barrier: bool = True, ti
         t.join(timeout=timeout)
     assert not errors, errors
     return results
-
 
 
 def pytest_collection_modifyitems(config, items):

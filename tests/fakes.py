@@ -5,6 +5,7 @@
 ``{"path", "auth", "body"}`` before it is answered; what it answers is ``reply(request)
 -> (status, JSON)``, given to the constructor or overridden by a subclass.
 """
+
 from __future__ import annotations
 
 import json

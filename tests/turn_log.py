@@ -3,6 +3,7 @@ records its turn the same way: the turn's request is running while the model run
 ends completed (or failed, with the turn's error), and its items are the turn text as
 a user message, one ``tool-call`` component per tool call, and the reply as an
 assistant message."""
+
 from __future__ import annotations
 
 from workforce.models import Item, Request

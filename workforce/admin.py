@@ -4,6 +4,7 @@ Also the read-only pieces every app's admin uses (ledgers and transcripts are
 read-only): ``ReadOnlyAdminMixin``/``ReadOnlyAdmin``, ``LedgerAdmin`` and
 ``ReadOnlyInline``.
 """
+
 from django.contrib import admin
 
 from .models import Item, Membership, Organization, OrgRecord, Request, Session

@@ -1,4 +1,5 @@
 """System checks for the kernel's configuration."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -20,6 +20,7 @@ hears of it at once only when the flow sets ``delegated_post_on_finished`` (its
 This module is the kernel's half: names and helpers any app can import. The coordinator
 kind (``coordinators``) runs the entry; the built-in agent kind (``seats``) declares it.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

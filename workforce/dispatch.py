@@ -4,6 +4,7 @@ Apps never import each other's internals to reach one another at run time; they
 dispatch to a kind's action through the registry, in process (``dispatch``) or on the
 django-q2 cluster (``enqueue_action``), exactly as the spec's flows do.
 """
+
 from __future__ import annotations
 
 import logging

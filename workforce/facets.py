@@ -9,6 +9,7 @@ here has a named key (the string stored in ``FlowKind.facets``) and a Protocol s
 what its value must be; read and write facets through them (``NOTIFY.get(flow)``,
 ``ROUTE.set(flow, route)``), never by a bare string.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -120,8 +121,15 @@ class PostTurn(Protocol):
     ``answer`` is set when the reply answers a routed post."""
 
     def __call__(
-        self, *, seat: Any, mailbox: Session, conversation: Session, notify_input: dict, key: str,
-        answer: AnswerSlot | None, on_started: Callable[[Request], None],
+        self,
+        *,
+        seat: Any,
+        mailbox: Session,
+        conversation: Session,
+        notify_input: dict,
+        key: str,
+        answer: AnswerSlot | None,
+        on_started: Callable[[Request], None],
     ) -> Turn: ...
 
 
@@ -173,17 +181,31 @@ CAPABILITIES: Facet[list] = Facet("capabilities", list, None, "Capability functi
 POST_TURN: Facet[PostTurn] = Facet("post_turn", PostTurn, None, "the kind's woken turn on a mailbox post")
 BOARD_ROW_TURN: Facet[BoardRowTurn] = Facet("board_row_turn", BoardRowTurn, None, "the kind's turn on a board row")
 TAKES_TASKS: Facet[bool] = Facet("takes_tasks", bool, False, "the kind takes board tasks")
-REQUEST_ON_FINISHED: Facet[RequestOnFinished] = Facet("request_on_finished", RequestOnFinished, None,
-                                                      "told when a request ends")
+REQUEST_ON_FINISHED: Facet[RequestOnFinished] = Facet("request_on_finished", RequestOnFinished, None, "told when a request ends")
 VALIDATE_WORKER: Facet[ValidateWorker] = Facet("validate_worker", ValidateWorker, None, "the kind's worker checks")
 COORDINATOR: Facet[Any] = Facet("coordinator", object, None, "a coordinator kind's CoordinatorSetup")
 STATE_FIELDS: Facet[tuple] = Facet("state_fields", tuple, (), "session state only the kind writes")
 PRIVATE_SESSIONS: Facet[bool] = Facet("private_sessions", bool, False, "a session is its owner's only")
-CLIENT_CREATES_SESSIONS: Facet[bool] = Facet("client_creates_sessions", bool, True,
-                                             "an action call naming a new id creates the session")
+CLIENT_CREATES_SESSIONS: Facet[bool] = Facet(
+    "client_creates_sessions", bool, True, "an action call naming a new id creates the session"
+)
 
 ALL_FACETS: tuple[Facet, ...] = (
-    MAILBOX, NOTIFY, ROUTE, ON_TASK_FILED, WORKER, HEARS_POSTS, TOOL_CATALOG, CAPABILITIES, POST_TURN,
-    BOARD_ROW_TURN, TAKES_TASKS, REQUEST_ON_FINISHED, VALIDATE_WORKER, COORDINATOR, STATE_FIELDS,
-    PRIVATE_SESSIONS, CLIENT_CREATES_SESSIONS,
+    MAILBOX,
+    NOTIFY,
+    ROUTE,
+    ON_TASK_FILED,
+    WORKER,
+    HEARS_POSTS,
+    TOOL_CATALOG,
+    CAPABILITIES,
+    POST_TURN,
+    BOARD_ROW_TURN,
+    TAKES_TASKS,
+    REQUEST_ON_FINISHED,
+    VALIDATE_WORKER,
+    COORDINATOR,
+    STATE_FIELDS,
+    PRIVATE_SESSIONS,
+    CLIENT_CREATES_SESSIONS,
 )

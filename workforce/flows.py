@@ -4,6 +4,7 @@ A *public* action is reachable by a client (HTTP) and by dispatch from another f
 *internal* action only by dispatch (the spec's "internal entry ... never a client").
 Apps register their kinds in ``AppConfig.ready()``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -72,7 +73,9 @@ def format_serializer_errors(errors: Any, prefix: str = "") -> str:
     elif isinstance(errors, list):
         texts = [format_serializer_errors(e, prefix) if isinstance(e, (dict, list)) else str(e) for e in errors]
         label = prefix.rstrip(".")
-        return f"{label}: {' '.join(texts)}" if label and all(not isinstance(e, (dict, list)) for e in errors) else " ".join(texts)
+        return (
+            f"{label}: {' '.join(texts)}" if label and all(not isinstance(e, (dict, list)) for e in errors) else " ".join(texts)
+        )
     else:
         return f"{prefix.rstrip('.')}: {errors}"
     return "; ".join(p for p in parts if p)

@@ -8,6 +8,7 @@ running under a lapsed lease, and has had fewer than ``max_attempts()`` claims. 
 claim's token then guards everything the run writes: a run whose token no longer
 matches lost its claim (``LeaseLost``) to a task that took the row over.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,9 +41,7 @@ def max_attempts() -> int:
     return int(settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS)
 
 
-def claim_lease(
-    model: type[models.Model], pk: int, *, now: datetime | None = None, stamp_started: bool = True
-) -> str | None:
+def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = None, stamp_started: bool = True) -> str | None:
     """Claim row ``pk`` of ``model`` for one run, with one conditional UPDATE.
 
     The row is taken when its status is ``pending``, or ``running`` with
@@ -150,13 +149,11 @@ def queue_mark(after: datetime, *, now: datetime) -> datetime | None:
     horizon = now - timedelta(seconds=requeue_grace_seconds())
     mark = None
     for model, ran_field in _witnesses.values():
-        latest = (
-            model.objects.filter(
-                requeues=0, enqueued_at__gt=after,
-                **{f"{ran_field}__lt": horizon, f"{ran_field}__gte": F("enqueued_at")},
-            )
-            .aggregate(latest=models.Max("enqueued_at"))["latest"]
-        )
+        latest = model.objects.filter(
+            requeues=0,
+            enqueued_at__gt=after,
+            **{f"{ran_field}__lt": horizon, f"{ran_field}__gte": F("enqueued_at")},
+        ).aggregate(latest=models.Max("enqueued_at"))["latest"]
         if latest is not None and (mark is None or latest > mark):
             mark = latest
     return mark
@@ -167,9 +164,7 @@ def cluster_quiet(*, now: datetime) -> bool:
     ``requeue_grace_seconds()``: a task the cluster already took from the broker (its
     workers prefetch a few) would have started by then."""
     since = now - timedelta(seconds=requeue_grace_seconds())
-    return not any(
-        model.objects.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values()
-    )
+    return not any(model.objects.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values())
 
 
 def orm_broker() -> bool:

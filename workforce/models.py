@@ -4,6 +4,7 @@ A *session* is one conversation on one flow kind (a mailbox is a session on the
 ``mailbox`` kind). Every action call on a session is a *request*; what a session emits
 (transcript lines, route decisions, ...) are its *items*, numbered per session.
 """
+
 from __future__ import annotations
 
 import secrets

@@ -8,6 +8,7 @@ line, so it does not name the poster); ``author`` the line's unverified label;
 posts by declaring an internal action ``onMailboxPost`` that takes this input (spec
 "Making a kind of your own hear posts").
 """
+
 from __future__ import annotations
 
 from typing import Any

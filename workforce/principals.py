@@ -5,6 +5,7 @@ and runs in ``DEFAULT_ORG_ID``, the development case. With authentication the pr
 is the authenticated user and the organization its membership names; a ``userId`` that
 names someone else is refused (403).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

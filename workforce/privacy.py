@@ -9,6 +9,7 @@ board's run session) is readable by everyone in its organization; the organizati
 itself is checked by the lookup, never here. A reader of None (no authentication and no
 ``userId``) never reads a private session.
 """
+
 from __future__ import annotations
 
 from .facets import PRIVATE_SESSIONS

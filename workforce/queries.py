@@ -1,6 +1,7 @@
 """Reads of kernel data, always through the organization: another organization's object
 answers ``*-not-found`` (404), never 403; inside it, a private conversation and every
 session under it are their owner's (``workforce.privacy``)."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet
@@ -47,11 +48,7 @@ def access_request(org: Organization, request_id: str, *, reader: str | None) ->
     Raises:
         Refusal("request-not-found"): no such request, or one ``reader`` may not read.
     """
-    row = (
-        Request.objects.select_related(f"session__{PARENT_JOIN}")
-        .filter(organization=org, request_id=request_id)
-        .first()
-    )
+    row = Request.objects.select_related(f"session__{PARENT_JOIN}").filter(organization=org, request_id=request_id).first()
     if row is None or not may_read(row.session, reader):
         raise Refusal("request-not-found", f'No request "{request_id}" exists.')
     return row

@@ -3,6 +3,7 @@
 ``Refusal(reason, detail)`` reads ``"<reason>: <detail>"``. Raising one inside an action
 rolls back everything the action wrote; the request itself is still recorded as failed.
 """
+
 from __future__ import annotations
 
 # HTTP status per reason: the kernel's own codes. Each app registers its codes from its

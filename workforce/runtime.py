@@ -7,6 +7,7 @@ cluster worker spawns (``workforce.sweepers.on_worker_spawn``), and every task c
 ``boot_for_task()`` first. The kernel never
 imports the composition root; it calls the dotted path in ``settings.WORKFORCE_BOOT``.
 """
+
 from __future__ import annotations
 
 import logging

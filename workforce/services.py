@@ -1,5 +1,6 @@
 """Kernel services that are not actions: memberships (which organization an
 authenticated user acts in)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,7 +50,9 @@ def do_add_member(username: str, org_id: str, *, create_user: bool = False, move
             org = Organization.objects.filter(id=org_id).first()
             if org is None:
                 known = ", ".join(Organization.objects.order_by("id").values_list("id", flat=True)[:20]) or "none"
-                raise MembershipRefused(f"no organization {org_id!r} (known: {known}); `open_mailboxes --org {org_id}` creates one")
+                raise MembershipRefused(
+                    f"no organization {org_id!r} (known: {known}); `open_mailboxes --org {org_id}` creates one"
+                )
         users = get_user_model()
         user = users.objects.filter(username=username).first()
         created = False

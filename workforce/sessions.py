@@ -5,6 +5,7 @@ or another flow dispatched it. It records a Request, runs the handler inside a s
 so that a Refusal rolls back everything the action wrote, and records the outcome
 (completed with output, or failed with ``{reason, message}``) in the same transaction.
 """
+
 from __future__ import annotations
 
 import logging
@@ -242,11 +243,7 @@ def do_run_action(
 
 
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
-    return (
-        Request.objects.select_related("session")
-        .filter(organization=org, user_id=user_id, idempotency_key=key)
-        .first()
-    )
+    return Request.objects.select_related("session").filter(organization=org, user_id=user_id, idempotency_key=key).first()
 
 
 def _check_replay(existing: Request, session_id: str, action: str, stored_input: Any) -> Request:
@@ -340,6 +337,4 @@ def do_record_failed_request(
     """Record a failed request on ``session`` without running anything (a delivery that
     could not start, a refusal noticed outside an action); ``do_record_request`` with
     ``error=refusal.as_error()``."""
-    return do_record_request(
-        session, action=action, input=input, user_id=user_id, error=refusal.as_error(), internal=internal
-    )
+    return do_record_request(session, action=action, input=input, user_id=user_id, error=refusal.as_error(), internal=internal)

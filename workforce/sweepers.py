@@ -13,6 +13,7 @@ once by hand. A sweep that fails is logged and its
 database connection closed; the sweeps after it still run. Sweeps from several workers
 at once must be safe: each one re-enqueues with a conditional UPDATE or a claim.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,9 +36,7 @@ _started = False
 _lock = threading.Lock()
 
 
-def register_sweep(
-    name: str, sweep: Callable[[], Any], *, every: float | None = None, in_sweeper_thread: bool = True
-) -> None:
+def register_sweep(name: str, sweep: Callable[[], Any], *, every: float | None = None, in_sweeper_thread: bool = True) -> None:
     """Run ``sweep()`` on every pass of the cluster workers' sweeper thread, and from
     ``manage.py sweep``.
 

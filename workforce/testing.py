@@ -20,6 +20,7 @@ An answer is a string (text), a ``ModelReply``, a dict ``{"text": ..., "tool_cal
 [{"name": ..., "arguments": {...}}]}``, or an exception (instance or class), which the
 call raises (as ModelError unless it is one).
 """
+
 from __future__ import annotations
 
 import threading

@@ -4,6 +4,7 @@ A Tool is a name, a description, a JSON-schema for its arguments and a function.
 never raise for expected failures: they answer ``{"ok": false, "error": ...}`` (task
 tools) or ``{"refused": ...}`` (coordinator tools) so the model can read the outcome.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -51,4 +52,7 @@ class Tool:
 
     def openai_schema(self) -> dict:
         """The tool as an OpenAI ``tools`` entry."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }

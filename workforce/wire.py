@@ -2,6 +2,7 @@
 is written, so bad input is a clean ``invalid-input`` (400) on SQLite and PostgreSQL
 alike, never a database error (PostgreSQL's JSON refuses NUL and lone surrogates,
 Python's json reads ``1e400`` as infinity, deep nesting overflows the stack)."""
+
 from __future__ import annotations
 
 import math

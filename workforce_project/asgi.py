@@ -7,6 +7,7 @@ A process started some other way (``uvicorn workforce_project.asgi:application``
 itself on its first request: hires the tree's seats and wires the notify block, as
 ``serve`` does before it listens (``serve`` marks its process booted, so this is free).
 """
+
 import asyncio
 import os
 

@@ -1,6 +1,7 @@
 """The composition root: what ``serve`` (and the cluster it starts) does before it takes
 requests. Only this project package imports every app; the apps reach each other at run
 time through the flow registry (docs/architecture.md "Layers")."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -72,6 +73,4 @@ def boot_process() -> None:
 def open_roster(roster: Roster, *, org_id: str = DEFAULT_ORG_ID, user_id: str | None = None) -> list[OpenOutcome]:
     """Open the roster's mailboxes in ``org_id`` as ``user_id`` (default
     ``WORKFORCE_OPEN_USER``). Raises ``mailboxes.services.OpenRefused``."""
-    return do_open_mailboxes(
-        ensure_organization(org_id), roster.mailboxes, user_id=user_id or settings.WORKFORCE_OPEN_USER
-    )
+    return do_open_mailboxes(ensure_organization(org_id), roster.mailboxes, user_id=user_id or settings.WORKFORCE_OPEN_USER)

@@ -1,5 +1,6 @@
 """System checks for how the server is deployed: its secret key and its database
 connections."""
+
 from __future__ import annotations
 
 from django.conf import settings

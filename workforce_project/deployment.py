@@ -1,5 +1,6 @@
 """What a deployment is made of, said and checked at start-up: the database, the broker,
 the address the web server binds, and the connections they need."""
+
 from __future__ import annotations
 
 import ipaddress

@@ -7,6 +7,7 @@ installation with no key set gets its own random key, kept in a file under
 
 Imported by ``settings.py`` before Django is set up: standard library only.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ Every setting has an embedded default, so ``python manage.py serve`` runs on a f
 machine with no configuration: SQLite under ``var/``, the example tree, the django-q2
 ORM broker and the embedded models.
 """
+
 from __future__ import annotations
 
 import os

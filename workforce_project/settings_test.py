@@ -1,5 +1,6 @@
 """Test settings: django-q2 runs tasks synchronously (django-q2 reads Q_CLUSTER at
 import, so ``override_settings`` cannot switch ``sync`` on)."""
+
 from .settings import *  # noqa: F401,F403
 from .settings import Q_CLUSTER
 

@@ -1,4 +1,5 @@
 """URL map: the HTTP contract (README "Run it"), the schema, and the admin."""
+
 from django.contrib import admin
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView

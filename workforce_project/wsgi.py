@@ -1,5 +1,6 @@
 """WSGI entry point. Like the ASGI one, a process started by a WSGI server boots itself
 (hires the tree's seats, wires the notify block) on its first request."""
+
 import os
 
 from django.core.wsgi import get_wsgi_application

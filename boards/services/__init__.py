@@ -4,6 +4,7 @@
 ``rows`` files rows and runs the task operations; ``claims`` claims, settles, sweeps
 leases and drains. Everything public is importable from here.
 """
+
 from .claims import (
     DEFAULT_LEASE_SECONDS,
     DrainReport,
@@ -31,8 +32,25 @@ from .rows import (
 )
 
 __all__ = [
-    "DEFAULT_LEASE_SECONDS", "DrainReport", "ParkTask", "Settled", "UPDATABLE_FIELDS", "check_assignee", "do_assign_task",
-    "do_block_task", "do_cancel_task", "do_claim_task", "do_complete_task", "do_drain_board", "do_extend_lease",
-    "do_fail_task", "do_file_task", "do_release_lapsed_tasks", "do_resume_task", "do_settle_claim",
-    "do_unblock_task", "do_update_task", "mint_run_id",
+    "DEFAULT_LEASE_SECONDS",
+    "DrainReport",
+    "ParkTask",
+    "Settled",
+    "UPDATABLE_FIELDS",
+    "check_assignee",
+    "do_assign_task",
+    "do_block_task",
+    "do_cancel_task",
+    "do_claim_task",
+    "do_complete_task",
+    "do_drain_board",
+    "do_extend_lease",
+    "do_fail_task",
+    "do_file_task",
+    "do_release_lapsed_tasks",
+    "do_resume_task",
+    "do_settle_claim",
+    "do_unblock_task",
+    "do_update_task",
+    "mint_run_id",
 ]

@@ -6,6 +6,7 @@ it, so concurrent drainers skip each other's rows instead of queueing on them, a
 UPDATE is conditional on the row still being as read, so exactly one claimer wins on any
 database. Settling only counts for the current claim (its ``claim_token``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -125,7 +126,14 @@ def do_claim_task(
                         lost += 1
                     continue
                 fields["abandonments"] = abandon["abandonments"]
-                extra.append((K.ABANDONED, S.IN_PROGRESS, S.PENDING, {"abandonments": abandon["abandonments"], "claimedBy": task.claimed_by}))
+                extra.append(
+                    (
+                        K.ABANDONED,
+                        S.IN_PROGRESS,
+                        S.PENDING,
+                        {"abandonments": abandon["abandonments"], "claimedBy": task.claimed_by},
+                    )
+                )
             token = _mint_claim_token()
             fields.update(
                 status=S.IN_PROGRESS,
@@ -137,10 +145,9 @@ def do_claim_task(
                 run=run,
                 updated_at=at,
             )
-            won = (
-                BoardTask.objects.filter(pk=task.pk, status=task.status, attempts=task.attempts, claim_token=task.claim_token)
-                .update(**fields)
-            )
+            won = BoardTask.objects.filter(
+                pk=task.pk, status=task.status, attempts=task.attempts, claim_token=task.claim_token
+            ).update(**fields)
             if won != 1:
                 lost += 1  # another claimer got it (SQLite, or a lost conditional UPDATE)
                 continue
@@ -175,7 +182,9 @@ def do_extend_lease(task: BoardTask, *, lease_seconds: float = DEFAULT_LEASE_SEC
     heartbeat). False when the claim is no longer current (lapsed and re-claimed,
     settled or cancelled); the row is untouched then."""
     expires = timezone.now() + timedelta(seconds=lease_seconds)
-    won = BoardTask.objects.filter(pk=task.pk, status=S.IN_PROGRESS, claim_token=task.claim_token).update(lease_expires_at=expires)
+    won = BoardTask.objects.filter(pk=task.pk, status=S.IN_PROGRESS, claim_token=task.claim_token).update(
+        lease_expires_at=expires
+    )
     if won == 1:
         task.lease_expires_at = expires
     return won == 1
@@ -201,7 +210,9 @@ def do_settle_claim(
     with transaction.atomic():
         if error is not None:
             to, kind, fields = _fail_decision(task, error)
-            ok = _apply(task, kind=kind, actor=actor, to_status=to, fields=fields, data={"error": error, "attempts": task.attempts})
+            ok = _apply(
+                task, kind=kind, actor=actor, to_status=to, fields=fields, data={"error": error, "attempts": task.attempts}
+            )
         elif park is not None:
             ok = _apply(task, kind=K.PARKED, actor=actor, to_status=S.PARKED, data={"reason": park})
         else:
@@ -249,8 +260,14 @@ class DrainReport:
 
     def as_dict(self) -> dict:
         return {
-            "boardId": self.board_id, "run": self.run, "claimed": self.claimed, "completed": self.completed,
-            "retried": self.retried, "errored": self.errored, "parked": self.parked, "lost": self.lost,
+            "boardId": self.board_id,
+            "run": self.run,
+            "claimed": self.claimed,
+            "completed": self.completed,
+            "retried": self.retried,
+            "errored": self.errored,
+            "parked": self.parked,
+            "lost": self.lost,
             "taskIds": list(self.task_ids),
         }
 
@@ -297,8 +314,15 @@ def do_drain_board(
             settled = do_settle_claim(task, park=parked.reason)
             outcome = "parked"
         except Exception as exc:  # the row's run failed; the drain goes on
-            logger.info("board %s: run of %s failed (attempt %d of %d): %s: %s", board_id, task.task_id,
-                        task.attempts, task.max_attempts, type(exc).__name__, exc)
+            logger.info(
+                "board %s: run of %s failed (attempt %d of %d): %s: %s",
+                board_id,
+                task.task_id,
+                task.attempts,
+                task.max_attempts,
+                type(exc).__name__,
+                exc,
+            )
             logger.debug("board %s: run of %s failed", board_id, task.task_id, exc_info=True)
             settled = do_settle_claim(task, error=f"{type(exc).__name__}: {exc}")
             outcome = "retried" if settled is not None and settled.status == S.PENDING else "errored"
@@ -308,8 +332,14 @@ def do_drain_board(
                 outcome = _SETTLED_OUTCOME.get(settled.status, "errored") if settled is not None else "completed"
                 if settled is not None and settled.status in (S.PENDING, S.ERRORED) and settled.error:
                     # The run failed and settled its own failure: the same line as above.
-                    logger.info("board %s: run of %s failed (attempt %d of %d): %s", board_id, task.task_id,
-                                task.attempts, task.max_attempts, settled.error)
+                    logger.info(
+                        "board %s: run of %s failed (attempt %d of %d): %s",
+                        board_id,
+                        task.task_id,
+                        task.attempts,
+                        task.max_attempts,
+                        settled.error,
+                    )
             else:
                 settled = do_settle_claim(task, output=output)
                 outcome = "completed"

@@ -6,6 +6,7 @@ from (status, attempts and the current claim), plus one ``TaskChange`` record, i
 transaction. A writer that loses a race re-reads the row and decides again, so two
 writers never both move one row, on SQLite or on PostgreSQL.
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,9 +72,8 @@ def _apply(
             updates.update(lease_expires_at=None, claim_token=None, claimed_by=None)
         if is_terminal(to_status):
             updates["completed_at"] = now
-    won = (
-        BoardTask.objects.filter(pk=task.pk, status=from_status, attempts=task.attempts, claim_token=task.claim_token)
-        .update(**updates)
+    won = BoardTask.objects.filter(pk=task.pk, status=from_status, attempts=task.attempts, claim_token=task.claim_token).update(
+        **updates
     )
     if won != 1:
         return False
@@ -84,14 +84,22 @@ def _apply(
     if moved and updates["status"] == S.ERRORED:
         # One line for operators, once the row is really errored (after commit).
         reason = task.error or (data or {}).get("error") or kind
-        transaction.on_commit(lambda: logger.warning(
-            "board row given up: board %s, row %s, after %d of %d attempts: %s",
-            task.board_id, task.task_id, task.attempts, task.max_attempts, reason,
-        ))
+        transaction.on_commit(
+            lambda: logger.warning(
+                "board row given up: board %s, row %s, after %d of %d attempts: %s",
+                task.board_id,
+                task.task_id,
+                task.attempts,
+                task.max_attempts,
+                reason,
+            )
+        )
     return True
 
 
-def _record(task: BoardTask, kind: str, from_status: str | None, to_status: str | None, *, actor: str | None, data: dict | None = None) -> TaskChange:
+def _record(
+    task: BoardTask, kind: str, from_status: str | None, to_status: str | None, *, actor: str | None, data: dict | None = None
+) -> TaskChange:
     return TaskChange.objects.create(
         task=task,
         organization_id=task.organization_id,
@@ -279,7 +287,12 @@ def do_file_task(
 
 
 def do_assign_task(
-    org: Organization, board_id: str, task_id: object, assignee: str | None, *, actor: str | None = None,
+    org: Organization,
+    board_id: str,
+    task_id: object,
+    assignee: str | None,
+    *,
+    actor: str | None = None,
     known_workers: Iterable[str] | None = None,
 ) -> BoardTask:
     """Set (or clear, with None) a row's assignee; records ``assignee_changed`` when it
@@ -305,7 +318,9 @@ def do_assign_task(
 UPDATABLE_FIELDS = ("title", "goal", "context", "priority", "max_attempts", "labels", "input", "deps")
 
 
-def do_update_task(org: Organization, board_id: str, task_id: object, changes: dict[str, Any], *, actor: str | None = None) -> BoardTask:
+def do_update_task(
+    org: Organization, board_id: str, task_id: object, changes: dict[str, Any], *, actor: str | None = None
+) -> BoardTask:
     """Edit a non-terminal row's fields (``UPDATABLE_FIELDS``, snake_case keys); never
     its status or assignee. Records ``updated`` with the names of the fields changed.
 
@@ -348,7 +363,9 @@ def do_update_task(org: Organization, board_id: str, task_id: object, changes: d
     return _with_row(org, board_id, task_id, step)
 
 
-def do_complete_task(org: Organization, board_id: str, task_id: object, *, output: Any = None, actor: str | None = None) -> BoardTask:
+def do_complete_task(
+    org: Organization, board_id: str, task_id: object, *, output: Any = None, actor: str | None = None
+) -> BoardTask:
     """Settle a row as completed (from in_progress or parked), keeping ``output``.
 
     Raises:
@@ -388,7 +405,9 @@ def do_fail_task(org: Organization, board_id: str, task_id: object, *, error: st
     return _with_row(org, board_id, task_id, step)
 
 
-def do_block_task(org: Organization, board_id: str, task_id: object, *, reason: str | None = None, actor: str | None = None) -> BoardTask:
+def do_block_task(
+    org: Organization, board_id: str, task_id: object, *, reason: str | None = None, actor: str | None = None
+) -> BoardTask:
     """Block a pending row (a drain won't claim it) until it is unblocked.
 
     Raises:
@@ -426,7 +445,9 @@ def do_unblock_task(org: Organization, board_id: str, task_id: object, *, actor:
     return _with_row(org, board_id, task_id, step)
 
 
-def do_cancel_task(org: Organization, board_id: str, task_id: object, *, reason: str | None = None, actor: str | None = None) -> BoardTask:
+def do_cancel_task(
+    org: Organization, board_id: str, task_id: object, *, reason: str | None = None, actor: str | None = None
+) -> BoardTask:
     """Cancel any non-terminal row (including one a seat is working on: its drain's
     later settle changes nothing).
 

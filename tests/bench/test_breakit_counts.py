@@ -1,5 +1,6 @@
 """The break-it bench's counting and verdict (``bench/_breakit.py``): pure functions, no
 server (the whole pass is ``bench/breakit.py``, too slow for the suite)."""
+
 from __future__ import annotations
 
 from bench._breakit import (
@@ -27,7 +28,12 @@ def test_a_wake_still_pending_or_running_is_unsettled_not_lost():
 
 
 def test_posts_answered_202_and_missing_lose_one_wake_per_member():
-    assert count_lost(["p1"], SEATS, [("p1", "s.a"), ("p1", "s.b")], [("p1", "s.a"), ("p1", "s.b")], acked_missing=3) == (8, 2, 6, 0)
+    assert count_lost(["p1"], SEATS, [("p1", "s.a"), ("p1", "s.b")], [("p1", "s.a"), ("p1", "s.b")], acked_missing=3) == (
+        8,
+        2,
+        6,
+        0,
+    )
 
 
 def test_wakes_of_posts_nobody_made_are_not_counted_done():
@@ -60,33 +66,35 @@ def test_verdict_passes_only_when_nothing_is_lost_duplicated_5xx_and_extra_withi
 
 
 def test_error_lines_name_the_exception_under_each_error_and_count_repeats():
-    log = "\n".join([
-        "INFO django-q: Processed",
-        "ERROR django.request: Internal Server Error: /api/x",
-        "Traceback (most recent call last):",
-        '  File "a.py", line 1, in f',
-        "    g()",
-        "psycopg.errors.StringDataRightTruncation: value too long for type character varying(200)",
-        "",
-        "The above exception was the direct cause of the following exception:",
-        "",
-        "Traceback (most recent call last):",
-        '  File "b.py", line 2, in h',
-        "django.db.utils.DataError: value too long for type character varying(200)",
-        "ERROR django.request: Internal Server Error: /api/x",
-        "Traceback (most recent call last):",
-        '  File "a.py", line 1, in f',
-        "psycopg.errors.StringDataRightTruncation: value too long for type character varying(200)",
-        "",
-        "During handling of the above exception, another exception occurred:",
-        "",
-        "Traceback (most recent call last):",
-        '  File "b.py", line 2, in h',
-        "django.db.utils.DataError: value too long for type character varying(200)",
-        "INFO:     127.0.0.1:1 - POST /api/x 500",
-        "ERROR:    Exception in ASGI application",
-        "WARNING seats: something",
-    ])
+    log = "\n".join(
+        [
+            "INFO django-q: Processed",
+            "ERROR django.request: Internal Server Error: /api/x",
+            "Traceback (most recent call last):",
+            '  File "a.py", line 1, in f',
+            "    g()",
+            "psycopg.errors.StringDataRightTruncation: value too long for type character varying(200)",
+            "",
+            "The above exception was the direct cause of the following exception:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "b.py", line 2, in h',
+            "django.db.utils.DataError: value too long for type character varying(200)",
+            "ERROR django.request: Internal Server Error: /api/x",
+            "Traceback (most recent call last):",
+            '  File "a.py", line 1, in f',
+            "psycopg.errors.StringDataRightTruncation: value too long for type character varying(200)",
+            "",
+            "During handling of the above exception, another exception occurred:",
+            "",
+            "Traceback (most recent call last):",
+            '  File "b.py", line 2, in h',
+            "django.db.utils.DataError: value too long for type character varying(200)",
+            "INFO:     127.0.0.1:1 - POST /api/x 500",
+            "ERROR:    Exception in ASGI application",
+            "WARNING seats: something",
+        ]
+    )
     assert error_lines(log) == [
         "ERROR django.request: Internal Server Error: /api/x | django.db.utils.DataError: "
         "value too long for type character varying(200) (x2)",
@@ -103,7 +111,17 @@ def test_an_answer_is_json_only_with_a_json_type_and_a_body_that_parses():
 def test_the_fuzz_cases_probe_every_column_at_and_over_its_length():
     names = [c.name for c in fuzz_cases(mailbox="m.box", board_mailbox="m.desk", board="tasks", coordinator="m.help")]
     assert len(names) == len(set(names)) and len(names) < 400
-    for probe in ("userId 200 chars", "userId 201 chars", "Idempotency-Key 255 chars", "Idempotency-Key 256 chars",
-                  "mailbox sessionId 300 chars", "mailbox sessionId 301 chars", "fileTask assignee 201 chars",
-                  "worker session sessionId 301 chars", "userId with ':'", "POST /api/nope", "nesting depth 100000"):
+    for probe in (
+        "userId 200 chars",
+        "userId 201 chars",
+        "Idempotency-Key 255 chars",
+        "Idempotency-Key 256 chars",
+        "mailbox sessionId 300 chars",
+        "mailbox sessionId 301 chars",
+        "fileTask assignee 201 chars",
+        "worker session sessionId 301 chars",
+        "userId with ':'",
+        "POST /api/nope",
+        "nesting depth 100000",
+    ):
         assert probe in names

@@ -1,5 +1,6 @@
 """Board fixtures: a tree whose mailboxes hold boards, rows forced into any status, and a
 tool context for a seat."""
+
 from __future__ import annotations
 
 from datetime import timedelta

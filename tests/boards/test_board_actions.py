@@ -1,5 +1,6 @@
 """boardActions: true (spec "Working the rows"): the eight task tools as
 actions on the opted-in mailbox's own session, and nowhere else."""
+
 from __future__ import annotations
 
 import pytest
@@ -69,7 +70,9 @@ def test_a_tool_refusal_fails_the_request_with_the_tool_s_code(boards_open, act)
     assert (missing.status, missing.error["reason"]) == ("failed", "task_not_found")
     illegal = act("support.help", f"completeTask_{SX}", {"taskId": task_id})
     assert illegal.error["reason"] == "illegal_status_transition"
-    assert illegal.error["message"].startswith(f"illegal_status_transition: completeTask_{SX} can't move {task_id}: it is pending")
+    assert illegal.error["message"].startswith(
+        f"illegal_status_transition: completeTask_{SX} can't move {task_id}: it is pending"
+    )
     force_status(BoardTask.objects.get(task_id=task_id), "completed")
     terminal = act("support.help", f"cancelTask_{SX}", {"taskId": task_id})
     assert terminal.error["reason"] == "task_terminal"

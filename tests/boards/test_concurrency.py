@@ -1,5 +1,6 @@
 """Exactly one claimer wins each row (spec "Working the rows"), on
 PostgreSQL with real threads and real processes (SQLite has no row locks to test), beside a control showing an unlocked read-then-write double-claims."""
+
 from __future__ import annotations
 
 import os
@@ -99,8 +100,11 @@ def test_control_an_unlocked_read_then_write_double_claims(org):
             task = claimable_tasks(org, FOLLOWUPS, now=timezone.now()).first()
             barrier.wait(timeout=30)
             BoardTask.objects.filter(pk=task.pk).update(
-                status=TaskStatus.IN_PROGRESS, attempts=F("attempts") + 1, claim_token=f"t{i}",
-                lease_expires_at=timezone.now(), claimed_by=f"w{i}",
+                status=TaskStatus.IN_PROGRESS,
+                attempts=F("attempts") + 1,
+                claim_token=f"t{i}",
+                lease_expires_at=timezone.now(),
+                claimed_by=f"w{i}",
             )
             return task.pk
 
@@ -142,9 +146,7 @@ def _database_url() -> str:
 def test_four_processes_drain_a_thousand_rows_each_exactly_once(org):
     """4 processes draining one board of 1,000 rows: every row
     completed exactly once, no row claimed twice, attempts 1 for every row."""
-    BoardTask.objects.bulk_create(
-        [BoardTask(organization=org, board_id=FOLLOWUPS, goal=f"row {i}") for i in range(1000)]
-    )
+    BoardTask.objects.bulk_create([BoardTask(organization=org, board_id=FOLLOWUPS, goal=f"row {i}") for i in range(1000)])
     env = {**os.environ, "DATABASE_URL": _database_url()}
     start_at = time.time() + 3
     script = DRAIN_SCRIPT.format(repo=str(REPO), org=org.pk, start_at=start_at, board=FOLLOWUPS)

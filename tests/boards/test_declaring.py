@@ -1,5 +1,6 @@
 """Declaring boards (spec "Holding a board", "Working the rows"):
 names, ledger ids, tool suffixes, and what the binder refuses."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,7 +33,28 @@ def test_ledger_id_and_suffix():
         split_board_id("followups")
 
 
-@pytest.mark.parametrize("name", ["", " ", "a b", "a\tb", "feature.triage", "a/b", "a*", "[a]", "a]", "lock", "LOCK", "Lock", "__proto__", "prototype", "constructor", 3, None])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        " ",
+        "a b",
+        "a\tb",
+        "feature.triage",
+        "a/b",
+        "a*",
+        "[a]",
+        "a]",
+        "lock",
+        "LOCK",
+        "Lock",
+        "__proto__",
+        "prototype",
+        "constructor",
+        3,
+        None,
+    ],
+)
 def test_bad_board_names(name):
     assert board_name_problem(name) is not None
     with pytest.raises(ValueError):
@@ -111,10 +133,12 @@ def test_a_collision_in_a_tree_on_disk(make_tree):
 
     from ..conftest import mailbox_md
 
-    root = make_tree({
-        "teams/eng/mailboxes/feature-work/MAILBOX.md": mailbox_md(boards="[x]", boardActions="true"),
-        "teams/eng/mailboxes/feature/MAILBOX.md": mailbox_md(boards="[work_x]"),
-    })
+    root = make_tree(
+        {
+            "teams/eng/mailboxes/feature-work/MAILBOX.md": mailbox_md(boards="[x]", boardActions="true"),
+            "teams/eng/mailboxes/feature/MAILBOX.md": mailbox_md(boards="[work_x]"),
+        }
+    )
     with pytest.raises(TreeError) as refused:
         load_roster(root)
     text = str(refused.value)

@@ -1,5 +1,6 @@
 """Working the rows (spec "Working the rows"): claim order, priority,
 deps, retries, leases and abandonments, the drain and its django-q2 entry."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -40,7 +41,12 @@ def test_a_claim_sets_in_progress_attempts_lease_started_and_run(org, file_row):
     assert claimed.started_at == now and claimed.claim_token
     change = TaskChange.objects.filter(task=task).order_by("-id").first()
     assert (change.kind, change.from_status, change.to_status, change.actor, change.run) == (
-        "claimed", "pending", "in_progress", "analyst", "run_1")
+        "claimed",
+        "pending",
+        "in_progress",
+        "analyst",
+        "run_1",
+    )
     assert claim(org) is None  # nothing else to claim
 
 

@@ -1,6 +1,7 @@
 """A board row given up (errored: out of attempts, or abandoned by its lease) is one
 warning line naming the board, the row and why; a failed attempt that will be retried
 is an INFO line, without a traceback."""
+
 from __future__ import annotations
 
 import logging
@@ -29,9 +30,13 @@ def test_a_row_out_of_attempts_is_one_warning_line(hired, file_task, caplog):
     task = row(file_task("Flaky.", maxAttempts=2))
     assert task.status == "errored"
     reason = "TurnFailed: model-error: mock: RuntimeError: mock: scripted failure"
-    model_line = ("seats.turns", "model call failed: seat eng.lead, model embedded/echo: mock: RuntimeError: mock: scripted failure")
+    model_line = (
+        "seats.turns",
+        "model call failed: seat eng.lead, model embedded/echo: mock: RuntimeError: mock: scripted failure",
+    )
     assert warnings(caplog) == [
-        model_line, model_line,
+        model_line,
+        model_line,
         ("boards.services.rows", f"board row given up: board {FOLLOWUPS}, row {task.task_id}, after 2 of 2 attempts: {reason}"),
     ]
     retried = [r for r in caplog.records if r.name == "boards.services.claims" and r.levelno == logging.INFO]
@@ -52,6 +57,9 @@ def test_a_row_abandoned_by_its_lease_on_its_last_attempt_is_one_warning_line(
     with django_capture_on_commit_callbacks(execute=True):  # logged once the row is errored for good
         assert do_release_lapsed_tasks(org, FOLLOWUPS) == 1
     assert warnings(caplog) == [
-        ("boards.services.rows", f"board row given up: board {FOLLOWUPS}, row {task.task_id}, after 1 of 1 attempts: "
-                                 "its lease lapsed on its last attempt (1 of 1)"),
+        (
+            "boards.services.rows",
+            f"board row given up: board {FOLLOWUPS}, row {task.task_id}, after 1 of 1 attempts: "
+            "its lease lapsed on its last attempt (1 of 1)",
+        ),
     ]

@@ -2,6 +2,7 @@
 an over-long assignee or author is ``invalid-input`` (a clean 400 on PostgreSQL, where
 the column would raise), an assignee that no drain of the board declares is
 ``unknown-assignee`` naming the board's worker keys."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,7 @@ from .conftest import FOLLOWUPS, INCIDENTS
 def file_task(client, **input):
     input.setdefault("board", "followups")
     input.setdefault("goal", "Write the postmortem.")
-    return client.post(f"/api/flows/mailbox/{INCIDENTS}/actions/fileTask", {"userId": "u_42", "input": input},
-                       format="json")
+    return client.post(f"/api/flows/mailbox/{INCIDENTS}/actions/fileTask", {"userId": "u_42", "input": input}, format="json")
 
 
 @pytest.mark.parametrize("field", ["assignee", "author"])
@@ -59,13 +59,19 @@ def test_the_task_tools_answer_an_over_long_assignee_or_title_as_invalid_argumen
     row = file_row()
     long = "a" * 201
     assert call_board_tool("addTask", FOLLOWUPS, seat_ctx, {"goal": "x", "assignee": long}) == {
-        "ok": False, "error": "invalid_arguments", "message": "assignee must be at most 200 characters.",
+        "ok": False,
+        "error": "invalid_arguments",
+        "message": "assignee must be at most 200 characters.",
     }
     assert call_board_tool("assignTask", FOLLOWUPS, seat_ctx, {"taskId": row.task_id, "assignee": long}) == {
-        "ok": False, "error": "invalid_arguments", "message": "assignee must be at most 200 characters.",
+        "ok": False,
+        "error": "invalid_arguments",
+        "message": "assignee must be at most 200 characters.",
     }
     assert call_board_tool("updateTask", FOLLOWUPS, seat_ctx, {"taskId": row.task_id, "title": "t" * 501}) == {
-        "ok": False, "error": "invalid_arguments", "message": "title must be at most 500 characters.",
+        "ok": False,
+        "error": "invalid_arguments",
+        "message": "title must be at most 500 characters.",
     }
     assert BoardTask.objects.count() == 1
     row.refresh_from_db()
@@ -76,9 +82,13 @@ def test_a_board_action_with_an_over_long_assignee_is_invalid_input(boards_open,
     from .conftest import HELP_ESCALATIONS
 
     row = file_row(HELP_ESCALATIONS)
-    response = APIClient().post("/api/flows/mailbox/support.help/actions/assignTask_support_help_escalations",
-                                {"userId": "u_42", "input": {"taskId": row.task_id, "assignee": "a" * 201}}, format="json")
+    response = APIClient().post(
+        "/api/flows/mailbox/support.help/actions/assignTask_support_help_escalations",
+        {"userId": "u_42", "input": {"taskId": row.task_id, "assignee": "a" * 201}},
+        format="json",
+    )
     assert response.status_code == 400, response.content
     assert response.json()["error"] == {
-        "reason": "invalid-input", "message": "invalid-input: assignee must be at most 200 characters.",
+        "reason": "invalid-input",
+        "message": "invalid-input: assignee must be at most 200 characters.",
     }

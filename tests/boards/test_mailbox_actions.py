@@ -1,5 +1,6 @@
 """fileTask, readBoard and read's boards key (spec "Filing and reading rows", "Holding a
 board")."""
+
 from __future__ import annotations
 
 import re
@@ -27,22 +28,43 @@ def test_file_task_says_where_the_row_landed(boards_open, act):
     assert out["status"] == "pending"
     assert re.fullmatch(r"task_[0-9a-z]+_\d+_[0-9a-f]{6}", out["taskId"])
     row = BoardTask.objects.get(task_id=out["taskId"])
-    assert (row.board_id, row.goal, row.assignee, row.organization_id) == (FOLLOWUPS, "Rotate the leaked key.", "analyst", "default")
+    assert (row.board_id, row.goal, row.assignee, row.organization_id) == (
+        FOLLOWUPS,
+        "Rotate the leaked key.",
+        "analyst",
+        "default",
+    )
     assert row.metadata == {"authorVerified": False}
     assert TaskChange.objects.get(task=row).kind == "added"
 
 
 def test_file_task_takes_every_optional_field_and_keeps_the_author_unverified(boards_open, act):
-    req = act(INCIDENTS, "fileTask", {
-        "board": "escalations", "goal": "Call the vendor.", "title": "Vendor", "context": "They owe us a patch.",
-        "assignee": "lead", "priority": 5, "maxAttempts": 2, "labels": ["vendor", "p1"], "input": {"ticket": 7},
-        "author": "eng.analyst",
-    })
+    req = act(
+        INCIDENTS,
+        "fileTask",
+        {
+            "board": "escalations",
+            "goal": "Call the vendor.",
+            "title": "Vendor",
+            "context": "They owe us a patch.",
+            "assignee": "lead",
+            "priority": 5,
+            "maxAttempts": 2,
+            "labels": ["vendor", "p1"],
+            "input": {"ticket": 7},
+            "author": "eng.analyst",
+        },
+    )
     assert req.status == "completed", req.error
     row = BoardTask.objects.get(task_id=req.output["taskId"])
     assert row.board_id == ESCALATIONS
     assert (row.title, row.context, row.priority, row.max_attempts, row.labels, row.input) == (
-        "Vendor", "They owe us a patch.", 5, 2, ["vendor", "p1"], {"ticket": 7}
+        "Vendor",
+        "They owe us a patch.",
+        5,
+        2,
+        ["vendor", "p1"],
+        {"ticket": 7},
     )
     assert row.metadata == {"author": "eng.analyst", "authorVerified": False}
 
@@ -57,7 +79,12 @@ def test_file_task_leaves_a_board_task_item_for_a_live_list(boards_open, act):
 
 
 def test_read_board_gives_every_row_with_the_browser_safe_fields(boards_open, act):
-    ids = [act(INCIDENTS, "fileTask", {"board": "followups", "goal": f"g{i}", "context": "secret", "input": {"k": 1}}).output["taskId"] for i in range(3)]
+    ids = [
+        act(INCIDENTS, "fileTask", {"board": "followups", "goal": f"g{i}", "context": "secret", "input": {"k": 1}}).output[
+            "taskId"
+        ]
+        for i in range(3)
+    ]
     act(INCIDENTS, "fileTask", {"board": "escalations", "goal": "other board"})
     req = act(INCIDENTS, "readBoard", {"board": "followups"})
     assert req.status == "completed", req.error
@@ -69,8 +96,22 @@ def test_read_board_gives_every_row_with_the_browser_safe_fields(boards_open, ac
         assert row["status"] == "pending" and row["attempts"] == 0 and row["maxAttempts"] == 3
         assert isinstance(row["createdAt"], int) and row["startedAt"] is None and row["completedAt"] is None
     assert SAFE_FIELDS == (
-        "id", "title", "goal", "status", "assignee", "run", "priority", "attempts", "maxAttempts",
-        "deps", "labels", "error", "createdAt", "updatedAt", "startedAt", "completedAt",
+        "id",
+        "title",
+        "goal",
+        "status",
+        "assignee",
+        "run",
+        "priority",
+        "attempts",
+        "maxAttempts",
+        "deps",
+        "labels",
+        "error",
+        "createdAt",
+        "updatedAt",
+        "startedAt",
+        "completedAt",
     )
 
 
@@ -113,14 +154,22 @@ def test_another_mailbox_s_board_is_refused_the_same_way(boards_open, act, board
 
 @pytest.mark.parametrize("action", ["fileTask", "readBoard"])
 def test_a_mailbox_holding_no_board_answers_neither_action(boards_open, act, action):
-    message = _refused(act("eng.standup", action, {"board": "followups", **({"goal": "g"} if action == "fileTask" else {})}), "board-not-declared")
+    message = _refused(
+        act("eng.standup", action, {"board": "followups", **({"goal": "g"} if action == "fileTask" else {})}),
+        "board-not-declared",
+    )
     assert message == "board-not-declared: eng.standup holds no board, so it answers neither fileTask nor readBoard."
 
 
 def test_author_not_a_member_is_refused_and_nothing_is_written(boards_open, act):
     items_before = Item.objects.count()
-    message = _refused(act(INCIDENTS, "fileTask", {"board": "followups", "goal": "g", "author": "support.devices"}), "author-not-a-member")
-    assert message == 'author-not-a-member: "support.devices" is not a member of eng.incidents; its members are eng.lead, eng.analyst.'
+    message = _refused(
+        act(INCIDENTS, "fileTask", {"board": "followups", "goal": "g", "author": "support.devices"}), "author-not-a-member"
+    )
+    assert (
+        message
+        == 'author-not-a-member: "support.devices" is not a member of eng.incidents; its members are eng.lead, eng.analyst.'
+    )
     assert BoardTask.objects.count() == 0 and TaskChange.objects.count() == 0
     assert Item.objects.count() == items_before
     assert Request.objects.filter(action="fileTask", status="failed").count() == 1
@@ -184,7 +233,9 @@ def test_http_status_codes(boards_open):
     assert ok.status_code == 202 and ok.json()["output"]["boardId"] == FOLLOWUPS
     nope = client.post(url.format(INCIDENTS), {"userId": MEMBER, "input": {"board": "nope", "goal": "g"}}, format="json")
     assert nope.status_code == 404 and nope.json()["error"]["reason"] == "board-not-declared"
-    author = client.post(url.format(INCIDENTS), {"userId": MEMBER, "input": {"board": "followups", "goal": "g", "author": "x.y"}}, format="json")
+    author = client.post(
+        url.format(INCIDENTS), {"userId": MEMBER, "input": {"board": "followups", "goal": "g", "author": "x.y"}}, format="json"
+    )
     assert author.status_code == 403 and author.json()["error"]["reason"] == "author-not-a-member"
 
 

@@ -2,6 +2,7 @@
 ``runTask`` request per claim; the row settles with its turn). A real process runs the
 seat's drain step and is killed (``os._exit``) at a chosen moment; the test then looks at
 what the database kept and lets the row be claimed again, on PostgreSQL."""
+
 from __future__ import annotations
 
 import os
@@ -71,8 +72,14 @@ CHILD = textwrap.dedent("""
 def run_killed_drain(mode: str, org_id: str) -> int:
     db = connection.settings_dict
     env = dict(os.environ, DATABASE_URL=f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}")
-    done = subprocess.run([sys.executable, "-c", CHILD, str(REPO), mode, org_id, FOLLOWUPS], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(REPO), mode, org_id, FOLLOWUPS],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode in (41, 42), done.stderr[-3000:]
     return done.returncode
 
@@ -107,7 +114,10 @@ def test_a_kill_right_after_the_turn_commits_leaves_the_row_settled_and_run_once
     assert (task.status, task.attempts) == ("completed", 1)
     assert turns() == ["completed"]
     assert list(TaskChange.objects.filter(task=task).order_by("id").values_list("kind", flat=True)) == [
-        "added", "claimed", "completed"]
+        "added",
+        "claimed",
+        "completed",
+    ]
 
 
 def test_a_kill_after_the_model_answered_and_before_the_commit_runs_the_row_again_once(filed, org):
@@ -120,4 +130,9 @@ def test_a_kill_after_the_model_answered_and_before_the_commit_runs_the_row_agai
     assert (task.status, task.attempts, task.abandonments) == ("completed", 2, 1)
     assert turns() == ["aborted", "completed"]  # exactly one completed runTask
     assert list(TaskChange.objects.filter(task=task).order_by("id").values_list("kind", flat=True)) == [
-        "added", "claimed", "abandoned", "claimed", "completed"]
+        "added",
+        "claimed",
+        "abandoned",
+        "claimed",
+        "completed",
+    ]

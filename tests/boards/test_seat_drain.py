@@ -1,6 +1,7 @@
 """Boards drained by seats (spec "Working the rows"):
 the WORKER.md ``drains:``/``boardTools:`` keys, the hire-time board warnings, the board
 task tools as a seat's capability, and rows drained by seats on the (sync) cluster."""
+
 from __future__ import annotations
 
 import logging
@@ -56,7 +57,8 @@ def tree(**workers: str) -> dict[str, str]:
     files = {
         "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Daily status.", members=("eng.lead", "eng.analyst")),
         "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
-            "Where the engineering team works incidents.", members=("eng.lead", "eng.analyst"),
+            "Where the engineering team works incidents.",
+            members=("eng.lead", "eng.analyst"),
             boards="[followups, escalations]",
         ),
     }
@@ -95,8 +97,14 @@ def file_task(org, django_capture_on_commit_callbacks):
 
     def _file(goal: str, *, board: str = "followups", mailbox: str = "eng.incidents", **fields):
         with django_capture_on_commit_callbacks(execute=True):
-            request = do_run_action(org=org, kind="mailbox", session_id=mailbox, action="fileTask",
-                                    input={"board": board, "goal": goal, **fields}, user_id=MEMBER)
+            request = do_run_action(
+                org=org,
+                kind="mailbox",
+                session_id=mailbox,
+                action="fileTask",
+                input={"board": board, "goal": goal, **fields},
+                user_id=MEMBER,
+            )
         assert request.status == "completed", request.error
         return request
 
@@ -115,10 +123,14 @@ def kinds(task: BoardTask) -> list[str]:
 
 
 def test_drains_and_board_tools_are_read_as_ledger_ids(make_tree):
-    workers, errors = read_workforce(make_tree(tree(
-        lead=worker_md(drains="[eng.incidents.followups, {board: eng.incidents.escalations, worker: analyst}]"),
-        clerk=worker_md(boardTools="[support.help.escalations]"),
-    )))
+    workers, errors = read_workforce(
+        make_tree(
+            tree(
+                lead=worker_md(drains="[eng.incidents.followups, {board: eng.incidents.escalations, worker: analyst}]"),
+                clerk=worker_md(boardTools="[support.help.escalations]"),
+            )
+        )
+    )
     assert errors == []
     lead, clerk = {w.id: w for w in workers}["eng.lead"], {w.id: w for w in workers}["eng.clerk"]
     boards = seat_boards(lead.config)
@@ -128,31 +140,42 @@ def test_drains_and_board_tools_are_read_as_ledger_ids(make_tree):
     assert seat_boards(clerk.config).drains == ()
 
 
-@pytest.mark.parametrize("value, problem", [
-    ("followups", '"followups" is not a board ledger id: name a board as <mailbox id>.<board>, such as support.desk.escalations'),
-    ("incidents.followups", '"incidents.followups" is not a board ledger id: "incidents" is not a mailbox id (<team>.<mailbox>'),
-    ("eng.Incidents.followups", '"eng.Incidents" is not a mailbox id'),
-    ("a.b.c.followups", '"a.b.c" is not a mailbox id'),
-    ("eng.incidents.LOCK", '"eng.incidents.LOCK" is not a board ledger id: board "LOCK" is reserved'),
-    ("eng.incidents.", "is not a board ledger id: name a board as <mailbox id>.<board>"),
-    (42, "42 is not a board ledger id"),
-])
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        (
+            "followups",
+            '"followups" is not a board ledger id: name a board as <mailbox id>.<board>, such as support.desk.escalations',
+        ),
+        (
+            "incidents.followups",
+            '"incidents.followups" is not a board ledger id: "incidents" is not a mailbox id (<team>.<mailbox>',
+        ),
+        ("eng.Incidents.followups", '"eng.Incidents" is not a mailbox id'),
+        ("a.b.c.followups", '"a.b.c" is not a mailbox id'),
+        ("eng.incidents.LOCK", '"eng.incidents.LOCK" is not a board ledger id: board "LOCK" is reserved'),
+        ("eng.incidents.", "is not a board ledger id: name a board as <mailbox id>.<board>"),
+        (42, "42 is not a board ledger id"),
+    ],
+)
 def test_a_board_id_that_is_not_mailbox_dot_board_is_named(value, problem):
     assert problem in board_id_problem(value)
     assert board_id_problem(FOLLOWUPS) is None
 
 
 def test_each_drains_problem_is_a_load_error_naming_the_file(make_tree):
-    root = make_tree(tree(
-        scalar=worker_md(drains=FOLLOWUPS),
-        short=worker_md(drains="[followups]"),
-        twice=worker_md(drains=f"[{FOLLOWUPS}, {{board: {FOLLOWUPS}, worker: x}}]"),
-        entry=worker_md(drains="[{board: eng.incidents.followups, worker: Bad Key, extra: 1}, {worker: lead}]"),
-        both=worker_md(drains=f"[{FOLLOWUPS}]", boardTools=f"[{FOLLOWUPS}, eng.incidents.nope, eng.incidents.nope]"),
-        clash=worker_md(drains="[eng.a-b.work, eng-a.b.work]"),
-        singular=worker_md(drain=f"[{FOLLOWUPS}]"),
-        fine=worker_md(drains=f"[{FOLLOWUPS}]"),
-    ))
+    root = make_tree(
+        tree(
+            scalar=worker_md(drains=FOLLOWUPS),
+            short=worker_md(drains="[followups]"),
+            twice=worker_md(drains=f"[{FOLLOWUPS}, {{board: {FOLLOWUPS}, worker: x}}]"),
+            entry=worker_md(drains="[{board: eng.incidents.followups, worker: Bad Key, extra: 1}, {worker: lead}]"),
+            both=worker_md(drains=f"[{FOLLOWUPS}]", boardTools=f"[{FOLLOWUPS}, eng.incidents.nope, eng.incidents.nope]"),
+            clash=worker_md(drains="[eng.a-b.work, eng-a.b.work]"),
+            singular=worker_md(drain=f"[{FOLLOWUPS}]"),
+            fine=worker_md(drains=f"[{FOLLOWUPS}]"),
+        )
+    )
     workers, errors = read_workforce(root)
     assert [w.id for w in workers] == ["eng.fine"]
     found: dict[str, list[str]] = {}
@@ -160,29 +183,39 @@ def test_each_drains_problem_is_a_load_error_naming_the_file(make_tree):
         found.setdefault(error.path.rpartition("/")[2], []).append(error.message)
         assert error.path.startswith("teams/eng/workers/")
     f = "teams/eng/workers/{}/WORKER.md: "
-    assert found["scalar"] == [f.format("scalar") + (
-        "drains: must be a list of boards, each a ledger id (<mailbox id>.<board>, such as support.desk.escalations) "
-        "or {board: <ledger id>, worker: <key>}")]
-    assert found["short"] == [f.format("short") + (
-        'drains: "followups" is not a board ledger id: name a board as <mailbox id>.<board>, such as '
-        "support.desk.escalations")]
+    assert found["scalar"] == [
+        f.format("scalar")
+        + (
+            "drains: must be a list of boards, each a ledger id (<mailbox id>.<board>, such as support.desk.escalations) "
+            "or {board: <ledger id>, worker: <key>}"
+        )
+    ]
+    assert found["short"] == [
+        f.format("short")
+        + ('drains: "followups" is not a board ledger id: name a board as <mailbox id>.<board>, such as support.desk.escalations')
+    ]
     assert found["twice"] == [f.format("twice") + f"drains: names board {FOLLOWUPS} twice"]
     assert found["entry"] == [
         f.format("entry") + "drains: an entry takes board and worker only, not 'extra'",
         f.format("entry") + 'drains: worker of eng.incidents.followups: "Bad Key" breaks the name rule: '
-                            "lowercase letters, digits and single hyphens, at most 64 characters.",
+        "lowercase letters, digits and single hyphens, at most 64 characters.",
         f.format("entry") + "drains: an entry written as a mapping needs board: <ledger id>",
     ]
     assert found["both"] == [
         f.format("both") + f"boardTools: names board {FOLLOWUPS}, which drains: names; draining it already gives its task tools",
         f.format("both") + "boardTools: names board eng.incidents.nope twice",
     ]
-    assert found["clash"] == [f.format("clash") + (
-        'board eng.a-b.work and board eng-a.b.work both give tool names ending "eng_a_b_work"; '
-        "a seat can hold the tools of only one of them")]
+    assert found["clash"] == [
+        f.format("clash")
+        + (
+            'board eng.a-b.work and board eng-a.b.work both give tool names ending "eng_a_b_work"; '
+            "a seat can hold the tools of only one of them"
+        )
+    ]
     assert WORKER_KEYS[-2:] == ("drains", "boardTools")  # on the closed key list
-    assert found["singular"] == [f.format("singular") + (
-        f'declares "drain", which a worker cannot declare; the keys are {", ".join(WORKER_KEYS)}')]
+    assert found["singular"] == [
+        f.format("singular") + (f'declares "drain", which a worker cannot declare; the keys are {", ".join(WORKER_KEYS)}')
+    ]
     assert all(e.kind != WORKER_LOAD_FAILED for e in errors if e.path.endswith("singular"))
     assert all(e.kind == WORKER_LOAD_FAILED for e in errors if not e.path.endswith("singular"))
 
@@ -190,10 +223,14 @@ def test_each_drains_problem_is_a_load_error_naming_the_file(make_tree):
 def test_drains_on_a_kind_that_cannot_run_a_row_is_refused_at_hire(db, make_tree):
     registry.register(FlowKind(kind="plain-worker", facets={"worker": True, "tools": {}}))
     try:
-        workers, errors = read_workforce(make_tree(tree(
-            lead=worker_md(flow="plain-worker", drains=f"[{FOLLOWUPS}]"),
-            clerk=worker_md(flow="plain-worker", boardTools=f"[{FOLLOWUPS}]"),
-        )))
+        workers, errors = read_workforce(
+            make_tree(
+                tree(
+                    lead=worker_md(flow="plain-worker", drains=f"[{FOLLOWUPS}]"),
+                    clerk=worker_md(flow="plain-worker", boardTools=f"[{FOLLOWUPS}]"),
+                )
+            )
+        )
         assert errors == []
         with pytest.raises(HireRefused) as refused:
             hire_workforce(workers)
@@ -212,23 +249,40 @@ def test_drains_on_a_kind_that_cannot_run_a_row_is_refused_at_hire(db, make_tree
 
 def test_hiring_warns_about_boards_nobody_drains_and_drains_of_boards_nobody_holds(hired, caplog):
     caplog.set_level(logging.WARNING, logger="seats.drains")
-    seats, warnings = hired(tree(
-        lead=worker_md(drains=f"[{FOLLOWUPS}]"),
-        analyst=worker_md(drains="[eng.incident.followups]"),  # a typo in the mailbox
-        clerk=worker_md(boardTools="[eng.incidents.followup]"),  # a typo in the board
-    ))
+    seats, warnings = hired(
+        tree(
+            lead=worker_md(drains=f"[{FOLLOWUPS}]"),
+            analyst=worker_md(drains="[eng.incident.followups]"),  # a typo in the mailbox
+            clerk=worker_md(boardTools="[eng.incidents.followup]"),  # a typo in the board
+        )
+    )
     expected = [
-        ("unknown-board-drain", "eng.analyst", "eng.incident", "followups",
-         'seat eng.analyst drains board eng.incident.followups, which no mailbox holds: no mailbox eng.incident holds '
-         'a board "followups". It drains a second, empty ledger; fix the mailbox id or board name it names.'),
-        ("unknown-board-tools", "eng.clerk", "eng.incidents", "followup",
-         'seat eng.clerk holds the task tools of board eng.incidents.followup, which no mailbox holds: mailbox '
-         'eng.incidents holds escalations, followups, not "followup". Its tools write to a second, empty ledger; '
-         "fix the mailbox id or board name it names."),
-        ("unattended-board", None, "eng.incidents", "escalations",
-         'mailbox eng.incidents holds board "escalations" (eng.incidents.escalations), and no hired seat drains it: '
-         "its rows wait until someone works them. If a seat should drain it, check the mailbox id and board name "
-         "it names."),
+        (
+            "unknown-board-drain",
+            "eng.analyst",
+            "eng.incident",
+            "followups",
+            "seat eng.analyst drains board eng.incident.followups, which no mailbox holds: no mailbox eng.incident holds "
+            'a board "followups". It drains a second, empty ledger; fix the mailbox id or board name it names.',
+        ),
+        (
+            "unknown-board-tools",
+            "eng.clerk",
+            "eng.incidents",
+            "followup",
+            "seat eng.clerk holds the task tools of board eng.incidents.followup, which no mailbox holds: mailbox "
+            'eng.incidents holds escalations, followups, not "followup". Its tools write to a second, empty ledger; '
+            "fix the mailbox id or board name it names.",
+        ),
+        (
+            "unattended-board",
+            None,
+            "eng.incidents",
+            "escalations",
+            'mailbox eng.incidents holds board "escalations" (eng.incidents.escalations), and no hired seat drains it: '
+            "its rows wait until someone works them. If a seat should drain it, check the mailbox id and board name "
+            "it names.",
+        ),
     ]
     assert [(w.code, w.seat_id, w.mailbox_id, w.board, w.message) for w in warnings] == expected
     assert [r.getMessage() for r in caplog.records if r.name == "seats.drains"] == [e[-1] for e in expected]
@@ -247,7 +301,8 @@ def test_every_held_board_drained_gives_no_warning(hired):
     _, warnings = hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}, {{board: {ESCALATIONS}, worker: triage}}]")))
     assert warnings == []
     assert current_board_drains() == (
-        BoardDrain("eng.lead", FOLLOWUPS, ("lead",)), BoardDrain("eng.lead", ESCALATIONS, ("triage",))
+        BoardDrain("eng.lead", FOLLOWUPS, ("lead",)),
+        BoardDrain("eng.lead", ESCALATIONS, ("triage",)),
     )
 
 
@@ -270,8 +325,7 @@ def tool_names(seat: Seat) -> list[str]:
 
 
 def test_a_seat_holding_two_boards_gets_sixteen_tools_named_per_board(hired):
-    seats, _ = hired(tree(lead=worker_md(tools="[post-to-mailbox]", drains=f"[{FOLLOWUPS}]",
-                                         boardTools=f"[{ESCALATIONS}]")))
+    seats, _ = hired(tree(lead=worker_md(tools="[post-to-mailbox]", drains=f"[{FOLLOWUPS}]", boardTools=f"[{ESCALATIONS}]")))
     [lead] = seats
     names = tool_names(lead)
     assert names == (
@@ -290,22 +344,31 @@ def test_a_tools_line_that_omits_them_does_not_withhold_them(hired):
 
 
 def test_a_tools_line_cannot_grant_them(db, make_tree):
-    workers, errors = read_workforce(make_tree(tree(
-        lead=worker_md(tools="[addTask_eng_incidents_followups]", drains=f"[{FOLLOWUPS}]"),
-        analyst=worker_md(tools="[listTasks_eng_incidents_followups]"),
-    )))
+    workers, errors = read_workforce(
+        make_tree(
+            tree(
+                lead=worker_md(tools="[addTask_eng_incidents_followups]", drains=f"[{FOLLOWUPS}]"),
+                analyst=worker_md(tools="[listTasks_eng_incidents_followups]"),
+            )
+        )
+    )
     assert errors == []
     with pytest.raises(HireRefused) as refused:
         hire_workforce(workers)
     assert refused.value.problems == [
-        ("eng.analyst", 'tools: names "listTasks_eng_incidents_followups", which the agent kind does not offer '
-                        "(it offers post-to-mailbox)"),
-        ("eng.lead", 'tools: names "addTask_eng_incidents_followups", which the agent kind does not offer '
-                     "(it offers post-to-mailbox)"),
+        (
+            "eng.analyst",
+            'tools: names "listTasks_eng_incidents_followups", which the agent kind does not offer (it offers post-to-mailbox)',
+        ),
+        (
+            "eng.lead",
+            'tools: names "addTask_eng_incidents_followups", which the agent kind does not offer (it offers post-to-mailbox)',
+        ),
     ]
     # a seat row whose tools list names one anyway (not hired from a file) is offered nothing for it
-    seat = Seat.objects.create(seat_id="eng.rogue", kind="agent", scope="shared",
-                               tools=["addTask_eng_incidents_followups", "post-to-mailbox"])
+    seat = Seat.objects.create(
+        seat_id="eng.rogue", kind="agent", scope="shared", tools=["addTask_eng_incidents_followups", "post-to-mailbox"]
+    )
     assert tool_names(seat) == ["post-to-mailbox"]
 
 
@@ -319,8 +382,11 @@ def test_the_tools_write_to_their_own_board_as_the_seat(hired, org):
     assert (task.board_id, task.author, task.assignee) == (ESCALATIONS, "eng.lead", "lead")
     # the workers map is the hired drains': an assignee no drain runs is refused on a drained board
     refused = tools["addTask_eng_incidents_followups"].call(ctx, {"goal": "x", "assignee": "nobody"})
-    assert refused == {"ok": False, "error": "unknown_assignee",
-                       "message": '"nobody" is not a worker of board eng.incidents.followups; its workers are lead.'}
+    assert refused == {
+        "ok": False,
+        "error": "unknown_assignee",
+        "message": '"nobody" is not a worker of board eng.incidents.followups; its workers are lead.',
+    }
     listed = tools["listTasks_eng_incidents_followups"].call(ctx, {})
     assert listed["ok"] is True and listed["tasks"] == []
 
@@ -330,8 +396,9 @@ def test_the_tools_write_to_their_own_board_as_the_seat(hired, org):
 
 def test_a_filed_row_is_drained_by_its_seat_and_completed_with_the_reply(hired, file_task):
     hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
-    filed = file_task("Write the postmortem.", title="Postmortem", context="The outage on Monday.",
-                      input={"incident": 7}, maxAttempts=2)
+    filed = file_task(
+        "Write the postmortem.", title="Postmortem", context="The outage on Monday.", input={"incident": 7}, maxAttempts=2
+    )
     assert filed.output["status"] == "pending"  # the answer is the filing; the drain runs after commit
     task = row(filed)
     text = (
@@ -351,7 +418,11 @@ def test_a_filed_row_is_drained_by_its_seat_and_completed_with_the_reply(hired, 
     assert (session.flow_kind, session.user_id, session.parent.session_id) == ("agent", OWNER, "eng.incidents")
     assert session.state == {"seat": "eng.lead", "boardId": FOLLOWUPS}
     [turn] = Request.objects.filter(session=session)
-    assert (turn.action, turn.status, turn.input) == ("runTask", "completed", {"taskId": task.task_id, "boardId": FOLLOWUPS, "attempt": 1})
+    assert (turn.action, turn.status, turn.input) == (
+        "runTask",
+        "completed",
+        {"taskId": task.task_id, "boardId": FOLLOWUPS, "attempt": 1},
+    )
     assert turn.output == {"taskId": task.task_id, "reply": f"eng.lead heard: {text}", "toolCalls": []}
     messages = [(i.data["role"], i.data["text"]) for i in Item.objects.filter(session=session, type="message").order_by("seq")]
     assert messages == [("user", text), ("assistant", f"eng.lead heard: {text}")]
@@ -406,8 +477,7 @@ def test_a_row_whose_turn_failed_once_completes_on_its_next_attempt(hired, file_
 
 
 def test_an_assigned_row_wakes_only_the_seat_whose_worker_key_it_names(hired, file_task):
-    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]"),
-               analyst=worker_md(drains=f"[{{board: {FOLLOWUPS}, worker: triage}}]")))
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]"), analyst=worker_md(drains=f"[{{board: {FOLLOWUPS}, worker: triage}}]")))
     resolver = create_mock_model_resolver({"*": lambda call: f"{call.block} did it"})
     set_model_resolver(resolver)
     assigned = row(file_task("For triage.", assignee="triage"))
@@ -419,8 +489,9 @@ def test_an_assigned_row_wakes_only_the_seat_whose_worker_key_it_names(hired, fi
     assert len(resolver.calls) == 2 and free.output == f"{resolver.calls[1].block} did it"
 
 
-def test_a_drain_step_runs_one_row_and_enqueues_the_next_while_rows_remain(hired, org, monkeypatch,
-                                                                          django_capture_on_commit_callbacks):
+def test_a_drain_step_runs_one_row_and_enqueues_the_next_while_rows_remain(
+    hired, org, monkeypatch, django_capture_on_commit_callbacks
+):
     import seats.drains
 
     hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
@@ -460,10 +531,18 @@ def test_a_turn_a_crash_cut_short_is_aborted_and_the_row_claimed_again(hired, or
     # a worker claimed the row, started its turn and died
     past = timezone.now() - timedelta(seconds=1000)
     claimed = do_claim_task(org, FOLLOWUPS, worker_key="lead", run=LEAD_RUN, lease_seconds=10, now=past)
-    session = Session.objects.create(organization=org, session_id=LEAD_RUN, flow_kind="agent", user_id=OWNER,
-                                     state={"seat": "eng.lead", "boardId": FOLLOWUPS})
-    dead = Request.objects.create(organization=org, session=session, action="runTask", internal=True, user_id=OWNER,
-                                  input={"taskId": task.task_id, "boardId": FOLLOWUPS, "attempt": 1}, status="running")
+    session = Session.objects.create(
+        organization=org, session_id=LEAD_RUN, flow_kind="agent", user_id=OWNER, state={"seat": "eng.lead", "boardId": FOLLOWUPS}
+    )
+    dead = Request.objects.create(
+        organization=org,
+        session=session,
+        action="runTask",
+        internal=True,
+        user_id=OWNER,
+        input={"taskId": task.task_id, "boardId": FOLLOWUPS, "attempt": 1},
+        status="running",
+    )
     assert claimed.pk == task.pk
     with django_capture_on_commit_callbacks(execute=True):
         report = do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")
@@ -473,7 +552,10 @@ def test_a_turn_a_crash_cut_short_is_aborted_and_the_row_claimed_again(hired, or
     assert kinds(task) == ["added", "claimed", "abandoned", "claimed", "completed"]
     dead.refresh_from_db()
     assert dead.status == "aborted" and dead.error["reason"] == "aborted"
-    assert list(Request.objects.filter(session=session).order_by("id").values_list("status", flat=True)) == ["aborted", "completed"]
+    assert list(Request.objects.filter(session=session).order_by("id").values_list("status", flat=True)) == [
+        "aborted",
+        "completed",
+    ]
 
 
 def test_the_seat_turn_runs_outside_any_transaction(transactional_db, make_tree, org):
@@ -482,10 +564,17 @@ def test_the_seat_turn_runs_outside_any_transaction(transactional_db, make_tree,
     seats = hire_workforce(read_workforce(root).workers)
     configure_board_drains("mailbox", seats, [FOLLOWUPS, ESCALATIONS])
     seen = []
-    set_model_resolver(create_mock_model_resolver(
-        {"eng.lead": lambda call: seen.append(connection.in_atomic_block) or "outside"}))
-    request = do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="fileTask",
-                            input={"board": "followups", "goal": "Check the lock."}, user_id=MEMBER)
+    set_model_resolver(
+        create_mock_model_resolver({"eng.lead": lambda call: seen.append(connection.in_atomic_block) or "outside"})
+    )
+    request = do_run_action(
+        org=org,
+        kind="mailbox",
+        session_id="eng.incidents",
+        action="fileTask",
+        input={"board": "followups", "goal": "Check the lock."},
+        user_id=MEMBER,
+    )
     assert seen == [False]  # the drain ran after fileTask committed, its turn in no transaction
     assert row(request).status == "completed" and row(request).output == "outside"
 
@@ -497,8 +586,14 @@ def test_the_model_can_settle_its_own_row_with_the_board_tools(hired, file_task)
         if any(m["role"] == "tool" for m in call.messages):
             return "settled it myself"
         task_id = call.messages[-1]["content"].split()[1]
-        return {"tool_calls": [{"name": "completeTask_eng_incidents_followups",
-                                "arguments": {"taskId": task_id, "output": {"postmortem": "done"}}}]}
+        return {
+            "tool_calls": [
+                {
+                    "name": "completeTask_eng_incidents_followups",
+                    "arguments": {"taskId": task_id, "output": {"postmortem": "done"}},
+                }
+            ]
+        }
 
     set_model_resolver(create_mock_model_resolver({"eng.lead": script}))
     task = row(file_task("Settle yourself."))
@@ -578,8 +673,11 @@ def test_a_drain_of_a_seat_that_is_not_hired_leaves_the_rows_pending(hired, org,
     task = do_file_task(org, FOLLOWUPS, goal="Waits.")
     with django_capture_on_commit_callbacks(execute=True):
         report = do_seat_drain(org.pk, FOLLOWUPS, "eng.ghost", "ghost")
-    assert report == {"boardId": FOLLOWUPS, "seat": "eng.ghost",
-                      "skipped": 'seat-not-found: No worker "eng.ghost" on your roster.'}
+    assert report == {
+        "boardId": FOLLOWUPS,
+        "seat": "eng.ghost",
+        "skipped": 'seat-not-found: No worker "eng.ghost" on your roster.',
+    }
     task.refresh_from_db()
     assert (task.status, task.attempts) == ("pending", 0)
 
@@ -602,8 +700,14 @@ def test_the_example_desk_holds_escalations_and_the_lead_drains_them(db, setting
     assert board_warnings() == []
     assert current_board_drains() == (BoardDrain("support.lead", "support.desk.escalations", ("lead",)),)
     with django_capture_on_commit_callbacks(execute=True):
-        request = do_run_action(org=org, kind="mailbox", session_id="support.desk", action="fileTask",
-                                input={"board": "escalations", "goal": "Approve a refund over the limit."}, user_id=MEMBER)
+        request = do_run_action(
+            org=org,
+            kind="mailbox",
+            session_id="support.desk",
+            action="fileTask",
+            input={"board": "escalations", "goal": "Approve a refund over the limit."},
+            user_id=MEMBER,
+        )
     assert request.output["boardId"] == "support.desk.escalations"
     task = row(request)
     assert task.status == "completed" and task.run == "support.desk.escalations:support.lead"
@@ -643,7 +747,10 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
 
 
 def test_the_sweep_leaves_a_drain_waiting_in_a_backlog_alone_and_wakes_a_lost_one_once(
-    hired, org, django_capture_on_commit_callbacks, monkeypatch,
+    hired,
+    org,
+    django_capture_on_commit_callbacks,
+    monkeypatch,
 ):
     import seats.drains
     import workforce.leases

@@ -1,5 +1,6 @@
 """The eight task tools per board (spec "Working the rows"): names,
 schemas, results and error codes; they never raise."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,12 +24,25 @@ def tools(board_id=FOLLOWUPS, **kw):
 def test_eight_tools_named_for_their_board():
     names = [t.name for t in board_task_tools("engineering.incidents.followups")]
     assert names == [
-        "addTask_engineering_incidents_followups", "assignTask_engineering_incidents_followups",
-        "updateTask_engineering_incidents_followups", "listTasks_engineering_incidents_followups",
-        "completeTask_engineering_incidents_followups", "failTask_engineering_incidents_followups",
-        "blockTask_engineering_incidents_followups", "cancelTask_engineering_incidents_followups",
+        "addTask_engineering_incidents_followups",
+        "assignTask_engineering_incidents_followups",
+        "updateTask_engineering_incidents_followups",
+        "listTasks_engineering_incidents_followups",
+        "completeTask_engineering_incidents_followups",
+        "failTask_engineering_incidents_followups",
+        "blockTask_engineering_incidents_followups",
+        "cancelTask_engineering_incidents_followups",
     ]
-    assert TOOL_NAMES == ("addTask", "assignTask", "updateTask", "listTasks", "completeTask", "failTask", "blockTask", "cancelTask")
+    assert TOOL_NAMES == (
+        "addTask",
+        "assignTask",
+        "updateTask",
+        "listTasks",
+        "completeTask",
+        "failTask",
+        "blockTask",
+        "cancelTask",
+    )
 
 
 def test_two_boards_give_sixteen_distinct_tools():
@@ -65,7 +79,9 @@ def test_add_list_assign_update(seat_ctx):
     assert (change.kind, change.data, change.actor) == ("assignee_changed", {"from": None, "to": "analyst"}, "eng.analyst")
     unassigned = t[f"assignTask_{SX}"].call(seat_ctx, {"taskId": task_id, "assignee": None})
     assert unassigned["task"]["assignee"] is None
-    updated = t[f"updateTask_{SX}"].call(seat_ctx, {"taskId": task_id, "title": "Keys", "maxAttempts": 5, "context": "all of them"})
+    updated = t[f"updateTask_{SX}"].call(
+        seat_ctx, {"taskId": task_id, "title": "Keys", "maxAttempts": 5, "context": "all of them"}
+    )
     assert updated["ok"] is True
     assert (updated["task"]["title"], updated["task"]["maxAttempts"], updated["task"]["context"]) == ("Keys", 5, "all of them")
     assert TaskChange.objects.filter(task=row).order_by("-id").first().data == {"fields": ["context", "max_attempts", "title"]}
@@ -104,7 +120,8 @@ def test_unknown_assignee_from_hired_drains_or_a_given_workers_map(seat_ctx, fil
     set_board_drains([BoardDrain("eng.analyst", FOLLOWUPS, ("analyst",)), BoardDrain("eng.lead", FOLLOWUPS, ("lead",))])
     result = tools()[f"assignTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "assignee": "intern"})
     assert result == {
-        "ok": False, "error": "unknown_assignee",
+        "ok": False,
+        "error": "unknown_assignee",
         "message": f'"intern" is not a worker of board {FOLLOWUPS}; its workers are analyst, lead.',
     }
     assert tools()[f"assignTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "assignee": "lead"})["ok"] is True
@@ -130,11 +147,20 @@ def test_illegal_transition_and_terminal_results(seat_ctx, file_row):
     result = tools()[f"blockTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "unblock": True})
     assert result["error"] == "illegal_status_transition" and "it is pending, not blocked" in result["message"]
     force_status(task, "cancelled")
-    for tool, extra in (("assignTask", {"assignee": "a"}), ("updateTask", {"title": "t"}), ("cancelTask", {}),
-                        ("completeTask", {}), ("failTask", {"error": "e"}), ("blockTask", {})):
+    for tool, extra in (
+        ("assignTask", {"assignee": "a"}),
+        ("updateTask", {"title": "t"}),
+        ("cancelTask", {}),
+        ("completeTask", {}),
+        ("failTask", {"error": "e"}),
+        ("blockTask", {}),
+    ):
         result = tools()[f"{tool}_{SX}"].call(seat_ctx, {"taskId": task.task_id, **extra})
-        assert result == {"ok": False, "error": "task_terminal",
-                          "message": f"{task.task_id} is cancelled, a terminal status: no call changes it."}
+        assert result == {
+            "ok": False,
+            "error": "task_terminal",
+            "message": f"{task.task_id} is cancelled, a terminal status: no call changes it.",
+        }
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """The status machine (spec "Working the rows"): every transition allowed and refused, in the
 table and through the services, and the calls each status names."""
+
 from __future__ import annotations
 
 import itertools
@@ -56,7 +57,11 @@ def test_calls_named_per_status():
     sx = "eng_incidents_followups"
     assert calls_from("pending", sx) == [f"blockTask_{sx}", f"cancelTask_{sx}", "a drain claiming it"]
     assert calls_from("in_progress", sx) == [
-        f"completeTask_{sx}", f"failTask_{sx}", f"cancelTask_{sx}", "its drain parking it", "its lease lapsing",
+        f"completeTask_{sx}",
+        f"failTask_{sx}",
+        f"cancelTask_{sx}",
+        "its drain parking it",
+        "its lease lapsing",
     ]
     assert calls_from("blocked", sx) == [f"blockTask_{sx} with unblock: true", f"cancelTask_{sx}"]
     assert calls_from("parked", sx) == [f"completeTask_{sx}", f"failTask_{sx}", f"cancelTask_{sx}", "resuming it"]

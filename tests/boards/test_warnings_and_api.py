@@ -1,5 +1,6 @@
 """Hire-time warnings about boards (spec "Working the rows") and the HTTP read of a
 board's rows; the admin is read-only."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,12 @@ def test_a_held_board_no_seat_drains_warns_naming_the_mailbox_and_the_board():
     warnings = unattended_board_warnings(HELD, ["eng.incidents.followups"])
     assert [w.board_id for w in warnings] == ["eng.incidents.escalations", "support.help.escalations"]
     first = warnings[0]
-    assert (first.code, first.mailbox_id, first.board, first.seat_id) == ("unattended-board", "eng.incidents", "escalations", None)
+    assert (first.code, first.mailbox_id, first.board, first.seat_id) == (
+        "unattended-board",
+        "eng.incidents",
+        "escalations",
+        None,
+    )
     assert str(first) == (
         'mailbox eng.incidents holds board "escalations" (eng.incidents.escalations), and no hired seat drains it: '
         "its rows wait until someone works them. If a seat should drain it, check the mailbox id and board name it names."
@@ -37,7 +43,7 @@ def test_a_drain_of_a_board_no_mailbox_holds_warns_naming_the_mailbox_and_the_bo
         ("eng.analyst", "eng.incidents", "followup"),
     ]
     assert warnings[0].message == (
-        'seat eng.lead drains board eng.incident.followups, which no mailbox holds: no mailbox eng.incident holds a '
+        "seat eng.lead drains board eng.incident.followups, which no mailbox holds: no mailbox eng.incident holds a "
         'board "followups". It drains a second, empty ledger; fix the mailbox id or board name it names.'
     )
     assert 'mailbox eng.incidents holds escalations, followups, not "followup"' in warnings[1].message

@@ -10,6 +10,7 @@ evaluator by ``coordinator-route`` with ``mock_evaluation_model``. django-q2 run
 ``sync`` (settings_test): ``run`` and the actions execute every task they lead to (a
 delegate's turn, its report, the next round) before they return.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -78,15 +79,25 @@ class Desk:
     def act(self, action: str, input=None, *, user_id: str | None = None, session_id: str | None = None) -> Request:
         """Run a coordinator action and every task it leads to."""
         with self.capture(execute=True):
-            return do_run_action(org=self.org, kind=KIND, session_id=session_id or self.session_id, action=action,
-                                 input=input if input is not None else {}, user_id=user_id or self.user_id)
+            return do_run_action(
+                org=self.org,
+                kind=KIND,
+                session_id=session_id or self.session_id,
+                action=action,
+                input=input if input is not None else {},
+                user_id=user_id or self.user_id,
+            )
 
     def run(self, message: str, **kw) -> Request:
         return self.act("run", {"message": message}, **kw)
 
     def items(self, component: str = COORDINATOR_ROUTE) -> list[dict]:
-        return [i.data for i in Item.objects.filter(session__session_id=self.session_id, component=component,
-                                                    type="component").order_by("seq")]
+        return [
+            i.data
+            for i in Item.objects.filter(session__session_id=self.session_id, component=component, type="component").order_by(
+                "seq"
+            )
+        ]
 
     def records(self, post_id: str | None = None) -> list[dict]:
         return [r for r in self.items() if post_id is None or r["postId"] == post_id]
@@ -124,8 +135,9 @@ def desk(make_tree, org, django_capture_on_commit_callbacks):
     conversation ``support.help:u_42`` is opened (``ensure_worker_session``) unless
     ``open_session`` is False."""
 
-    def _desk(files=None, *, scripts=None, answers=None, delegate_flows=("agent",), deadline_ms=300_000,
-              open_session=True, **keys) -> Desk:
+    def _desk(
+        files=None, *, scripts=None, answers=None, delegate_flows=("agent",), deadline_ms=300_000, open_session=True, **keys
+    ) -> Desk:
         seats = hire_tree(make_tree(files or desk_tree(**keys)))
         route = mock_evaluation_model(answers) if answers is not None else None
         resolver = create_mock_model_resolver(

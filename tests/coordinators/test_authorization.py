@@ -7,6 +7,7 @@ organization and an outsider in another organization, with token-style principal
 
 Here, beside the coordinator fixtures, because a coordinator conversation with a
 delegate's session under it is the private case."""
+
 from __future__ import annotations
 
 import pytest
@@ -81,8 +82,15 @@ def delegate_request_id() -> str:
 
 
 @TOKEN_AUTH
-@pytest.mark.parametrize("url", [f"/api/sessions/{DELEGATE}/items", f"/api/sessions/{DELEGATE}/requests",
-                                 f"/api/sessions/{CONVERSATION}/items", f"/api/sessions/{CONVERSATION}/requests"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"/api/sessions/{DELEGATE}/items",
+        f"/api/sessions/{DELEGATE}/requests",
+        f"/api/sessions/{CONVERSATION}/items",
+        f"/api/sessions/{CONVERSATION}/requests",
+    ],
+)
 def test_a_conversation_and_its_delegates_sessions_are_read_by_their_owner_only(client, people, talked, url):
     owner = get(client, url, people[MEMBER])
     assert owner.status_code == 200, owner.content
@@ -95,8 +103,10 @@ def test_a_conversation_and_its_delegates_sessions_are_read_by_their_owner_only(
 def test_the_owner_reads_the_delegates_turn_and_its_answer(client, people, talked):
     items = get(client, f"/api/sessions/{DELEGATE}/items", people[MEMBER]).json()["items"]
     texts = [(i["data"]["role"], i["data"]["text"]) for i in items if i["type"] == "message"]
-    assert texts == [("user", f"{MEMBER}, through {HELP}: My laptop won't charge."),
-                     ("assistant", f"{DEVICES} answered: {MEMBER}, through {HELP}: My laptop won't charge.")]
+    assert texts == [
+        ("user", f"{MEMBER}, through {HELP}: My laptop won't charge."),
+        ("assistant", f"{DEVICES} answered: {MEMBER}, through {HELP}: My laptop won't charge."),
+    ]
     requests = get(client, f"/api/sessions/{DELEGATE}/requests", people[MEMBER], includeResultOutput="true").json()
     assert [r["requestId"] for r in requests["requests"]] == [delegate_request_id()]
 
@@ -152,10 +162,16 @@ def test_a_mailbox_is_read_by_its_organization_and_not_found_outside_it(client, 
     posted = client.post(f"/api/flows/mailbox/{MAILBOX}/actions/post", {"input": {"body": "shipped"}}, format="json")
     assert posted.status_code == 202, posted.content
     request_id = posted.json()["requestId"]
-    seat_chat = ensure_child_session(Session.objects.get(organization=org, session_id=MAILBOX), f"{MAILBOX}:eng.bot",
-                                     kind="agent", state={})
-    urls = [f"/api/sessions/{MAILBOX}/items", f"/api/sessions/{MAILBOX}/requests", f"/api/requests/{request_id}",
-            f"/api/sessions/{seat_chat.session_id}/items", f"/api/mailboxes/{MAILBOX}/transcript"]
+    seat_chat = ensure_child_session(
+        Session.objects.get(organization=org, session_id=MAILBOX), f"{MAILBOX}:eng.bot", kind="agent", state={}
+    )
+    urls = [
+        f"/api/sessions/{MAILBOX}/items",
+        f"/api/sessions/{MAILBOX}/requests",
+        f"/api/requests/{request_id}",
+        f"/api/sessions/{seat_chat.session_id}/items",
+        f"/api/mailboxes/{MAILBOX}/transcript",
+    ]
     for url in urls:
         for name in (OWNER, SAME_ORG, MEMBER):
             assert get(client, url, people[name]).status_code == 200, (url, name)
@@ -185,9 +201,14 @@ def test_a_mailboxs_board_is_read_by_its_organization(client, people, talked):
 def peek():
     """A flow kind ``peek`` with a client action ``look`` that answers the session's id
     and owner (as a delegate flow of one's own could)."""
-    registry.register(FlowKind(kind="peek", actions={
-        "look": Action("look", lambda ctx, data: {"owner": ctx.session.user_id}),
-    }))
+    registry.register(
+        FlowKind(
+            kind="peek",
+            actions={
+                "look": Action("look", lambda ctx, data: {"owner": ctx.session.user_id}),
+            },
+        )
+    )
     yield
     registry.unregister("peek")
 
@@ -210,8 +231,7 @@ def test_a_client_action_in_a_session_under_someone_elses_conversation_is_not_fo
 
 
 def test_without_authentication_a_caller_naming_nobody_reads_no_private_session(client, talked):
-    for url in (f"/api/sessions/{DELEGATE}/items", f"/api/sessions/{DELEGATE}/requests",
-                f"/api/sessions/{CONVERSATION}/items"):
+    for url in (f"/api/sessions/{DELEGATE}/items", f"/api/sessions/{DELEGATE}/requests", f"/api/sessions/{CONVERSATION}/items"):
         assert_not_found(client.get(url), "session-not-found")
         assert_not_found(client.get(url, {"userId": SAME_ORG}), "session-not-found")
         assert client.get(url, {"userId": MEMBER}).status_code == 200

@@ -3,6 +3,7 @@ locks to test), each beside a control that shows the unguarded version would fai
 concurrent posts under round robin go to different delegates (the conversation's row
 lock), one delivery per (post, round, delegate) (a unique constraint), a delivery handed
 to many tasks runs once (a conditional UPDATE), an answer reported twice lands once."""
+
 from __future__ import annotations
 
 import threading
@@ -32,8 +33,12 @@ def test_concurrent_posts_under_round_robin_go_to_different_delegates(desk, org,
     d = desk(routing="round-robin")
     d.act("listDelegates")  # the conversation takes its copy
     for _attempt in range(3):
-        posts = run_in_threads(lambda i: do_run_action(org=org, kind="coordinator", session_id=CONVERSATION, action="run",
-                                                       input={"message": f"post {i}"}, user_id=MEMBER), 3)
+        posts = run_in_threads(
+            lambda i: do_run_action(
+                org=org, kind="coordinator", session_id=CONVERSATION, action="run", input={"message": f"post {i}"}, user_id=MEMBER
+            ),
+            3,
+        )
         assert {p.status for p in posts} == {"completed"}
         went = [p.output["route"]["delegates"][-1]["worker"] for p in posts]
         assert sorted(went) == sorted(DELEGATES), went

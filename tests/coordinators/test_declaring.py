@@ -1,5 +1,6 @@
 """Setting a coordinator up (spec 004 "Setting one up"): what hiring refuses in a
 coordinator's WORKER.md, naming the problem, and what the flow's options refuse."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,18 +27,28 @@ def test_a_good_coordinator_is_hired(make_tree, db):
     assert seats[HELP].config == {"delegates": list(DELEGATES), "routing": "best-fit", "fallback": GENERAL, "rounds": 3}
 
 
-@pytest.mark.parametrize("keys, message", [
-    ({"rounds": 4}, "rounds: 4 is above 3; rounds can be at most 3"),
-    ({"rounds": -1}, "rounds: -1 is below 0; rounds can be 0 to 3"),
-    ({"routing": "smart"}, 'routing: "smart" is not a routing the coordinator knows; it is judgment, best-fit, '
-                           "round-robin or everyone"),
-    ({"fallback": "support.lead"}, 'fallback: "support.lead" isn\'t one of its delegates: '
-                                   "(support.devices, support.accounts, support.general)"),
-    ({"delegates": (DEVICES, ACCOUNTS, DEVICES)}, 'delegates: names "support.devices" twice'),
-    ({"delegates": (DEVICES, "support.ghost")}, 'delegates: names "support.ghost", which is not a worker declared in '
-                                                "your files; a coordinator declared in your files can name only workers "
-                                                "declared in your files"),
-])
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ({"rounds": 4}, "rounds: 4 is above 3; rounds can be at most 3"),
+        ({"rounds": -1}, "rounds: -1 is below 0; rounds can be 0 to 3"),
+        (
+            {"routing": "smart"},
+            'routing: "smart" is not a routing the coordinator knows; it is judgment, best-fit, round-robin or everyone',
+        ),
+        (
+            {"fallback": "support.lead"},
+            'fallback: "support.lead" isn\'t one of its delegates: (support.devices, support.accounts, support.general)',
+        ),
+        ({"delegates": (DEVICES, ACCOUNTS, DEVICES)}, 'delegates: names "support.devices" twice'),
+        (
+            {"delegates": (DEVICES, "support.ghost")},
+            'delegates: names "support.ghost", which is not a worker declared in '
+            "your files; a coordinator declared in your files can name only workers "
+            "declared in your files",
+        ),
+    ],
+)
 def test_hiring_refuses_a_coordinator_it_cant_run_naming_the_problem(make_tree, db, keys, message):
     assert problems(make_tree, **keys) == [message]
     workers, _ = read_workforce(make_tree(desk_tree(**keys)))
@@ -88,8 +99,11 @@ def test_manage_py_check_names_a_bad_round_deadline(settings):
 def test_settings_name_the_flows_options(settings):
     settings.WORKFORCE_COORDINATOR_ROUTE_MODEL = ""
     settings.WORKFORCE_ROUTE_MODEL = "embedded/lexical"
-    assert setup_from_settings() == {"delegate_flows": ("agent",), "route_model": "embedded/lexical",
-                                     "round_deadline_ms": 300_000}
+    assert setup_from_settings() == {
+        "delegate_flows": ("agent",),
+        "route_model": "embedded/lexical",
+        "round_deadline_ms": 300_000,
+    }
 
 
 def test_the_example_tree_has_a_coordinator_over_the_support_workers(settings, db):
@@ -113,7 +127,7 @@ def test_manage_py_check_names_a_coordinator_it_cant_hire(make_tree, settings, d
     settings.WORKFORCE_ROOT = str(make_tree(desk_tree(rounds=4, routing="smart")))
     messages = [e.msg for e in check_workers() if e.id == "seats.E002"]
     assert messages == [
-        "worker support.help: routing: \"smart\" is not a routing the coordinator knows; it is judgment, best-fit, "
+        'worker support.help: routing: "smart" is not a routing the coordinator knows; it is judgment, best-fit, '
         "round-robin or everyone",
         "worker support.help: rounds: 4 is above 3; rounds can be at most 3",
     ]

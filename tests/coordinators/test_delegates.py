@@ -1,6 +1,7 @@
 """A conversation's delegates (spec 004 "Changing the delegates", "Who can be a
 delegate"): the copy, the four actions and their output, each refusal's sentence, the
 session-create refusal, and the coordinator's tools of the same names."""
+
 from __future__ import annotations
 
 import json
@@ -39,19 +40,29 @@ def refused(request: Request, reason: str, sentence: str) -> None:
 @pytest.fixture
 def own_licenses(org):
     """``licenses``: the member's own worker (on their roster only)."""
-    return Seat.objects.create(seat_id=LICENSES, kind="agent", scope=Seat.Scope.OWN, organization=org,
-                               owner_user_id=MEMBER, description="Software licenses.", model="embedded/echo")
+    return Seat.objects.create(
+        seat_id=LICENSES,
+        kind="agent",
+        scope=Seat.Scope.OWN,
+        organization=org,
+        owner_user_id=MEMBER,
+        description="Software licenses.",
+        model="embedded/echo",
+    )
 
 
 def test_the_spec_example_add_remove_set_fallback_list(desk, own_licenses):
     d = desk(fallback=GENERAL)
     answer = d.act("addDelegate", {"worker": LICENSES, "note": "Software license questions"})
-    assert answer.output == listing(DEVICES, ACCOUNTS, GENERAL, {"worker": LICENSES, "note": "Software license questions"},
-                                    fallback=GENERAL)
+    assert answer.output == listing(
+        DEVICES, ACCOUNTS, GENERAL, {"worker": LICENSES, "note": "Software license questions"}, fallback=GENERAL
+    )
     assert d.act("removeDelegate", {"worker": ACCOUNTS}).output == listing(
-        DEVICES, GENERAL, {"worker": LICENSES, "note": "Software license questions"}, fallback=GENERAL)
+        DEVICES, GENERAL, {"worker": LICENSES, "note": "Software license questions"}, fallback=GENERAL
+    )
     assert d.act("setFallback", {"worker": LICENSES}).output == listing(
-        DEVICES, GENERAL, {"worker": LICENSES, "note": "Software license questions"}, fallback=LICENSES)
+        DEVICES, GENERAL, {"worker": LICENSES, "note": "Software license questions"}, fallback=LICENSES
+    )
     assert d.act("listDelegates", {}).output == {
         "delegates": [{"worker": DEVICES}, {"worker": GENERAL}, {"worker": LICENSES, "note": "Software license questions"}],
         "fallback": {"worker": LICENSES},
@@ -98,29 +109,44 @@ def test_no_worker_on_your_roster(desk, org, other_org):
 
 def test_a_worker_whose_flow_takes_neither_a_post_nor_a_task(desk):
     d = desk()
-    refused(d.act("addDelegate", {"worker": HELP}), "delegate-cannot-take-work",
-            'Worker "support.help" runs on flow "coordinator", which takes neither a delegated post nor a task.')
+    refused(
+        d.act("addDelegate", {"worker": HELP}),
+        "delegate-cannot-take-work",
+        'Worker "support.help" runs on flow "coordinator", which takes neither a delegated post nor a task.',
+    )
 
 
 def test_already_a_delegate_and_the_26th(desk, org):
     d = desk()
-    refused(d.act("addDelegate", {"worker": DEVICES}), "delegate-already-listed",
-            '"support.devices" is already a delegate in this conversation.')
+    refused(
+        d.act("addDelegate", {"worker": DEVICES}),
+        "delegate-already-listed",
+        '"support.devices" is already a delegate in this conversation.',
+    )
     for n in range(22):
         Seat.objects.create(seat_id=f"extra{n}", kind="agent", scope=Seat.Scope.ORG, organization=org)
         assert d.act("addDelegate", {"worker": f"extra{n}"}).status == "completed"
     assert len(d.act("listDelegates").output["delegates"]) == 25
     Seat.objects.create(seat_id="extra22", kind="agent", scope=Seat.Scope.ORG, organization=org)
-    refused(d.act("addDelegate", {"worker": "extra22"}), "delegates-full",
-            "This conversation already has 25 delegates, the most it can hold. Remove one first.")
+    refused(
+        d.act("addDelegate", {"worker": "extra22"}),
+        "delegates-full",
+        "This conversation already has 25 delegates, the most it can hold. Remove one first.",
+    )
 
 
 def test_removing_a_worker_that_isnt_listed_and_a_fallback_that_isnt(desk):
     d = desk()
-    refused(d.act("removeDelegate", {"worker": "licenses"}), "delegate-not-listed",
-            '"licenses" isn\'t a delegate in this conversation.')
-    refused(d.act("setFallback", {"worker": "licenses"}), "fallback-not-a-delegate",
-            '"licenses" isn\'t a delegate in this conversation, so it can\'t be the fallback.')
+    refused(
+        d.act("removeDelegate", {"worker": "licenses"}),
+        "delegate-not-listed",
+        '"licenses" isn\'t a delegate in this conversation.',
+    )
+    refused(
+        d.act("setFallback", {"worker": "licenses"}),
+        "fallback-not-a-delegate",
+        "\"licenses\" isn't a delegate in this conversation, so it can't be the fallback.",
+    )
 
 
 def test_removing_checks_only_the_list_and_removing_the_fallback_clears_it(desk):
@@ -137,8 +163,11 @@ def test_a_task_taking_worker_can_be_added_and_a_post_to_it_is_skipped(desk, org
         assert d.act("addDelegate", {"worker": "eng.coder"}).status == "completed"
         post = d.run("hi")
         [record] = d.records(post.request_id)
-        assert {"worker": "eng.coder", "outcome": "skipped",
-                "reason": 'Worker "eng.coder" runs on flow "coder", which can\'t take a delegated post.'} in record["delegates"]
+        assert {
+            "worker": "eng.coder",
+            "outcome": "skipped",
+            "reason": 'Worker "eng.coder" runs on flow "coder", which can\'t take a delegated post.',
+        } in record["delegates"]
     finally:
         registry.unregister("coder")
 
@@ -146,13 +175,21 @@ def test_a_task_taking_worker_can_be_added_and_a_post_to_it_is_skipped(desk, org
 def test_a_flow_declaring_the_entry_but_not_a_delegate_flow_counts_as_one_that_cant(desk, org):
     from workforce.delegation import DELEGATED_POST_ENTRY, delegated_post_entry
 
-    registry.register(FlowKind(kind="research", internal_actions={
-        DELEGATED_POST_ENTRY: delegated_post_entry(lambda ctx, data: "found it")}, facets={"worker": True}))
+    registry.register(
+        FlowKind(
+            kind="research",
+            internal_actions={DELEGATED_POST_ENTRY: delegated_post_entry(lambda ctx, data: "found it")},
+            facets={"worker": True},
+        )
+    )
     try:
         Seat.objects.create(seat_id="research", kind="research", scope=Seat.Scope.ORG, organization=org)
         d = desk(routing="everyone")  # delegate_flows=("agent",)
-        refused(d.act("addDelegate", {"worker": "research"}), "delegate-cannot-take-work",
-                'Worker "research" runs on flow "research", which takes neither a delegated post nor a task.')
+        refused(
+            d.act("addDelegate", {"worker": "research"}),
+            "delegate-cannot-take-work",
+            'Worker "research" runs on flow "research", which takes neither a delegated post nor a task.',
+        )
     finally:
         registry.unregister("research")
 
@@ -183,10 +220,15 @@ def test_the_coordinators_tools_change_the_same_list_and_hand_refusals_back(desk
     assert results[0] == listing(*DELEGATES)
     assert results[1]["delegates"][-1] == {"worker": LICENSES, "note": "Software license questions"}
     assert results[2] == {"refused": 'worker-not-on-roster: No worker "support.nobody" on your roster.'}
-    assert results[3]["delegates"] == [{"worker": DEVICES}, {"worker": GENERAL},
-                                       {"worker": LICENSES, "note": "Software license questions"}]
-    assert results[4] == {"refused": 'fallback-not-a-delegate: "support.nobody" isn\'t a delegate in this conversation, '
-                                     "so it can't be the fallback."}
+    assert results[3]["delegates"] == [
+        {"worker": DEVICES},
+        {"worker": GENERAL},
+        {"worker": LICENSES, "note": "Software license questions"},
+    ]
+    assert results[4] == {
+        "refused": 'fallback-not-a-delegate: "support.nobody" isn\'t a delegate in this conversation, '
+        "so it can't be the fallback."
+    }
     assert results[5]["fallback"] == {"worker": LICENSES}
     assert d.act("listDelegates").output == results[5]
     # The list is not in the prompt, and the five tools are offered whatever tools: says.
@@ -206,14 +248,16 @@ def client():
 def test_a_session_created_with_delegates_or_fallback_in_its_state_is_refused_with_400(desk, client):
     desk(open_session=False)
     for field in ("delegates", "fallback"):
-        response = client.post(f"/api/workers/{HELP}/sessions",
-                               {"userId": MEMBER, "state": {field: [DEVICES] if field == "delegates" else DEVICES}},
-                               format="json")
+        response = client.post(
+            f"/api/workers/{HELP}/sessions",
+            {"userId": MEMBER, "state": {field: [DEVICES] if field == "delegates" else DEVICES}},
+            format="json",
+        )
         assert response.status_code == 400, response.content
         assert response.json()["error"] == {
             "reason": "state-field-reserved",
             "message": f'state-field-reserved: Session state field "{field}" is written only by flow "coordinator"; '
-                       "a caller cannot set it.",
+            "a caller cannot set it.",
         }
     assert not Conversation.objects.exists()
 
@@ -221,19 +265,26 @@ def test_a_session_created_with_delegates_or_fallback_in_its_state_is_refused_wi
 def test_a_worker_session_over_http_and_talking_to_it(desk, client):
     desk(routing="everyone", open_session=False)
     opened = client.post(f"/api/workers/{HELP}/sessions", {"userId": MEMBER}, format="json")
-    assert opened.status_code == 201 and opened.json() == {"sessionId": CONVERSATION, "flowKind": "coordinator",
-                                                           "worker": HELP, "created": True}
+    assert opened.status_code == 201 and opened.json() == {
+        "sessionId": CONVERSATION,
+        "flowKind": "coordinator",
+        "worker": HELP,
+        "created": True,
+    }
     again = client.post(f"/api/workers/{HELP}/sessions", {"userId": MEMBER}, format="json")
     assert again.status_code == 200 and again.json()["created"] is False
-    listed = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/listDelegates", {"userId": MEMBER, "input": {}},
-                         format="json")
+    listed = client.post(
+        f"/api/flows/coordinator/{CONVERSATION}/actions/listDelegates", {"userId": MEMBER, "input": {}}, format="json"
+    )
     assert listed.status_code == 202 and listed.json()["output"] == listing(*DELEGATES)
-    refusal = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/addDelegate",
-                          {"userId": MEMBER, "input": {"worker": "nobody"}}, format="json")
+    refusal = client.post(
+        f"/api/flows/coordinator/{CONVERSATION}/actions/addDelegate",
+        {"userId": MEMBER, "input": {"worker": "nobody"}},
+        format="json",
+    )
     assert refusal.status_code == 404 and refusal.json()["error"]["reason"] == "worker-not-on-roster"
     unknown = client.post("/api/workers/support.nobody/sessions", {"userId": MEMBER}, format="json")
     assert unknown.status_code == 404
-
 
 
 def test_a_chosen_session_id_is_namespaced_under_the_worker_and_the_caller(desk, client):
@@ -252,8 +303,9 @@ def test_another_users_call_leaves_nothing_in_the_conversation(desk, client):
     assert client.post(f"/api/workers/{HELP}/sessions", {"userId": MEMBER}, format="json").status_code == 201
     before = Request.objects.filter(session__session_id=CONVERSATION).count()
     for input in ({}, {"bogus": 1}):
-        answer = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/listDelegates",
-                             {"userId": OUTSIDER, "input": input}, format="json")
+        answer = client.post(
+            f"/api/flows/coordinator/{CONVERSATION}/actions/listDelegates", {"userId": OUTSIDER, "input": input}, format="json"
+        )
         assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found"
         assert answer.json()["requestId"] is None
     assert Request.objects.filter(session__session_id=CONVERSATION).count() == before
@@ -264,7 +316,8 @@ def test_an_action_on_an_id_nobody_opened_creates_no_coordinator_session(desk, c
     an action call (say a mailbox id the tree will declare later) creates nothing."""
     desk(routing="everyone", open_session=False)
     for session_id in ("support.newbox", f"{HELP}:someone"):
-        answer = client.post(f"/api/flows/coordinator/{session_id}/actions/run",
-                             {"userId": MEMBER, "input": {"message": "hi"}}, format="json")
+        answer = client.post(
+            f"/api/flows/coordinator/{session_id}/actions/run", {"userId": MEMBER, "input": {"message": "hi"}}, format="json"
+        )
         assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found"
         assert not Session.objects.filter(session_id=session_id).exists()

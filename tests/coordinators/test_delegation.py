@@ -2,6 +2,7 @@
 each delegate works the conversation's posts in a session of its own, found by worker
 and filing session id; the turn text; the answer under the delegate's worker id, once
 per delivery; a flow of your own as a delegate; cancelled and empty runs."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,16 +44,19 @@ def research(org):
         facets = {"worker": True}
         if on_finished:
             facets["request_on_finished"] = delegated_post_on_finished
-        registry.register(FlowKind(
-            kind="research",
-            actions={"run": Action("run", lambda ctx, data: door(ctx, data))},
-            internal_actions={DELEGATED_POST_ENTRY: delegated_post_entry(door)},
-            facets=facets,
-        ))
+        registry.register(
+            FlowKind(
+                kind="research",
+                actions={"run": Action("run", lambda ctx, data: door(ctx, data))},
+                internal_actions={DELEGATED_POST_ENTRY: delegated_post_entry(door)},
+                facets=facets,
+            )
+        )
 
     build()
-    Seat.objects.create(seat_id="eng.research", kind="research", scope=Seat.Scope.ORG, organization=org,
-                        description="Digs things up.")
+    Seat.objects.create(
+        seat_id="eng.research", kind="research", scope=Seat.Scope.ORG, organization=org, description="Digs things up."
+    )
     SEEN.clear()
     state["build"] = build
     yield state
@@ -68,8 +72,11 @@ def test_each_delegate_works_in_a_session_of_its_own_found_by_worker_and_filing_
         assert session.session_id == f"{CONVERSATION}:{worker}" and session.flow_kind == "agent"
         assert session.parent.session_id == CONVERSATION and session.user_id == MEMBER
         assert find_worker_session(org, MEMBER, worker=worker) is None  # naming only the worker never finds it
-        turns = [i.data["text"] for i in Item.objects.filter(session=session, type="message").order_by("seq")
-                 if i.data["role"] == "user"]
+        turns = [
+            i.data["text"]
+            for i in Item.objects.filter(session=session, type="message").order_by("seq")
+            if i.data["role"] == "user"
+        ]
         assert turns == [f"{MEMBER}, through {HELP}: My laptop won't charge.", f"{MEMBER}, through {HELP}: Still won't."]
         requests = Request.objects.filter(session=session).order_by("pk")
         assert [(r.action, r.status) for r in requests] == [(DELEGATED_POST_ENTRY, "completed")] * 2
@@ -82,10 +89,16 @@ def test_each_delegate_works_in_a_session_of_its_own_found_by_worker_and_filing_
 def test_the_answer_lands_under_the_delegates_worker_id_in_a_request_of_its_own(desk):
     d = desk(routing="everyone", delegates=(DEVICES,))
     post = d.run("hi")
-    [answer_item] = [i for i in Item.objects.filter(session__session_id=CONVERSATION, type="message")
-                     if i.data["role"] == "assistant"]
-    assert answer_item.data == {"role": "assistant", "text": f"{DEVICES} answered: {MEMBER}, through {HELP}: hi",
-                                "agentName": DEVICES, "postId": post.request_id, "round": 0}
+    [answer_item] = [
+        i for i in Item.objects.filter(session__session_id=CONVERSATION, type="message") if i.data["role"] == "assistant"
+    ]
+    assert answer_item.data == {
+        "role": "assistant",
+        "text": f"{DEVICES} answered: {MEMBER}, through {HELP}: hi",
+        "agentName": DEVICES,
+        "postId": post.request_id,
+        "round": 0,
+    }
     assert answer_item.request.action == "onDelegateReport" and answer_item.request_id != post.pk
 
 
@@ -95,8 +108,12 @@ def test_an_answer_lands_once_per_delivery_however_often_it_is_reported(desk):
     delivery = DelegatedPost.objects.get()
     assert do_deliver_delegated(delivery.pk) == "not-claimed"  # a redelivered task does nothing
     with d.capture(execute=True):
-        again = report(delivery=DelegatedPost.objects.select_related("conversation__session").get(), token=delivery.claim_token,
-                       outcome="answered", text="a second answer")
+        again = report(
+            delivery=DelegatedPost.objects.select_related("conversation__session").get(),
+            token=delivery.claim_token,
+            outcome="answered",
+            text="a second answer",
+        )
     assert again.output == {"claimed": False}
     assert Answer.objects.count() == 1 and len(d.answers()) == 1
 
@@ -105,8 +122,7 @@ def test_a_flow_of_your_own_becomes_a_delegate_by_declaring_the_entry(desk, rese
     d = desk(routing="everyone", delegate_flows=("agent", "research"), delegates=(DEVICES,))
     assert d.act("addDelegate", {"worker": "eng.research"}).status == "completed"
     d.run("What changed last week?")
-    assert SEEN == [{"message": f"{MEMBER}, through {HELP}: What changed last week?",
-                     "session": f"{CONVERSATION}:eng.research"}]
+    assert SEEN == [{"message": f"{MEMBER}, through {HELP}: What changed last week?", "session": f"{CONVERSATION}:eng.research"}]
     assert ("eng.research", f"research found: {MEMBER}, through {HELP}: What changed last week?") in d.answers()
 
 
@@ -166,8 +182,9 @@ def test_a_delegate_fired_after_it_was_handed_the_post_fails_the_delivery_at_onc
 
     d = desk(routing="everyone", rounds=1, delegates=(DEVICES, ACCOUNTS))
     lost = []
-    monkeypatch.setattr(policies, "enqueue",
-                        lambda task, *a: lost.append(a[0]) if task == policies.DELIVER_TASK else enqueue(task, *a))
+    monkeypatch.setattr(
+        policies, "enqueue", lambda task, *a: lost.append(a[0]) if task == policies.DELIVER_TASK else enqueue(task, *a)
+    )
     d.run("hi")
     Seat.objects.filter(seat_id=ACCOUNTS).delete()
     with d.capture(execute=True):
@@ -184,8 +201,9 @@ def test_a_delegate_removed_after_it_was_handed_the_post_still_answers_it(desk, 
 
     d = desk(routing="everyone", delegates=(DEVICES, ACCOUNTS))
     lost = []
-    monkeypatch.setattr(policies, "enqueue",
-                        lambda task, *a: lost.append(a[0]) if task == policies.DELIVER_TASK else enqueue(task, *a))
+    monkeypatch.setattr(
+        policies, "enqueue", lambda task, *a: lost.append(a[0]) if task == policies.DELIVER_TASK else enqueue(task, *a)
+    )
     d.run("hi")
     d.act("removeDelegate", {"worker": ACCOUNTS})  # no recall
     with d.capture(execute=True):

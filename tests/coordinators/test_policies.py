@@ -1,5 +1,6 @@
 """Routing policies (spec 004 "Choosing how it routes", "What it records"), with the mock
 evaluation model (block ``coordinator-route``) and scripted delegates, sync cluster."""
+
 from __future__ import annotations
 
 from coordinators.constants import COORDINATOR_JUDGMENT
@@ -24,7 +25,10 @@ def test_judgment_is_the_default_and_the_turn_hands_off_to_as_many_as_it_likes(d
     assert post.status == "completed" and post.output["policy"] == "judgment"
     [record] = d.records()
     assert record == {
-        "postId": post.request_id, "round": 0, "policy": "judgment", "by": "judgment",
+        "postId": post.request_id,
+        "round": 0,
+        "policy": "judgment",
+        "by": "judgment",
         "delegates": [{"worker": DEVICES, "outcome": "delivered"}, {"worker": ACCOUNTS, "outcome": "delivered"}],
     }
     answers = dict(d.answers())
@@ -40,8 +44,14 @@ def test_judgment_can_answer_itself_under_a_coordinator_judgment_agent_name(desk
     [(agent, text)] = d.answers()
     assert agent.startswith("coordinator-judgment") and text == "Our shop opens at nine."
     [record] = d.records()
-    assert record == {"postId": post.request_id, "round": 0, "policy": "judgment", "by": "judgment", "delegates": [],
-                      "none": "The coordinator answered this post itself."}
+    assert record == {
+        "postId": post.request_id,
+        "round": 0,
+        "policy": "judgment",
+        "by": "judgment",
+        "delegates": [],
+        "none": "The coordinator answered this post itself.",
+    }
     assert all(d.turns(w) == 0 for w in DELEGATES)
 
 
@@ -95,8 +105,13 @@ def test_best_fit_asks_one_question_over_the_delegates_descriptions(desk):
     ]
     assert call.state == {"post": {"from": MEMBER, "text": "My laptop won't charge."}, "round": 0}
     [record] = d.records()
-    assert record == {"postId": post.request_id, "round": 0, "policy": "best-fit", "by": "evaluated",
-                      "delegates": [{"worker": DEVICES, "outcome": "delivered"}]}
+    assert record == {
+        "postId": post.request_id,
+        "round": 0,
+        "policy": "best-fit",
+        "by": "evaluated",
+        "delegates": [{"worker": DEVICES, "outcome": "delivered"}],
+    }
     assert d.answers() == [(DEVICES, f"{DEVICES} answered: {TURN}My laptop won't charge.")]
 
 
@@ -127,8 +142,13 @@ def test_best_fit_holds_while_a_delegate_is_still_on_your_last_post(desk, monkey
     second = d.run("It still won't.")
     assert len(d.route.calls) == 1  # no call: held
     record = d.records(second.request_id)[0]
-    assert record == {"postId": second.request_id, "round": 0, "policy": "best-fit", "by": "held",
-                      "delegates": [{"worker": DEVICES, "outcome": "delivered"}]}
+    assert record == {
+        "postId": second.request_id,
+        "round": 0,
+        "policy": "best-fit",
+        "by": "held",
+        "delegates": [{"worker": DEVICES, "outcome": "delivered"}],
+    }
     third = d.run("Still nothing.")  # a held post holds too: devices is on both
     assert len(d.route.calls) == 1 and d.records(third.request_id)[0]["by"] == "held"
 
@@ -143,8 +163,11 @@ def test_best_fit_does_not_hold_once_the_delegate_answered(desk):
 
 
 def test_best_fit_falls_back_when_the_call_fails_answers_none_or_outside_the_delegates(desk):
-    d = desk(routing="best-fit", fallback=GENERAL,
-             answers=[RuntimeError("down"), {"delegate": {"type": "none"}}, choose("support.lead")])
+    d = desk(
+        routing="best-fit",
+        fallback=GENERAL,
+        answers=[RuntimeError("down"), {"delegate": {"type": "none"}}, choose("support.lead")],
+    )
     for text in ("one", "two", "three"):
         post = d.run(text)
         [record] = d.records(post.request_id)
@@ -166,8 +189,13 @@ def test_best_fit_without_a_fallback_hands_the_post_to_the_coordinators_own_turn
     d = desk(routing="best-fit", answers=[{"delegate": None}], scripts={HELP: [hand_off(ACCOUNTS), "Accounts has it."]})
     post = d.run("Something odd.")
     [record] = d.records()
-    assert record == {"postId": post.request_id, "round": 0, "policy": "best-fit", "by": "judgment",
-                      "delegates": [{"worker": ACCOUNTS, "outcome": "delivered"}]}
+    assert record == {
+        "postId": post.request_id,
+        "round": 0,
+        "policy": "best-fit",
+        "by": "judgment",
+        "delegates": [{"worker": ACCOUNTS, "outcome": "delivered"}],
+    }
     assert (f"{COORDINATOR_JUDGMENT}:{HELP}", "Accounts has it.") in d.answers()
 
 
@@ -189,7 +217,9 @@ def test_best_fit_with_an_unreachable_fallback_takes_the_coordinators_turn(desk)
     d.run("Something odd.")
     [record] = d.records()
     assert record["by"] == "judgment"
-    assert {"worker": GENERAL, "outcome": "skipped", "reason": 'No worker "support.general" on your roster.'} in record["delegates"]
+    assert {"worker": GENERAL, "outcome": "skipped", "reason": 'No worker "support.general" on your roster.'} in record[
+        "delegates"
+    ]
 
 
 # ----------------------------------------------------------------------------- round robin
@@ -244,8 +274,13 @@ def test_everyone_hands_the_post_to_every_delegate(desk):
     d = desk(routing="everyone")
     post = d.run("Team meeting at noon?")
     [record] = d.records()
-    assert record == {"postId": post.request_id, "round": 0, "policy": "everyone", "by": "everyone",
-                      "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES]}
+    assert record == {
+        "postId": post.request_id,
+        "round": 0,
+        "policy": "everyone",
+        "by": "everyone",
+        "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES],
+    }
     assert sorted(a for a, _ in d.answers()) == sorted(DELEGATES)
 
 
@@ -254,7 +289,13 @@ def test_everyone_with_no_delegate_left_says_nobody_took_it(desk):
     for worker in DELEGATES:
         d.act("removeDelegate", {"worker": worker})
     post = d.run("anyone?")
-    assert d.records(post.request_id) == [{
-        "postId": post.request_id, "round": 0, "policy": "everyone", "by": "unplaced", "delegates": [],
-        "none": "Nobody took this post: no delegate in this conversation can be reached.",
-    }]
+    assert d.records(post.request_id) == [
+        {
+            "postId": post.request_id,
+            "round": 0,
+            "policy": "everyone",
+            "by": "unplaced",
+            "delegates": [],
+            "none": "Nobody took this post: no delegate in this conversation can be reached.",
+        }
+    ]

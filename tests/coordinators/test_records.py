@@ -1,5 +1,6 @@
 """What a coordinator records (spec 004 "What it records") and the example tree's
 coordinator, booted the way ``serve`` boots it."""
+
 from __future__ import annotations
 
 import pytest
@@ -74,15 +75,23 @@ def test_the_example_coordinator_routes_by_best_fit_over_http(example_booted, dj
     opened = client.post(f"/api/workers/{HELP}/sessions", {"userId": MEMBER}, format="json")
     assert opened.status_code == 201, opened.content
     with django_capture_on_commit_callbacks(execute=True):
-        answer = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/run",
-                             {"userId": MEMBER, "input": {"message": "My laptop won't charge."}}, format="json")
+        answer = client.post(
+            f"/api/flows/coordinator/{CONVERSATION}/actions/run",
+            {"userId": MEMBER, "input": {"message": "My laptop won't charge."}},
+            format="json",
+        )
     assert answer.status_code == 202, answer.content
     assert client.get(f"/api/sessions/{CONVERSATION}/items").status_code == 404  # a conversation is its owner's
     assert client.get(f"/api/sessions/{CONVERSATION}/requests?userId=someone").status_code == 404
     items = client.get(f"/api/sessions/{CONVERSATION}/items?userId={MEMBER}").json()["items"]
     [record] = [i["data"] for i in items if i["component"] == "coordinator-route"]
-    assert record == {"postId": answer.json()["requestId"], "round": 0, "policy": "best-fit", "by": "evaluated",
-                      "delegates": [{"worker": DEVICES, "outcome": "delivered"}]}
+    assert record == {
+        "postId": answer.json()["requestId"],
+        "round": 0,
+        "policy": "best-fit",
+        "by": "evaluated",
+        "delegates": [{"worker": DEVICES, "outcome": "delivered"}],
+    }
     [reply] = [i["data"] for i in items if i["type"] == "message" and i["data"]["role"] == "assistant"]
     assert reply["agentName"] == DEVICES
     assert reply["text"] == f"{DEVICES} heard: {MEMBER}, through {HELP}: My laptop won't charge."

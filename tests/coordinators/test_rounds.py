@@ -2,6 +2,7 @@
 answers going back out by each policy, never to their author; a round closing on its
 answers or failures, or at its deadline (a django-q2 schedule); late answers; the 50
 open rounds; one delivery per (post, round, delegate); the cost bound."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -49,7 +50,10 @@ def test_everyone_with_one_round_hands_each_delegate_the_others_answers_in_one_d
     post = d.run("Who is on call?")
     r0, r1 = d.records(post.request_id)
     assert r0["round"] == 0 and r1 == {
-        "postId": post.request_id, "round": 1, "policy": "everyone", "by": "everyone",
+        "postId": post.request_id,
+        "round": 1,
+        "policy": "everyone",
+        "by": "everyone",
         "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES],
     }
     first = {w: said(w, f"{TURN}Who is on call?") for w in DELEGATES}
@@ -119,8 +123,12 @@ def test_round_robin_routes_answers_on_through_the_rounds(desk):
 
 def test_judgment_waits_for_the_round_then_runs_its_turn_once_with_the_answers(desk):
     script = [
-        {"tool_calls": [{"name": "handOff", "arguments": {"worker": DEVICES}},
-                        {"name": "handOff", "arguments": {"worker": ACCOUNTS}}]},
+        {
+            "tool_calls": [
+                {"name": "handOff", "arguments": {"worker": DEVICES}},
+                {"name": "handOff", "arguments": {"worker": ACCOUNTS}},
+            ]
+        },
         "Asked devices and accounts.",
         {"tool_calls": [{"name": "handOff", "arguments": {"worker": GENERAL}}]},
         "Asked general to weigh in.",
@@ -133,8 +141,13 @@ def test_judgment_waits_for_the_round_then_runs_its_turn_once_with_the_answers(d
     assert round_turn.startswith("Round 0 closed. The delegates answered the post")
     assert said(DEVICES, TURN) in round_turn and said(ACCOUNTS, TURN) in round_turn
     r0, r1 = d.records(post.request_id)
-    assert r1 == {"postId": post.request_id, "round": 1, "policy": "judgment", "by": "judgment",
-                  "delegates": [{"worker": GENERAL, "outcome": "delivered"}]}
+    assert r1 == {
+        "postId": post.request_id,
+        "round": 1,
+        "policy": "judgment",
+        "by": "judgment",
+        "delegates": [{"worker": GENERAL, "outcome": "delivered"}],
+    }
     [to_general] = d.deliveries(worker=GENERAL)
     assert to_general.round == 1 and to_general.message.startswith(f"{DEVICES} and {ACCOUNTS}, through {HELP}: ")
     assert Job.objects.filter(kind="judgment").count() == 2  # rounds + 1 coordinator turns
@@ -150,7 +163,11 @@ def test_a_round_closes_at_its_deadline_by_a_scheduled_check_and_a_late_answer_g
     assert before + timedelta(milliseconds=1500) <= r0.deadline_at <= timezone.now() + timedelta(milliseconds=1500)
     schedule = Schedule.objects.get(name=schedule_name(r0.pk))
     assert (schedule.func, schedule.schedule_type, schedule.next_run, schedule.args) == (
-        "coordinators.tasks.close_round_at_deadline", Schedule.ONCE, r0.deadline_at, f"{r0.pk},")
+        "coordinators.tasks.close_round_at_deadline",
+        Schedule.ONCE,
+        r0.deadline_at,
+        f"{r0.pk},",
+    )
     assert do_close_round_at_deadline(r0.pk) == "not-due"
     Round.objects.filter(pk=r0.pk).update(deadline_at=timezone.now() - timedelta(milliseconds=1))  # time passes
     with d.capture(execute=True):
@@ -233,10 +250,12 @@ def test_past_50_open_rounds_a_post_is_still_delivered_but_its_round_is_not_open
     post = d.run("the 51st")
     [record] = d.records(post.request_id)
     assert record == {
-        "postId": post.request_id, "round": 0, "policy": "everyone", "by": "everyone",
+        "postId": post.request_id,
+        "round": 0,
+        "policy": "everyone",
+        "by": "everyone",
         "delegates": [{"worker": DEVICES, "outcome": "delivered"}, {"worker": ACCOUNTS, "outcome": "delivered"}],
-        "note": "This conversation already had 50 rounds open, so this round wasn't opened: "
-                "its answers land and go no further.",
+        "note": "This conversation already had 50 rounds open, so this round wasn't opened: its answers land and go no further.",
     }
     assert d.rounds().get(post__post_id=post.request_id).status == "unopened"
     with d.capture(execute=True):
@@ -267,8 +286,14 @@ def test_a_delegate_gets_at_most_one_delivery_per_post_per_round(desk):
 def test_the_cost_bound_25_delegates_and_3_rounds_is_100_delegate_turns(desk, org):
     d = desk(routing="everyone", rounds=3)
     for n in range(22):
-        Seat.objects.create(seat_id=f"extra{n}", kind="agent", scope=Seat.Scope.ORG, organization=org,
-                            description="More hands.", model="embedded/echo")
+        Seat.objects.create(
+            seat_id=f"extra{n}",
+            kind="agent",
+            scope=Seat.Scope.ORG,
+            organization=org,
+            description="More hands.",
+            model="embedded/echo",
+        )
         d.act("addDelegate", {"worker": f"extra{n}"})
     post = d.run("Everyone, weigh in.")
     turns = DelegatedPost.objects.filter(post__post_id=post.request_id)

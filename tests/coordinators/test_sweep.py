@@ -1,6 +1,7 @@
 """Recovering what a crashed worker or a lossy broker dropped: the sweep
 (a django-q2 schedule, every minute) enqueues lost deliveries and jobs again, settles one
 out of attempts as failed so its round doesn't wait, and a crashed turn is run again."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -58,8 +59,9 @@ def test_a_turn_a_crashed_worker_left_running_is_run_again_and_a_delivery_out_of
     stuck.refresh_from_db()
     assert stuck.attempts == 2 and stuck.status == "answered"
     other = DelegatedPost.objects.get(worker=DEVICES)
-    DelegatedPost.objects.filter(pk=other.pk).update(status="running", attempts=3, claim_token="dead", lease_until=past,
-                                                     enqueued_at=past - timedelta(days=1))
+    DelegatedPost.objects.filter(pk=other.pk).update(
+        status="running", attempts=3, claim_token="dead", lease_until=past, enqueued_at=past - timedelta(days=1)
+    )
     with d.capture(execute=True):
         assert do_sweep()["abandoned"] == [other.pk]
     other.refresh_from_db()

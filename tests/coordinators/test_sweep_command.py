@@ -1,5 +1,6 @@
 """The coordinators' sweep is a registered sweep: ``manage.py sweep`` (and each cluster
 worker's sweeper thread) recovers a delegated post the broker lost."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -2,6 +2,7 @@
 a delegate's turn on a delegated post (``coordinators.delivery``) and the coordinator's
 own turn (``coordinators.jobs``). Their shapes are the ones a mailbox delivery and a
 board row leave (``tests/turn_log.py``)."""
+
 from __future__ import annotations
 
 from coordinators.models import DelegatedPost, Job

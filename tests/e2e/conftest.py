@@ -1,6 +1,7 @@
 """End-to-end fixtures: the real ``manage.py serve`` as a subprocess on a free loopback
 port, against its own database (a temp SQLite file, or a fresh PostgreSQL database when
 DATABASE_URL points at PostgreSQL)."""
+
 from __future__ import annotations
 
 import json

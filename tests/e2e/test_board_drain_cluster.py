@@ -2,6 +2,7 @@
 rows"): a row filed over HTTP with ``fileTask`` is drained by the seat that declares
 ``drains:`` on the cluster ``serve`` starts, and ends completed with the seat's reply as
 its output, within a bounded wait; ``serve`` prints the hire-time board warnings."""
+
 from __future__ import annotations
 
 import json
@@ -24,19 +25,24 @@ def worker(description: str, drains: str) -> str:
 
 
 def tree(root: Path) -> Path:
-    return write_tree(root, {
-        "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
-            "Where the engineering team works incidents.", members=("eng.lead", "eng.analyst"),
-            boards="[followups, escalations]",
-        ),
-        "teams/eng/workers/lead/WORKER.md": worker("Works the followups.", BOARD),
-        "teams/eng/workers/analyst/WORKER.md": worker("Names a board nobody holds.", "eng.incident.followups"),
-    })
+    return write_tree(
+        root,
+        {
+            "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
+                "Where the engineering team works incidents.",
+                members=("eng.lead", "eng.analyst"),
+                boards="[followups, escalations]",
+            ),
+            "teams/eng/workers/lead/WORKER.md": worker("Works the followups.", BOARD),
+            "teams/eng/workers/analyst/WORKER.md": worker("Names a board nobody holds.", "eng.incident.followups"),
+        },
+    )
 
 
 def file_task(server: Server, **input) -> dict:
-    answer = server.call("POST", "/api/flows/mailbox/eng.incidents/actions/fileTask",
-                         {"userId": "u_42", "input": {"board": "followups", **input}})
+    answer = server.call(
+        "POST", "/api/flows/mailbox/eng.incidents/actions/fileTask", {"userId": "u_42", "input": {"board": "followups", **input}}
+    )
     assert answer.status == 202 and answer.body["status"] == "completed", answer.body
     return answer.body["output"]
 
@@ -73,25 +79,39 @@ def test_a_row_filed_over_http_is_drained_by_its_seat_on_the_cluster(start_serve
     assert filed["boardId"] == BOARD and filed["status"] == "pending"
     task_id = filed["taskId"]
 
-    done = wait_for(lambda: (t if (t := rows(server).get(task_id)) and t["status"] == "completed" else None),
-                    timeout=30, what="the seat to drain the row", log=server.log)
+    done = wait_for(
+        lambda: t if (t := rows(server).get(task_id)) and t["status"] == "completed" else None,
+        timeout=30,
+        what="the seat to drain the row",
+        log=server.log,
+    )
     assert (done["run"], done["attempts"], done["error"]) == (RUN, 1, None)
-    text = (f"Task {task_id} on board {BOARD} (attempt 1 of 3).\nTitle: Postmortem\nGoal: Write the postmortem.\n"
-            "Your reply is the task's output.")
+    text = (
+        f"Task {task_id} on board {BOARD} (attempt 1 of 3).\nTitle: Postmortem\nGoal: Write the postmortem.\n"
+        "Your reply is the task's output."
+    )
     assert stored_outputs(server)[task_id] == f"eng.lead heard: {text}"
     [turn] = turns(server)
     assert turn["status"] == "completed" and turn["output"]["reply"] == f"eng.lead heard: {text}"
 
     # a burst of rows: every one is run once, by the seat's drains on two cluster workers
     burst = [file_task(server, goal=f"Followup {i}.")["taskId"] for i in range(4)]
-    wait_for(lambda: all(rows(server)[t]["status"] == "completed" for t in burst), timeout=60,
-             what="every row of the burst to complete", log=server.log)
+    wait_for(
+        lambda: all(rows(server)[t]["status"] == "completed" for t in burst),
+        timeout=60,
+        what="every row of the burst to complete",
+        log=server.log,
+    )
     assert all(rows(server)[t]["attempts"] == 1 for t in burst)
     assert sorted(t["output"]["taskId"] for t in turns(server)) == sorted([task_id, *burst])  # each row run once
     outputs = stored_outputs(server)
     assert all(outputs[t].startswith(f"eng.lead heard: Task {t} on board {BOARD}") for t in burst)
 
     log = server.log.read_text()
-    assert ('warning: seat eng.analyst drains board eng.incident.followups, which no mailbox holds: no mailbox '
-            'eng.incident holds a board "followups".') in log
-    assert 'warning: mailbox eng.incidents holds board "escalations" (eng.incidents.escalations), and no hired seat drains it' in log
+    assert (
+        "warning: seat eng.analyst drains board eng.incident.followups, which no mailbox holds: no mailbox "
+        'eng.incident holds a board "followups".'
+    ) in log
+    assert (
+        'warning: mailbox eng.incidents holds board "escalations" (eng.incidents.escalations), and no hired seat drains it' in log
+    )

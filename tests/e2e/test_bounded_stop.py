@@ -1,6 +1,7 @@
 """Stopping under a backlog: ``serve`` (web server and cluster) exits within
 ``WORKFORCE_STOP_SECONDS`` of a SIGTERM even while slow turns are queued, and the work it
 cut short is not lost: started again, every post is answered once per seat."""
+
 from __future__ import annotations
 
 import signal
@@ -23,11 +24,14 @@ LISTENER = "---\ndescription: {name}.\nmodel: embedded/echo\n---\n\nYou listen.\
 
 
 def tree(root):
-    return write_tree(root, {
-        "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Where the team posts.", members=SEATS),
-        "teams/eng/workers/alpha/WORKER.md": LISTENER.format(name="Alpha"),
-        "teams/eng/workers/beta/WORKER.md": LISTENER.format(name="Beta"),
-    })
+    return write_tree(
+        root,
+        {
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Where the team posts.", members=SEATS),
+            "teams/eng/workers/alpha/WORKER.md": LISTENER.format(name="Alpha"),
+            "teams/eng/workers/beta/WORKER.md": LISTENER.format(name="Beta"),
+        },
+    )
 
 
 def completed_turns(server, seat: str) -> list[dict]:
@@ -55,8 +59,11 @@ def test_serve_stops_within_the_bound_under_a_backlog_and_loses_nothing(start_se
         **broker_env,
         "WORKFORCE_STOP_SECONDS": str(STOP_SECONDS),
         # Short leases and retries so that the work cut short comes back within the test.
-        "WORKFORCE_Q_TIMEOUT": "10", "WORKFORCE_Q_RETRY": "15", "WORKFORCE_TURN_TIMEOUT": "8",
-        "WORKFORCE_MODEL_TIMEOUT": "6", "WORKFORCE_SWEEP_SECONDS": "2",
+        "WORKFORCE_Q_TIMEOUT": "10",
+        "WORKFORCE_Q_RETRY": "15",
+        "WORKFORCE_TURN_TIMEOUT": "8",
+        "WORKFORCE_MODEL_TIMEOUT": "6",
+        "WORKFORCE_SWEEP_SECONDS": "2",
     }
     server = start_server(root, env=env)
     started_log = server.log.read_text()
@@ -67,7 +74,8 @@ def test_serve_stops_within_the_bound_under_a_backlog_and_loses_nothing(start_se
         assert "\nweb connections: pooled, at most 16\n" in started_log
     for n in range(POSTS):
         answer = server.call(
-            "POST", "/api/flows/mailbox/eng.standup/actions/post",
+            "POST",
+            "/api/flows/mailbox/eng.standup/actions/post",
             {"userId": "u_42", "input": {"body": f"status {n}\n/sleep {TURN_MS}"}},
         )
         assert answer.status == 202, answer.body

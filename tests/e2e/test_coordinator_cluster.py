@@ -9,6 +9,7 @@ Two delegates run on ``embedded/echo``. The third, ``support.general``, runs on
 its answer to the person's post until the test releases it (after round 0 closed), and
 answers anything else at once.
 """
+
 from __future__ import annotations
 
 import threading
@@ -45,9 +46,12 @@ class SlowModel(FakeOpenAIServer):
         self.turns.append(turn)
         if turn.startswith(f"{USER}, through "):
             self.release.wait(timeout=120)
-        return 200, chat_completion(f"general (slow) answered: {turn}", model=body["model"],
-                                    id=f"chatcmpl-{len(self.turns)}",
-                                    usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})
+        return 200, chat_completion(
+            f"general (slow) answered: {turn}",
+            model=body["model"],
+            id=f"chatcmpl-{len(self.turns)}",
+            usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        )
 
     def close(self) -> None:
         self.release.set()
@@ -59,15 +63,18 @@ def worker(description: str, model: str) -> str:
 
 
 def tree(root: Path) -> Path:
-    return write_tree(root, {
-        "teams/support/workers/help/WORKER.md": (
-            "---\ndescription: Ask the support team anything.\nflow: coordinator\nmodel: embedded/echo\n"
-            f"delegates: [{', '.join(DELEGATES)}]\nrouting: everyone\nrounds: 1\n---\n\nYou are the support desk.\n"
-        ),
-        "teams/support/workers/devices/WORKER.md": worker("Phones and laptops.", "embedded/echo"),
-        "teams/support/workers/accounts/WORKER.md": worker("Sign-in and billing.", "embedded/echo"),
-        "teams/support/workers/general/WORKER.md": worker("Anything else.", "openai/slow"),
-    })
+    return write_tree(
+        root,
+        {
+            "teams/support/workers/help/WORKER.md": (
+                "---\ndescription: Ask the support team anything.\nflow: coordinator\nmodel: embedded/echo\n"
+                f"delegates: [{', '.join(DELEGATES)}]\nrouting: everyone\nrounds: 1\n---\n\nYou are the support desk.\n"
+            ),
+            "teams/support/workers/devices/WORKER.md": worker("Phones and laptops.", "embedded/echo"),
+            "teams/support/workers/accounts/WORKER.md": worker("Sign-in and billing.", "embedded/echo"),
+            "teams/support/workers/general/WORKER.md": worker("Anything else.", "openai/slow"),
+        },
+    )
 
 
 def records(server: Server) -> list[dict]:
@@ -75,8 +82,11 @@ def records(server: Server) -> list[dict]:
 
 
 def answers(server: Server) -> list[dict]:
-    return [i["data"] for i in session_items(server, CONVERSATION, USER)
-            if i["type"] == "message" and i["data"]["role"] == "assistant"]
+    return [
+        i["data"]
+        for i in session_items(server, CONVERSATION, USER)
+        if i["type"] == "message" and i["data"]["role"] == "assistant"
+    ]
 
 
 def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_path):
@@ -96,27 +106,46 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         assert opened.status == 201 and opened.body["sessionId"] == CONVERSATION, opened.body
 
         posted_at = time.monotonic()
-        answer = server.call("POST", f"/api/flows/coordinator/{CONVERSATION}/actions/run",
-                             {"userId": USER, "input": {"message": "Is the office open on Friday?"}})
+        answer = server.call(
+            "POST",
+            f"/api/flows/coordinator/{CONVERSATION}/actions/run",
+            {"userId": USER, "input": {"message": "Is the office open on Friday?"}},
+        )
         assert answer.status == 202 and answer.body["status"] == "completed", answer.body
         post_id = answer.body["requestId"]
         assert answer.body["output"]["route"] == {
-            "postId": post_id, "round": 0, "policy": "everyone", "by": "everyone",
+            "postId": post_id,
+            "round": 0,
+            "policy": "everyone",
+            "by": "everyone",
             "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES],
         }
 
         # Devices and accounts answer at once; general's model holds its answer.
-        wait_for(lambda: {a["agentName"] for a in answers(server)} >= {"support.devices", "support.accounts"},
-                 timeout=30, what="the two quick answers", log=server.log)
+        wait_for(
+            lambda: {a["agentName"] for a in answers(server)} >= {"support.devices", "support.accounts"},
+            timeout=30,
+            what="the two quick answers",
+            log=server.log,
+        )
 
         # Round 0 closes at its deadline (the cluster's scheduler runs the check), and
         # round 1 goes out without general's answer.
-        second = wait_for(lambda: next((r for r in records(server) if r["round"] == 1), None),
-                          timeout=75, what="round 1 (round 0 closed at its deadline)", log=server.log)
+        second = wait_for(
+            lambda: next((r for r in records(server) if r["round"] == 1), None),
+            timeout=75,
+            what="round 1 (round 0 closed at its deadline)",
+            log=server.log,
+        )
         closed_after = time.monotonic() - posted_at
         assert closed_after >= DEADLINE_MS / 1000
-        assert second == {"postId": post_id, "round": 1, "policy": "everyone", "by": "everyone",
-                          "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES]}
+        assert second == {
+            "postId": post_id,
+            "round": 1,
+            "policy": "everyone",
+            "by": "everyone",
+            "delegates": [{"worker": w, "outcome": "delivered"} for w in DELEGATES],
+        }
         closes = session_requests(server, CONVERSATION, "closeRound", USER)
         assert len(closes) == 1 and closes[0]["status"] == "completed" and len(closes[0]["output"]["closed"]) == 1
 
@@ -142,8 +171,7 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         time.sleep(3)  # anything that would go further, or land twice, has had time to
         landed = answers(server)
         assert len(landed) == 6
-        assert sorted((a["agentName"], a["round"]) for a in landed) == sorted(
-            (w, r) for w in DELEGATES for r in (0, 1))
+        assert sorted((a["agentName"], a["round"]) for a in landed) == sorted((w, r) for w in DELEGATES for r in (0, 1))
         assert len({a["text"] for a in landed}) == 6
         assert len(records(server)) == 2  # the late answer routed nothing
 

@@ -1,5 +1,6 @@
 """The main job end to end: ``manage.py serve`` as a subprocess, posted to and read over
 HTTP."""
+
 from __future__ import annotations
 
 import pytest

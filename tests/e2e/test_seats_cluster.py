@@ -1,6 +1,7 @@
 """Agent seats on a real django-q2 cluster (spec "Waking agent seats"): a post over HTTP wakes
 two agent seats whose tool posts land in the transcript, and killing the cluster hard
 mid-delivery and starting it again neither loses a wake nor runs one twice."""
+
 from __future__ import annotations
 
 import os
@@ -26,13 +27,16 @@ def worker(description: str, body: str) -> str:
 
 
 def tree(root: Path, body: str) -> Path:
-    return write_tree(root, {
-        "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(
-            "Where the engineering team posts daily status.", members=("eng.alpha", "eng.beta")
-        ),
-        "teams/eng/workers/alpha/WORKER.md": worker("Alpha.", body),
-        "teams/eng/workers/beta/WORKER.md": worker("Beta.", body),
-    })
+    return write_tree(
+        root,
+        {
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(
+                "Where the engineering team posts daily status.", members=("eng.alpha", "eng.beta")
+            ),
+            "teams/eng/workers/alpha/WORKER.md": worker("Alpha.", body),
+            "teams/eng/workers/beta/WORKER.md": worker("Beta.", body),
+        },
+    )
 
 
 def turns(server: Server, seat: str) -> list[dict]:
@@ -56,7 +60,11 @@ class Cluster:
     def start(self) -> None:
         self.process = subprocess.Popen(
             [sys.executable, str(REPO / "manage.py"), "qcluster"],
-            cwd=REPO, env=self.env, stdout=self.log.open("a"), stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log.open("a"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def crash(self) -> None:
@@ -80,8 +88,12 @@ def test_a_post_over_http_wakes_two_seats_and_their_posts_land(start_server, tmp
     root = tree(tmp_path / "tree", f"Answer in the mailbox.\n{STANDING_ORDER}")
     server = start_server(root)  # serve: web server and task cluster together
     line = post(server, "shipped the reader")
-    lines = wait_for(lambda: (ls if len(ls := transcript(server, STANDUP)) >= 3 else None), timeout=30,
-                     what="both seats' tool posts", log=server.log)
+    lines = wait_for(
+        lambda: ls if len(ls := transcript(server, STANDUP)) >= 3 else None,
+        timeout=30,
+        what="both seats' tool posts",
+        log=server.log,
+    )
     assert lines[0]["id"] == line["id"]
     answers = {ln["author"]: ln for ln in lines[1:]}
     assert set(answers) == {"eng.alpha", "eng.beta"}
@@ -111,8 +123,12 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
         # Each model call of this turn waits 1.5 s: the tool post lands after the first,
         # and the turn is still running (its second call) when the cluster dies.
         post(server, 'first\n/sleep 1500\n/tool post-to-mailbox {"mailbox": "eng.standup", "body": "ack first"}')
-        wait_for(lambda: sum(ln["body"] == "ack first" for ln in transcript(server, STANDUP)) == 2, timeout=30,
-                 what="both seats' first tool posts", log=cluster.log)
+        wait_for(
+            lambda: sum(ln["body"] == "ack first" for ln in transcript(server, STANDUP)) == 2,
+            timeout=30,
+            what="both seats' first tool posts",
+            log=cluster.log,
+        )
         cluster.crash()
         assert all(t["status"] == "running" for s in ("eng.alpha", "eng.beta") for t in turns(server, s))
 
@@ -139,8 +155,7 @@ def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(star
             # the turn the crash interrupted is aborted; each post has exactly one completed turn
             assert statuses.count("completed") == 2, statuses
             assert statuses.count("aborted") == 1 and statuses.count("running") == 0, statuses
-        failed = [r for r in server.call("GET", "/api/sessions/eng.standup/requests").body["requests"]
-                  if r["status"] == "failed"]
+        failed = [r for r in server.call("GET", "/api/sessions/eng.standup/requests").body["requests"] if r["status"] == "failed"]
         assert failed == []
     finally:
         cluster.stop()

@@ -1,5 +1,6 @@
 """``serve`` prints each hire-time board warning once (not also as a log line, nor again
 from its check or its cluster), and ``manage.py check`` warns about the same problems."""
+
 from __future__ import annotations
 
 import subprocess
@@ -33,8 +34,9 @@ def test_check_warns_about_the_board_problems(tmp_path, server_database):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
     env.update(server_database)
     env["WORKFORCE_ROOT"] = str(tree(tmp_path / "tree"))
-    done = subprocess.run([sys.executable, str(REPO / "manage.py"), "check"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "manage.py"), "check"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert f"(mailboxes.W001) {UNKNOWN}" in done.stderr
     assert f"(mailboxes.W003) {UNATTENDED}" in done.stderr
@@ -48,11 +50,19 @@ def test_serve_warns_about_a_mailbox_whose_file_changed_after_it_was_opened(star
     assert server.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
     server.stop()
     assert "differs from what it was opened with" not in server.log.read_text()
-    write_tree(root, {"teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
-        "Where the engineering team works incidents.", members=("eng.lead",), boards="[followups, escalations]")})
+    write_tree(
+        root,
+        {
+            "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md(
+                "Where the engineering team works incidents.", members=("eng.lead",), boards="[followups, escalations]"
+            )
+        },
+    )
     again = start_server(root)
     assert again.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
     log = again.log.read_text()
     assert log.count("differs from what it was opened with") == 1, log
-    assert ("warning: mailbox eng.incidents's MAILBOX.md differs from what it was opened with: "
-            "members (drops eng.analyst). An open mailbox keeps") in log
+    assert (
+        "warning: mailbox eng.incidents's MAILBOX.md differs from what it was opened with: "
+        "members (drops eng.analyst). An open mailbox keeps"
+    ) in log

@@ -1,4 +1,5 @@
 """Fixtures for the mailbox tests: a DRF API client and the standard tree, opened."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Every /api/ answer is JSON in the contract's shape (design.md §4), whatever the
 method, the path, or the CSRF check says: never Django's HTML pages."""
+
 from __future__ import annotations
 
 import json
@@ -70,9 +71,14 @@ def test_a_csrf_failure_outside_a_drf_view_on_an_api_path_is_json(rf):
 
     response = csrf_failure(rf.post("/api/anything"), reason="CSRF cookie not set.")
     assert response.status_code == 403 and response["Content-Type"].startswith("application/json")
-    assert json.loads(response.content) == {"requestId": None, "status": "failed", "error": {
-        "reason": "forbidden",
-        "message": "forbidden: CSRF Failed: CSRF cookie not set. Send the X-CSRFToken header, or use token auth."}}
+    assert json.loads(response.content) == {
+        "requestId": None,
+        "status": "failed",
+        "error": {
+            "reason": "forbidden",
+            "message": "forbidden: CSRF Failed: CSRF cookie not set. Send the X-CSRFToken header, or use token auth.",
+        },
+    }
     assert not csrf_failure(rf.post("/admin/login/"), reason="x")["Content-Type"].startswith("application/json")
 
 
@@ -97,10 +103,20 @@ def test_a_4xx_answer_is_logged_at_info_and_a_5xx_at_error(opened, caplog, monke
 
     client = Client(raise_request_exception=False)
     with caplog.at_level(logging.DEBUG, logger="django.request"):
-        assert client.post("/api/flows/mailbox/nowhere/actions/post", {"userId": "u_42", "input": {"body": "x"}},
-                           content_type="application/json").status_code == 404
-        assert client.post("/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_42", "input": {}},
-                           content_type="application/json").status_code == 400
+        assert (
+            client.post(
+                "/api/flows/mailbox/nowhere/actions/post",
+                {"userId": "u_42", "input": {"body": "x"}},
+                content_type="application/json",
+            ).status_code
+            == 404
+        )
+        assert (
+            client.post(
+                "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_42", "input": {}}, content_type="application/json"
+            ).status_code
+            == 400
+        )
         monkeypatch.setattr(TranscriptView, "get", lambda self, request, mailbox_id: 1 / 0)
         assert client.get("/api/mailboxes/eng.standup/transcript").status_code == 500
     records = [(r.levelname, r.status_code) for r in caplog.records if r.name == "django.request"]
@@ -111,7 +127,10 @@ def test_a_4xx_answer_is_logged_at_info_and_a_5xx_at_error(opened, caplog, monke
 def test_a_post_author_longer_than_the_line_keeps_is_invalid_input(opened):
     from rest_framework.test import APIClient
 
-    response = APIClient().post("/api/flows/mailbox/eng.standup/actions/post",
-                                {"userId": "u_42", "input": {"body": "hi", "author": "a" * 201}}, format="json")
+    response = APIClient().post(
+        "/api/flows/mailbox/eng.standup/actions/post",
+        {"userId": "u_42", "input": {"body": "hi", "author": "a" * 201}},
+        format="json",
+    )
     assert_failed(response, 400, "invalid-input")
     assert response.json()["error"]["message"] == "invalid-input: author: Ensure this field has no more than 200 characters."

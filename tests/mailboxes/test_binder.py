@@ -1,6 +1,7 @@
 """Binding the roster: the closed list of keys and every refusal the spec names
 (spec "Declaring a mailbox", "Holding a board", "Registering a kind of your own",
 "A room per project", "Routing a mailbox")."""
+
 from __future__ import annotations
 
 import pytest
@@ -163,8 +164,25 @@ def test_boards_bind_as_plain_local_names():
 
 @pytest.mark.parametrize(
     "name",
-    ["", "two words", "tab\tname", "line\nbreak", "feature.triage", "a/b", "a*", "a[0]", "x]", "lock", "LOCK", "Lock",
-     "__proto__", "prototype", "constructor", 42, None],
+    [
+        "",
+        "two words",
+        "tab\tname",
+        "line\nbreak",
+        "feature.triage",
+        "a/b",
+        "a*",
+        "a[0]",
+        "x]",
+        "lock",
+        "LOCK",
+        "Lock",
+        "__proto__",
+        "prototype",
+        "constructor",
+        42,
+        None,
+    ],
 )
 def test_a_board_name_breaking_the_rule_is_refused(name):
     (message,) = messages(refused(record(boards=[name])))
@@ -234,9 +252,7 @@ def test_routing_on_a_kind_built_with_a_route_binds():
 
 
 def test_a_template_is_bound_as_a_template_and_never_as_a_mailbox():
-    roster = bind_roster(
-        [record("eng.room", mintFor="projects", body="Plan the work."), record("eng.standup")], BUILTIN
-    )
+    roster = bind_roster([record("eng.room", mintFor="projects", body="Plan the work."), record("eng.standup")], BUILTIN)
     assert [m.id for m in roster.mailboxes] == ["eng.standup"]
     (template,) = roster.templates
     assert template.id == "eng.room"

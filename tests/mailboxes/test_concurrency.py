@@ -1,6 +1,7 @@
 """Posts on one mailbox are serialized; posts on two never wait on each other
 (spec "Posting and reading"). Real threads on PostgreSQL: SQLite has no
 row locks to test."""
+
 from __future__ import annotations
 
 import threading
@@ -22,7 +23,12 @@ N = 20
 def _post_from_threads(org, session_id: str, n: int) -> list[Request]:
     def post(i: int) -> Request:
         return do_run_action(
-            org=org, kind="mailbox", session_id=session_id, action="post", input={"body": f"post {i}"}, user_id=MEMBER,
+            org=org,
+            kind="mailbox",
+            session_id=session_id,
+            action="post",
+            input={"body": f"post {i}"},
+            user_id=MEMBER,
         )
 
     return run_in_threads(post, n, timeout=60)
@@ -71,8 +77,14 @@ def test_posts_on_two_mailboxes_never_wait_on_each_other(open_tree, org):
     def post_incidents() -> None:
         try:
             done.append(
-                do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post",
-                              input={"body": "pager went off"}, user_id=MEMBER)
+                do_run_action(
+                    org=org,
+                    kind="mailbox",
+                    session_id="eng.incidents",
+                    action="post",
+                    input={"body": "pager went off"},
+                    user_id=MEMBER,
+                )
             )
         finally:
             connection.close()

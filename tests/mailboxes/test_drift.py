@@ -1,6 +1,7 @@
 """An open mailbox keeps the members, charter and description it was opened with (spec
 "Opening it"); when its MAILBOX.md has changed since, ``open_mailboxes`` (and ``serve``)
 say so: a warning naming each difference and how to open a fresh mailbox."""
+
 from __future__ import annotations
 
 from io import StringIO
@@ -12,15 +13,21 @@ from mailboxes.services import do_open_mailboxes
 from tests.conftest import OWNER, STANDARD_TREE, mailbox_md
 from workforce.models import Session
 
-ADVICE = ("An open mailbox keeps the members, charter and description it was opened with. To serve the file's, "
-          "open a fresh mailbox: give it a new id (rename its folder; the old transcript stays under the old id), "
-          "or start from an empty database.")
+ADVICE = (
+    "An open mailbox keeps the members, charter and description it was opened with. To serve the file's, "
+    "open a fresh mailbox: give it a new id (rename its folder; the old transcript stays under the old id), "
+    "or start from an empty database."
+)
 
 
 def edited(**kw) -> dict[str, str]:
     files = dict(STANDARD_TREE)
-    keys = {"description": "Where the engineering team posts daily status.", "members": ("eng.lead", "eng.analyst"),
-            "body": "Post what you finished.", **kw}
+    keys = {
+        "description": "Where the engineering team posts daily status.",
+        "members": ("eng.lead", "eng.analyst"),
+        "body": "Post what you finished.",
+        **kw,
+    }
     files["teams/eng/mailboxes/standup/MAILBOX.md"] = mailbox_md(keys["description"], members=keys["members"], body=keys["body"])
     return files
 
@@ -30,15 +37,17 @@ def test_an_unchanged_file_has_no_drift(make_tree, org):
     do_open_mailboxes(org, load_roster(root).mailboxes, user_id=OWNER)
     again = do_open_mailboxes(org, load_roster(root).mailboxes, user_id=OWNER)
     assert sorted((o.mailbox_id, o.outcome, o.drift, o.drift_warning) for o in again) == [
-        ("eng.incidents", "already open", (), None), ("eng.standup", "already open", (), None),
+        ("eng.incidents", "already open", (), None),
+        ("eng.standup", "already open", (), None),
     ]
 
 
 def test_each_difference_is_named_and_nothing_is_changed(make_tree, org):
     do_open_mailboxes(org, load_roster(make_tree()).mailboxes, user_id=OWNER)
     before = Session.objects.get(session_id="eng.standup").state
-    roster = load_roster(make_tree(edited(description="A new description.", members=("eng.newcomer", "eng.lead"),
-                                          body="A new charter.")))
+    roster = load_roster(
+        make_tree(edited(description="A new description.", members=("eng.newcomer", "eng.lead"), body="A new charter."))
+    )
     outcomes = {o.mailbox_id: o for o in do_open_mailboxes(org, roster.mailboxes, user_id=OWNER)}
     assert outcomes["eng.standup"].drift == (
         "members (the file adds eng.newcomer; drops eng.analyst)",
@@ -62,6 +71,5 @@ def test_the_command_prints_a_warning_after_the_drifted_mailbox(make_tree, org):
     assert out.getvalue().splitlines() == [
         "eng.incidents: already open",
         "eng.standup: already open",
-        "warning: mailbox eng.standup's MAILBOX.md differs from what it was opened with: "
-        f"members (drops eng.analyst). {ADVICE}",
+        f"warning: mailbox eng.standup's MAILBOX.md differs from what it was opened with: members (drops eng.analyst). {ADVICE}",
     ]

@@ -1,4 +1,5 @@
 """The HTTP contract (README "Run it") over DRF's APIClient."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Bad input never reaches the database as a database error, and every /api/ answer is
 JSON in the contract's shape, on SQLite and PostgreSQL alike."""
+
 from __future__ import annotations
 
 import pytest
@@ -66,7 +67,9 @@ def test_an_unacceptable_accept_header_is_406_not_acceptable(client, opened):
 
 
 def test_a_form_body_is_refused_415(client, opened):
-    response = client.post("/api/flows/mailbox/eng.standup/actions/post", "userId=evil", content_type="application/x-www-form-urlencoded")
+    response = client.post(
+        "/api/flows/mailbox/eng.standup/actions/post", "userId=evil", content_type="application/x-www-form-urlencoded"
+    )
     assert_failed(response, 415, "unsupported-media-type")
     assert not Line.objects.exists()
 
@@ -92,7 +95,9 @@ def test_cursors_are_plain_digits(client, opened, value):
 def test_an_identical_retry_with_non_object_input_replays_the_first_answer(client, opened):
     for _ in range(2):
         response = client.post(
-            "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u1", "input": "hello"}, format="json",
+            "/api/flows/mailbox/eng.standup/actions/post",
+            {"userId": "u1", "input": "hello"},
+            format="json",
             headers={"Idempotency-Key": "k-str"},
         )
         assert_failed(response, 400, "invalid-input")

@@ -1,4 +1,5 @@
 """Mailbox kinds of your own (spec "Registering a kind of your own")."""
+
 from __future__ import annotations
 
 import pytest

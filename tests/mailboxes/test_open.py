@@ -1,5 +1,6 @@
 """Opening mailboxes (spec "Opening it, and why an unopened id is not a mailbox",
 "Which organization a mailbox runs in", "Upgrading from channels")."""
+
 from __future__ import annotations
 
 from io import StringIO

@@ -1,5 +1,6 @@
 """Posting and reading (spec "Posting and reading", "What the transcript proves",
 "Showing a mailbox on screen", "A room per project": a template is not a mailbox)."""
+
 from __future__ import annotations
 
 import pytest

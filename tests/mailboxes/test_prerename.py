@@ -1,4 +1,5 @@
 """What is left from before channels were renamed (spec "Upgrading from channels")."""
+
 from __future__ import annotations
 
 from io import StringIO

@@ -37,10 +37,14 @@ def only_error(root):
 
 
 def test_good_tree(tmp_path):
-    box(tmp_path, "engineering", "standup",
+    box(
+        tmp_path,
+        "engineering",
+        "standup",
         "---\ndescription: Where the engineering team posts daily status.\n"
         "members: [engineering.lead, engineering.analyst]\n---\n\n"
-        "Post what you finished, what you're on, and what's blocking you.\n")
+        "Post what you finished, what you're on, and what's blocking you.\n",
+    )
     box(tmp_path, "engineering", "incidents", "---\ndescription: Incidents.\nrouting: {mode: fit}\n---\nBe brief.")
     box(tmp_path, "marketing", "standup")
     mailboxes, errors = read_mailboxes_directory(tmp_path)
@@ -49,8 +53,10 @@ def test_good_tree(tmp_path):
     standup = mailboxes[1]
     assert standup == MailboxManifest(
         id="engineering.standup",
-        declared={"description": "Where the engineering team posts daily status.",
-                  "members": ["engineering.lead", "engineering.analyst"]},
+        declared={
+            "description": "Where the engineering team posts daily status.",
+            "members": ["engineering.lead", "engineering.analyst"],
+        },
         body="\nPost what you finished, what you're on, and what's blocking you.\n",
     )
     assert mailboxes[0].declared == {"description": "Incidents.", "routing": {"mode": "fit"}}
@@ -63,14 +69,27 @@ def test_root_as_str_and_path(tmp_path):
 
 
 def test_declared_exactly_as_written(tmp_path):
-    box(tmp_path, "eng", "standup",
+    box(
+        tmp_path,
+        "eng",
+        "standup",
         "---\ndescription: x\nmember: [eng.lead]\nmode: 0755\nquiet: no\nswitch: on\nat: 1:30\n"
-        "since: 2024-01-02\nloud: true\nratio: 1.5\ncount: 3\nflowKind: custom\n---\nbody\n")
+        "since: 2024-01-02\nloud: true\nratio: 1.5\ncount: 3\nflowKind: custom\n---\nbody\n",
+    )
     mailboxes, errors = read_mailboxes_directory(tmp_path)
     assert errors == []
     assert mailboxes[0].declared == {
-        "description": "x", "member": ["eng.lead"], "mode": "0755", "quiet": "no", "switch": "on",
-        "at": "1:30", "since": "2024-01-02", "loud": True, "ratio": 1.5, "count": 3, "flowKind": "custom",
+        "description": "x",
+        "member": ["eng.lead"],
+        "mode": "0755",
+        "quiet": "no",
+        "switch": "on",
+        "at": "1:30",
+        "since": "2024-01-02",
+        "loud": True,
+        "ratio": 1.5,
+        "count": 3,
+        "flowKind": "custom",
     }
 
 
@@ -199,7 +218,8 @@ def test_symlinked_mailboxes_folder(tmp_path):
     box(tmp_path / "elsewhere", "eng", "standup")
     (tmp_path / "teams" / "eng").mkdir(parents=True)
     (tmp_path / "teams" / "eng" / "mailboxes").symlink_to(
-        tmp_path / "elsewhere" / "teams" / "eng" / "mailboxes", target_is_directory=True)
+        tmp_path / "elsewhere" / "teams" / "eng" / "mailboxes", target_is_directory=True
+    )
     box(tmp_path, "ops", "pager")
     mailboxes, error = only_error(tmp_path)
     assert [m.id for m in mailboxes] == ["ops.pager"]
@@ -210,7 +230,8 @@ def test_symlinked_mailbox_folder(tmp_path):
     box(tmp_path / "elsewhere", "eng", "standup")
     box(tmp_path, "eng", "incidents")
     (tmp_path / "teams" / "eng" / "mailboxes" / "standup").symlink_to(
-        tmp_path / "elsewhere" / "teams" / "eng" / "mailboxes" / "standup", target_is_directory=True)
+        tmp_path / "elsewhere" / "teams" / "eng" / "mailboxes" / "standup", target_is_directory=True
+    )
     mailboxes, error = only_error(tmp_path)
     assert [m.id for m in mailboxes] == ["eng.incidents"]
     assert (error.kind, error.path) == ("mailbox-load-failed", "teams/eng/mailboxes/standup")
@@ -324,8 +345,7 @@ def test_stand_up_message(tmp_path):
     box(tmp_path, "eng", "Stand Up")
     _, error = only_error(tmp_path)
     assert error.message == (
-        'Mailbox folder "Stand Up" breaks the name rule: lowercase letters, digits and single '
-        "hyphens, at most 64 characters."
+        'Mailbox folder "Stand Up" breaks the name rule: lowercase letters, digits and single hyphens, at most 64 characters.'
     )
 
 
@@ -360,8 +380,7 @@ def test_missing_mailbox_file(tmp_path):
     assert [m.id for m in mailboxes] == ["engineering.standup"]
     assert (error.kind, error.path) == ("mailbox-load-failed", "teams/engineering/mailboxes/lounge")
     assert error.message.startswith(
-        'Mailbox folder "lounge" has no MAILBOX.md. A mailbox folder declares one mailbox, '
-        "and every mailbox is a MAILBOX.md."
+        'Mailbox folder "lounge" has no MAILBOX.md. A mailbox folder declares one mailbox, and every mailbox is a MAILBOX.md.'
     )
 
 
@@ -572,11 +591,22 @@ def test_read_record_file_failure_uses_given_kind(tmp_path):
 
 def test_os_and_editor_droppings_are_passed_over_folders_and_files_alike(tmp_path):
     box(tmp_path, "eng", "standup")
-    for rel in ("teams/eng/mailboxes/.DS_Store/x", "teams/eng/mailboxes/__MACOSX/standup/._MAILBOX.md",
-                "teams/eng/mailboxes/.idea/workspace.xml", "teams/.git/HEAD", "teams/eng/.vscode/settings.json"):
+    for rel in (
+        "teams/eng/mailboxes/.DS_Store/x",
+        "teams/eng/mailboxes/__MACOSX/standup/._MAILBOX.md",
+        "teams/eng/mailboxes/.idea/workspace.xml",
+        "teams/.git/HEAD",
+        "teams/eng/.vscode/settings.json",
+    ):
         write(tmp_path, rel, "x")
-    for rel in ("teams/eng/mailboxes/._standup", "teams/eng/mailboxes/standup~", "teams/eng/mailboxes/.standup.swp",
-                "teams/eng/mailboxes/.#standup", "teams/eng/mailboxes/#standup#", "teams/eng/mailboxes/Thumbs.db"):
+    for rel in (
+        "teams/eng/mailboxes/._standup",
+        "teams/eng/mailboxes/standup~",
+        "teams/eng/mailboxes/.standup.swp",
+        "teams/eng/mailboxes/.#standup",
+        "teams/eng/mailboxes/#standup#",
+        "teams/eng/mailboxes/Thumbs.db",
+    ):
         write(tmp_path, rel, b"\x00")
     mailboxes, errors = read_mailboxes_directory(tmp_path)
     assert errors == [] and [m.id for m in mailboxes] == ["eng.standup"]

@@ -1,4 +1,5 @@
 """``manage.py add_member <user> --org ID``: a Membership without the admin."""
+
 from __future__ import annotations
 
 import os
@@ -60,5 +61,7 @@ def test_the_command_exits_1_when_refused(tmp_path):
     env = {**os.environ, "WORKFORCE_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "workforce_project.settings"}
     env.pop("DATABASE_URL", None)  # a throwaway SQLite database
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=repo, env=env, check=True, timeout=120)
-    done = subprocess.run([sys.executable, "manage.py", "add_member", "ghost"], cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "add_member", "ghost"], cwd=repo, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 1 and "no user 'ghost'" in done.stderr

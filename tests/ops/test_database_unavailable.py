@@ -1,6 +1,7 @@
 """Out of database connections: a JSON 503 ``database-unavailable`` with Retry-After,
 never an HTML 500; an ordinary query error is still a 500. The connection check warns
 when serve can hold more connections than PostgreSQL allows."""
+
 from __future__ import annotations
 
 import socket

@@ -1,6 +1,7 @@
 """The secret key: with DJANGO_SECRET_KEY unset each installation makes its own, once,
 shared by every process with the same WORKFORCE_VAR_DIR; the repository's old constant
 is refused by a system check."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -27,7 +28,12 @@ def _settings_key(var_dir: Path) -> str:
     env.update(WORKFORCE_VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="workforce_project.settings")
     out = subprocess.run(
         [sys.executable, "-c", "from django.conf import settings; print(settings.SECRET_KEY)"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=True,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return out.stdout.strip()
 

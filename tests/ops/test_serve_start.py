@@ -1,5 +1,6 @@
 """``serve`` at start-up: no open bind without auth unless --insecure; a broker that
 cannot be reached stops it; it says which database and broker it uses."""
+
 from __future__ import annotations
 
 import socket
@@ -63,8 +64,14 @@ def test_an_unreachable_broker_stops_serve_naming_it(settings, monkeypatch):
 
 
 def test_the_database_and_broker_are_named_without_passwords(settings, monkeypatch):
-    conf = {"ENGINE": "django.db.backends.postgresql", "NAME": "wf", "HOST": "db.internal", "PORT": 5433,
-            "USER": "app", "PASSWORD": "s3cret"}
+    conf = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "wf",
+        "HOST": "db.internal",
+        "PORT": 5433,
+        "USER": "app",
+        "PASSWORD": "s3cret",
+    }
     assert describe_database(conf) == "postgresql wf on db.internal:5433 as app"
     monkeypatch.delitem(settings.Q_CLUSTER, "redis", raising=False)
     monkeypatch.setitem(settings.Q_CLUSTER, "orm", "default")

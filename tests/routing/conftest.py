@@ -8,6 +8,7 @@ serves the roster. Seats' turns and the route's evaluator are scripted with
 django-q2 runs ``sync`` (settings_test): ``post`` runs the route task and the chosen
 member's delivery when the post commits.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,9 @@ DESK = "support.desk"
 DEVICES, ACCOUNTS, GENERAL = "support.devices", "support.accounts", "support.general"
 MEMBERS = (DEVICES, ACCOUNTS, GENERAL)
 
-DEVICES_MD = worker_md("Phones, laptops, printers and wifi; anything that won't turn on, charge or connect.",
-                       model="embedded/echo")
+DEVICES_MD = worker_md(
+    "Phones, laptops, printers and wifi; anything that won't turn on, charge or connect.", model="embedded/echo"
+)
 ACCOUNTS_MD = worker_md("Sign-in, passwords, billing, refunds and account settings.", model="embedded/echo")
 GENERAL_MD = worker_md("Anything that fits none of the other specialists.", model="embedded/echo")
 
@@ -63,6 +65,7 @@ def ok(call):
 
 def printer_route():
     """The spec's example: posts about a printer go to devices, everything else to accounts."""
+
     def answers(call):
         post = call.state["post"]
         member = DEVICES if "printer" in post["text"] else ACCOUNTS

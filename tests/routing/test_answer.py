@@ -1,6 +1,7 @@
 """The answer lands in the mailbox (spec "The answer lands in the mailbox", "What the
 member sees when it answers", "A seat answering in the mailbox"): one answer line per
 post, through an internal entry; the recent lines are for that one answer only."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,11 @@ from workforce.refusals import Refusal
 
 from .conftest import ACCOUNTS, DESK, DEVICES, OWNER, desk_md, lines, ok, routed_tree, worker_md
 
-POSTER_MD = worker_md("Phones, laptops, printers and wifi; anything that won't turn on, charge or connect.",
-                      model="embedded/echo", tools="[post-to-mailbox]")
+POSTER_MD = worker_md(
+    "Phones, laptops, printers and wifi; anything that won't turn on, charge or connect.",
+    model="embedded/echo",
+    tools="[post-to-mailbox]",
+)
 STANDUP = "teams/support/mailboxes/standup/MAILBOX.md"
 
 
@@ -25,13 +29,24 @@ def tool_call(mailbox: str, body: str) -> dict:
 
 
 def with_tool(**extra):
-    return routed_tree(**{"teams/support/workers/devices/WORKER.md": POSTER_MD,
-                          STANDUP: desk_md(members=(DEVICES, ACCOUNTS), routing=None), **extra})
+    return routed_tree(
+        **{
+            "teams/support/workers/devices/WORKER.md": POSTER_MD,
+            STANDUP: desk_md(members=(DEVICES, ACCOUNTS), routing=None),
+            **extra,
+        }
+    )
 
 
 def answer(org, post_id: str, body: str, author: str = DEVICES) -> Request:
-    return dispatch(org=org, kind="mailbox", session_id=DESK, action="answer",
-                    payload={"postId": post_id, "body": body, "author": author}, user_id=OWNER)
+    return dispatch(
+        org=org,
+        kind="mailbox",
+        session_id=DESK,
+        action="answer",
+        payload={"postId": post_id, "body": body, "author": author},
+        user_id=OWNER,
+    )
 
 
 def test_the_reply_lands_as_the_members_line_through_the_internal_entry(routed, post):
@@ -39,8 +54,14 @@ def test_the_reply_lands_as_the_members_line_through_the_internal_entry(routed, 
     post("my printer is jammed")
     question, reply = lines()
     assert reply.as_wire() | {"id": "", "at": 0} == {
-        "id": "", "at": 0, "principal": OWNER, "author": DEVICES, "authorVerified": False,
-        "body": "Try turning it off and on.", "seatAuthored": True}
+        "id": "",
+        "at": 0,
+        "principal": OWNER,
+        "author": DEVICES,
+        "authorVerified": False,
+        "body": "Try turning it off and on.",
+        "seatAuthored": True,
+    }
     assert reply.answer_to == question
     (request,) = Request.objects.filter(session__session_id=DESK, action="answer")
     assert request.internal and request.output["landed"] is True
@@ -59,8 +80,7 @@ def test_a_post_gets_one_answer_line_even_when_answered_again(routed, post, org)
     post("my printer is jammed")
     post_id = lines()[0].line_id
     again = answer(org, post_id, "a second answer")
-    assert again.status == "completed" and again.output == {
-        "landed": False, "postId": post_id, "answerId": lines()[1].line_id}
+    assert again.status == "completed" and again.output == {"landed": False, "postId": post_id, "answerId": lines()[1].line_id}
     assert len(lines()) == 2
 
 
@@ -106,16 +126,22 @@ def test_an_empty_reply_posts_nothing_and_fails_the_run(routed, post):
 def test_an_empty_reply_after_other_tool_posts_still_fails(routed, post):
     routed(with_tool(), scripts={DEVICES: [{"tool_calls": [tool_call("support.standup", "note to self")]}, ""], "*": ok})
     post("my printer is jammed")
-    assert len(lines()) == 1                           # nothing answered the post
+    assert len(lines()) == 1  # nothing answered the post
     assert lines("support.standup")[0].body == "note to self"
     assert Delivery.objects.get(member=DEVICES).error["reason"] == "empty-reply"
 
 
 def test_with_the_tool_the_first_call_is_the_answer_and_a_later_one_posts_nothing(routed, post):
-    _, resolver = routed(with_tool(), scripts={DEVICES: [
-        {"tool_calls": [tool_call(DESK, "first"), tool_call(DESK, "second"), tool_call("support.standup", "fyi")]},
-        "my reply",
-    ], "*": ok})
+    _, resolver = routed(
+        with_tool(),
+        scripts={
+            DEVICES: [
+                {"tool_calls": [tool_call(DESK, "first"), tool_call(DESK, "second"), tool_call("support.standup", "fyi")]},
+                "my reply",
+            ],
+            "*": ok,
+        },
+    )
     post("my printer is jammed")
     question, answer_line = lines()
     assert (answer_line.body, answer_line.author, answer_line.answer_to) == ("first", DEVICES, question)
@@ -156,22 +182,25 @@ def test_the_reply_lands_when_the_tools_answer_did_not(routed, post, monkeypatch
 
 def test_the_member_sees_the_last_lines_for_that_one_answer_only(routed, post):
     _, resolver = routed(scripts={DEVICES: ["first answer", "second answer"], "*": ok})
-    post("I forgot my password")                  # accounts answers "ok"
+    post("I forgot my password")  # accounts answers "ok"
     post("my printer is jammed")
     post("printer still jammed")
     first, second = resolver.calls_for(DEVICES)
     context = [m for m in second.messages if m["role"] == "user" and m["content"].startswith("The last")]
-    assert len(context) == 1                      # this answer's lines, not the first answer's
+    assert len(context) == 1  # this answer's lines, not the first answer's
     assert context[0]["content"].splitlines()[1:] == [
-        f"{OWNER}: I forgot my password", f"{ACCOUNTS}: ok", f"{OWNER}: my printer is jammed", f"{DEVICES}: first answer"]
+        f"{OWNER}: I forgot my password",
+        f"{ACCOUNTS}: ok",
+        f"{OWNER}: my printer is jammed",
+        f"{DEVICES}: first answer",
+    ]
     # What the conversation keeps: the posts routed to the member and its answers.
     history = [m for m in second.messages[:-2] if m["role"] in ("user", "assistant")]
     assert [m["content"] for m in history] == [f"{OWNER} in {DESK}: my printer is jammed", "first answer"]
 
 
 def test_a_seat_woken_in_an_unrouted_mailbox_gets_no_lines(routed, post):
-    _, resolver = routed(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(routing=None)}),
-                         scripts={"*": ok})
+    _, resolver = routed(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(routing=None)}), scripts={"*": ok})
     post("hello")
     post("hello again")
     assert all(not m["content"].startswith("The last") for c in resolver.calls for m in c.messages if m["role"] == "user")
@@ -185,22 +214,29 @@ def triager_kind():
         heard.append(data)
         return {"notified": data["member"]}
 
-    registry.register(FlowKind(
-        kind="triager",
-        internal_actions={ON_MAILBOX_POST: Action(ON_MAILBOX_POST, on_post, MailboxNotifyInput)},
-        facets={"worker": True, "tools": {}},
-    ))
+    registry.register(
+        FlowKind(
+            kind="triager",
+            internal_actions={ON_MAILBOX_POST: Action(ON_MAILBOX_POST, on_post, MailboxNotifyInput)},
+            facets={"worker": True, "tools": {}},
+        )
+    )
     yield heard
     registry.unregister("triager")
 
 
 def test_a_kind_of_your_own_gets_routed_and_recent_and_its_reply_is_not_posted(routed, post, triager_kind):
-    routed(routed_tree(**{"teams/support/workers/devices/WORKER.md": worker_md(
-        "Phones, laptops, printers and wifi.", flow="triager")}))
+    routed(
+        routed_tree(
+            **{"teams/support/workers/devices/WORKER.md": worker_md("Phones, laptops, printers and wifi.", flow="triager")}
+        )
+    )
     post("I forgot my password")
     post("my printer is jammed")
     heard = triager_kind[-1]
     assert heard["routed"] is True and heard["member"] == DEVICES
-    assert heard["recent"] == [{"from": OWNER, "text": "I forgot my password"},
-                               {"from": ACCOUNTS, "text": f"{ACCOUNTS} heard: {OWNER} in {DESK}: I forgot my password"}]
-    assert len(lines()) == 3                      # nothing posted for the triager
+    assert heard["recent"] == [
+        {"from": OWNER, "text": "I forgot my password"},
+        {"from": ACCOUNTS, "text": f"{ACCOUNTS} heard: {OWNER} in {DESK}: I forgot my password"},
+    ]
+    assert len(lines()) == 3  # nothing posted for the triager

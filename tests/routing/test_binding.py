@@ -1,5 +1,6 @@
 """Declaring routing (spec "Routing a mailbox"): ``routing:`` with ``fallback:``; every
 problem refused with the spec's words, all at once, nothing opened."""
+
 from __future__ import annotations
 
 import pytest
@@ -82,11 +83,13 @@ def test_routing_on_a_kind_built_without_a_route_is_refused(make_tree, db, setti
 
 
 def test_every_problem_is_named_at_once_and_nothing_is_opened(make_tree, db, quiet_kind):
-    files = routed_tree(**{
-        DESK_FILE: desk_md(routing="{fallback: support.lead, extra: 1}"),
-        "teams/support/mailboxes/help/MAILBOX.md": desk_md(routing="[support.general]"),
-        "teams/support/mailboxes/ok/MAILBOX.md": desk_md(),
-    })
+    files = routed_tree(
+        **{
+            DESK_FILE: desk_md(routing="{fallback: support.lead, extra: 1}"),
+            "teams/support/mailboxes/help/MAILBOX.md": desk_md(routing="[support.general]"),
+            "teams/support/mailboxes/ok/MAILBOX.md": desk_md(),
+        }
+    )
     message = refusal(make_tree, files)
     assert "refused 2 of 3 mailboxes" in message
     assert '"extra" is not a routing key' in message and 'fallback "support.lead" is not a member' in message
@@ -99,7 +102,7 @@ def test_boot_refuses_to_start_naming_the_mailbox(make_tree, db, quiet_kind, set
 
     settings.WORKFORCE_ROUTE_MODEL = "embedded/lexical"
     root = make_tree(routed_tree(**{"teams/support/workers/general/WORKER.md": worker_md("Anything else.", flow="quiet")}))
-    with pytest.raises(TreeError, match="support.desk: routing: fallback \"support.general\" runs on the quiet kind"):
+    with pytest.raises(TreeError, match='support.desk: routing: fallback "support.general" runs on the quiet kind'):
         boot(root)
     assert not Session.objects.exists()
 

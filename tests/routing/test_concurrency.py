@@ -1,6 +1,7 @@
 """One answer line per post, even for answers sent at the same moment (spec "The answer
 lands in the mailbox"). Real threads on PostgreSQL: SQLite serializes
 every writer and has no row locks to test."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,9 @@ def a_post(routed, org):
     from mailboxes.notify import configure_notify
 
     configure_notify("mailbox", None)
-    request = do_run_action(org=org, kind="mailbox", session_id=DESK, action="post",
-                            input={"body": "my printer is jammed"}, user_id=MEMBER)
+    request = do_run_action(
+        org=org, kind="mailbox", session_id=DESK, action="post", input={"body": "my printer is jammed"}, user_id=MEMBER
+    )
     assert request.status == "completed"
     return Line.objects.get(body="my printer is jammed")
 
@@ -39,8 +41,14 @@ def _answer_from_threads(org, post_id: str, n: int, monkeypatch, *, lock: bool) 
     line_up_at_session_lock(monkeypatch, n, lock=lock)  # every answer reaches its first lock at the same moment
 
     def send(i: int) -> Request:
-        return dispatch(org=org, kind="mailbox", session_id=DESK, action="answer",
-                        payload={"postId": post_id, "body": f"answer {i}", "author": DEVICES}, user_id=OWNER)
+        return dispatch(
+            org=org,
+            kind="mailbox",
+            session_id=DESK,
+            action="answer",
+            payload={"postId": post_id, "body": f"answer {i}", "author": DEVICES},
+            user_id=OWNER,
+        )
 
     return run_in_threads(send, n, barrier=False, timeout=60)
 

@@ -1,6 +1,7 @@
 """Evaluation models (spec "Routing a mailbox", "Testing a routed mailbox"):
 the interface, embedded/lexical, a model that can't evaluate, the mock, and the
 OpenAI-compatible structured choice against a fake server on loopback."""
+
 from __future__ import annotations
 
 import json
@@ -26,28 +27,36 @@ from workforce.llm import (
 from workforce.llm.lexical import terms
 from workforce.testing import create_mock_model_resolver, mock_evaluation_model
 
-DESK = Question("member", "Which member should answer this post?", (
-    Choice("support.devices", "Phones, laptops, printers and wifi; anything that won't turn on, charge or connect."),
-    Choice("support.accounts", "Sign-in, passwords, billing, refunds and account settings."),
-    Choice("support.general", "Orders, shipping, returns and anything else."),
-))
+DESK = Question(
+    "member",
+    "Which member should answer this post?",
+    (
+        Choice("support.devices", "Phones, laptops, printers and wifi; anything that won't turn on, charge or connect."),
+        Choice("support.accounts", "Sign-in, passwords, billing, refunds and account settings."),
+        Choice("support.general", "Orders, shipping, returns and anything else."),
+    ),
+)
 
 
 def ask(model, focus: str, context=()) -> Verdict:
-    return evaluate(model, EvaluationCall("mailbox-route", DESK, {"post": {"from": "u", "text": focus}}, focus=focus,
-                                          context=tuple(context)))
+    return evaluate(
+        model, EvaluationCall("mailbox-route", DESK, {"post": {"from": "u", "text": focus}}, focus=focus, context=tuple(context))
+    )
 
 
 # --- embedded/lexical ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, member", [
-    ("My printer keeps jamming", "support.devices"),
-    ("the laptop won't charge", "support.devices"),
-    ("I forgot my password", "support.accounts"),
-    ("I'd like a refund please", "support.accounts"),
-    ("Where is my order?", "support.general"),
-])
+@pytest.mark.parametrize(
+    "text, member",
+    [
+        ("My printer keeps jamming", "support.devices"),
+        ("the laptop won't charge", "support.devices"),
+        ("I forgot my password", "support.accounts"),
+        ("I'd like a refund please", "support.accounts"),
+        ("Where is my order?", "support.general"),
+    ],
+)
 def test_lexical_picks_the_choice_whose_description_matches(text, member):
     assert ask(LexicalEvaluationModel(), text).choice == member
 

@@ -1,5 +1,6 @@
 """A failed evaluator call is one warning line naming the mailbox, the route model and
 the reason (the post still goes to the fallback)."""
+
 from __future__ import annotations
 
 import logging
@@ -19,5 +20,10 @@ def test_a_failed_route_call_is_one_warning_line(routed, post, caplog):
     post("my printer is jammed")
     [item] = route_items()
     lines = [(r.name, r.getMessage()) for r in caplog.records if r.levelno >= logging.WARNING]
-    assert lines == [("mailboxes.routing", f"model call failed: mailbox {DESK}, route model MockEvaluationModel: {item['detail'].split('failed: ', 1)[1]}")]
+    assert lines == [
+        (
+            "mailboxes.routing",
+            f"model call failed: mailbox {DESK}, route model MockEvaluationModel: {item['detail'].split('failed: ', 1)[1]}",
+        )
+    ]
     assert "evaluator down" in lines[0][1]

@@ -1,6 +1,7 @@
 """What the route remembers (spec "What the route remembers", "What routing can't do"):
 the last 20 lines and the last client post, kept for every mailbox on a kind built with
 a route and never limited by the history window."""
+
 from __future__ import annotations
 
 from mailboxes.models import Route, RouteLedger
@@ -20,7 +21,7 @@ def test_twenty_lines_after_more_than_fifty_requests(routed, post, settings):
     settings.WORKFORCE_HISTORY_WINDOW = 50
     _, resolver = routed()
     for n in range(30):
-        post(f"printer question {n}")       # each answered: 60 lines
+        post(f"printer question {n}")  # each answered: 60 lines
     assert Request.objects.filter(session__session_id=DESK).count() > 50
     session = Session.objects.get(session_id=DESK)
     ledger = RouteLedger.objects.get(session=session)
@@ -71,12 +72,12 @@ def test_the_ledger_is_kept_whether_or_not_the_mailbox_declares_routing(routed, 
 
 def test_routing_removed_and_restored_loses_no_lines_and_a_post_made_meanwhile_holds_nothing(routed, post, make_tree):
     _, resolver = routed(scripts={DEVICES: silent, "*": ok})
-    post("my printer is jammed")                  # devices, unanswered: it would hold the next
+    post("my printer is jammed")  # devices, unanswered: it would hold the next
     unrouted = load_roster(make_tree(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(routing=None)})))
-    set_current_roster(unrouted)                  # a start with routing: removed
-    post("and my password too")                   # wakes every agent; holds nothing
+    set_current_roster(unrouted)  # a start with routing: removed
+    post("and my password too")  # wakes every agent; holds nothing
     routed_again = load_roster(make_tree(routed_tree()))
-    set_current_roster(routed_again)              # routing: restored
+    set_current_roster(routed_again)  # routing: restored
     post("my password expired")
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated"), ("support.accounts", "evaluated")]
     assert len(resolver.evaluators["mailbox-route"].calls) == 2
@@ -86,11 +87,11 @@ def test_routing_removed_and_restored_loses_no_lines_and_a_post_made_meanwhile_h
 
 
 def test_the_first_post_after_the_kind_gains_a_route_is_never_held_and_sees_the_window(routed, post, settings):
-    settings.WORKFORCE_HISTORY_WINDOW = 4          # a post and its fan-out: two requests each
+    settings.WORKFORCE_HISTORY_WINDOW = 4  # a post and its fan-out: two requests each
     seats, resolver = routed()
     route = configure_route_off()
     for n in range(3):
-        post(f"before the route {n}")             # a kind without a route keeps no record
+        post(f"before the route {n}")  # a kind without a route keeps no record
     assert not RouteLedger.objects.exists() and not Route.objects.exists()
     configure_route("mailbox", route)
     post("my printer is jammed")
@@ -100,11 +101,11 @@ def test_the_first_post_after_the_kind_gains_a_route_is_never_held_and_sees_the_
 
 def test_a_post_while_the_kind_ran_without_a_route_makes_the_next_one_fresh(routed, post):
     seats, resolver = routed(scripts={DEVICES: silent, "*": ok})
-    post("my printer is jammed")                  # devices, unanswered
+    post("my printer is jammed")  # devices, unanswered
     route = configure_route_off()
-    post("hello?")                                # the app ran its kind without a route
+    post("hello?")  # the app ran its kind without a route
     configure_route("mailbox", route)
-    post("printer again")                         # never held: the first since the kind gained a route
+    post("printer again")  # never held: the first since the kind gained a route
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated"), (DEVICES, "evaluated")]
     assert len(resolver.evaluators["mailbox-route"].calls) == 2
 

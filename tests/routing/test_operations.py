@@ -1,4 +1,5 @@
 """Running routing: the route model check, the route sweeper, the admin."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -24,13 +25,13 @@ def test_a_route_model_nobody_knows_stops_the_server(settings):
 
 def test_the_sweeper_enqueues_a_dropped_route_again_once(routed, post, django_capture_on_commit_callbacks):
     routed()
-    post("my printer is jammed", run=False)          # the broker lost the route task
+    post("my printer is jammed", run=False)  # the broker lost the route task
     route = route_of("my printer is jammed")
-    assert do_sweep_routes() == []                   # not overdue yet
+    assert do_sweep_routes() == []  # not overdue yet
     later = timezone.now() + timedelta(hours=1)
     with django_capture_on_commit_callbacks(execute=True):
         assert do_sweep_routes(now=later) == [route.pk]
-    assert do_sweep_routes(now=later) == []          # decided now
+    assert do_sweep_routes(now=later) == []  # decided now
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated")]
     assert Route.objects.get().decided_at is not None
 

@@ -1,5 +1,6 @@
 """The routed fan-out does not grow with the roster (fan-out paths assert
 their query count)."""
+
 from __future__ import annotations
 
 from django.db import connection
@@ -20,10 +21,14 @@ EXPECTED_POST, EXPECTED_DECIDE = 18, 12
 
 def big_desk(n: int) -> dict[str, str]:
     names = [f"w{i}" for i in range(n)]
-    files = {"teams/support/mailboxes/desk/MAILBOX.md": desk_md(members=[f"support.{m}" for m in names],
-                                                                routing="{fallback: support.w0}")}
-    files.update({f"teams/support/workers/{m}/WORKER.md": worker_md(f"Questions about topic {m}.", model="embedded/echo")
-                  for m in names})
+    files = {
+        "teams/support/mailboxes/desk/MAILBOX.md": desk_md(
+            members=[f"support.{m}" for m in names], routing="{fallback: support.w0}"
+        )
+    }
+    files.update(
+        {f"teams/support/workers/{m}/WORKER.md": worker_md(f"Questions about topic {m}.", model="embedded/echo") for m in names}
+    )
     return files
 
 

@@ -1,6 +1,7 @@
 """How a post finds its member (spec "How a post finds its member", "What routing can't
 do"): the hold and its release, one evaluator call, the fallback and its reasons, one
 ``mailbox-route`` item per client post, only the chosen member told."""
+
 from __future__ import annotations
 
 import pytest
@@ -77,9 +78,9 @@ def test_a_client_post_is_routed_by_what_it_says_whatever_author_it_sets(routed,
 def test_the_member_still_on_the_last_client_post_takes_the_next_with_no_model_call(routed, post):
     _, resolver = routed(scripts={DEVICES: silent, "*": ok})
     route = resolver.evaluators["mailbox-route"]
-    post("my printer is jammed")            # evaluated -> devices, which doesn't answer
-    post("and my password is wrong too")    # held: devices hasn't answered
-    assert len(route.calls) == 1            # a held post shows up as no call at all
+    post("my printer is jammed")  # evaluated -> devices, which doesn't answer
+    post("and my password is wrong too")  # held: devices hasn't answered
+    assert len(route.calls) == 1  # a held post shows up as no call at all
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated"), (DEVICES, "held")]
     assert deliveries("and my password is wrong too") == [(DEVICES, True)]
     # A post held this way holds nothing: the one after it is routed by what it says.
@@ -90,15 +91,14 @@ def test_the_member_still_on_the_last_client_post_takes_the_next_with_no_model_c
 
 def test_the_hold_is_released_once_the_member_answers(routed, post):
     _, resolver = routed()
-    post("my printer is jammed")            # devices answers (echo)
+    post("my printer is jammed")  # devices answers (echo)
     post("what about my password?")
     assert len(resolver.evaluators["mailbox-route"].calls) == 2
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated"), (ACCOUNTS, "evaluated")]
 
 
 def test_the_fallback_holds_too(routed, post):
-    _, resolver = routed(route=mock_evaluation_model(answers={"member": {"type": "none"}}),
-                         scripts={GENERAL: silent, "*": ok})
+    _, resolver = routed(route=mock_evaluation_model(answers={"member": {"type": "none"}}), scripts={GENERAL: silent, "*": ok})
     post("hello?")
     post("anyone?")
     assert [(i["member"], i["by"]) for i in route_items()] == [(GENERAL, "fallback"), (GENERAL, "held")]
@@ -107,8 +107,8 @@ def test_the_fallback_holds_too(routed, post):
 
 def test_a_post_whose_route_is_not_recorded_yet_holds_nothing(routed, post, django_capture_on_commit_callbacks):
     _, resolver = routed(scripts={DEVICES: silent, "*": ok})
-    post("my printer is jammed", run=False)     # its route task hasn't run yet
-    post("my password expired")                  # routed by what it says, not held
+    post("my printer is jammed", run=False)  # its route task hasn't run yet
+    post("my password expired")  # routed by what it says, not held
     first = route_of("my printer is jammed")
     with django_capture_on_commit_callbacks(execute=True):
         assert do_route_post(first.pk) == "evaluated"
@@ -143,7 +143,12 @@ def test_an_answer_of_none_goes_to_the_fallback(routed, post):
     routed(route=mock_evaluation_model(answers={"member": {"type": "none"}}))
     post("hello?")
     assert route_items()[0] | {"detail": ""} == {
-        "postId": route_of("hello?").post.line_id, "member": GENERAL, "by": "fallback", "reason": "no-choice", "detail": ""}
+        "postId": route_of("hello?").post.line_id,
+        "member": GENERAL,
+        "by": "fallback",
+        "reason": "no-choice",
+        "detail": "",
+    }
 
 
 def test_a_model_that_cannot_evaluate_sends_every_post_to_the_fallback(routed, post):
@@ -152,7 +157,9 @@ def test_a_model_that_cannot_evaluate_sends_every_post_to_the_fallback(routed, p
     post("my printer is jammed")
     post("I forgot my password")
     assert [(i["member"], i["by"], i["reason"]) for i in route_items()] == [
-        (GENERAL, "fallback", "evaluator-failed"), (GENERAL, "fallback", "evaluator-failed")]
+        (GENERAL, "fallback", "evaluator-failed"),
+        (GENERAL, "fallback", "evaluator-failed"),
+    ]
     assert "embedded/echo cannot evaluate" in route_items()[0]["detail"]
 
 
@@ -166,10 +173,14 @@ def test_when_no_member_has_a_description_there_is_no_call_and_the_fallback_take
 
 
 def test_when_the_poster_reaches_no_seat_of_the_fallbacks_nobody_answers_and_the_route_says_why(routed, post, other_org):
-    elsewhere = Seat.objects.create(seat_id=GENERAL, kind="agent", scope=Seat.Scope.ORG, organization=other_org,
-                                    description="Anything else.")
-    routed(route=mock_evaluation_model(answers={"member": {"type": "none"}}),
-           seats_filter=lambda s: s.seat_id != GENERAL, extra_seats=[elsewhere])
+    elsewhere = Seat.objects.create(
+        seat_id=GENERAL, kind="agent", scope=Seat.Scope.ORG, organization=other_org, description="Anything else."
+    )
+    routed(
+        route=mock_evaluation_model(answers={"member": {"type": "none"}}),
+        seats_filter=lambda s: s.seat_id != GENERAL,
+        extra_seats=[elsewhere],
+    )
     post("hello?")
     (item,) = route_items()
     assert (item["member"], item["by"], item["reason"]) == (None, "failed", "fallback-unreachable")
@@ -179,17 +190,26 @@ def test_when_the_poster_reaches_no_seat_of_the_fallbacks_nobody_answers_and_the
 
 def test_a_follow_up_after_an_answer_relies_on_the_call_and_goes_to_the_fallback_when_it_fails(routed, post):
     routed(route=mock_evaluation_model(answers=[choose(DEVICES), RuntimeError("down")]))
-    post("my printer is jammed")     # answered by devices
-    post("it still jams")            # the call fails: the fallback
+    post("my printer is jammed")  # answered by devices
+    post("it still jams")  # the call fails: the fallback
     assert [(i["member"], i["by"]) for i in route_items()] == [(DEVICES, "evaluated"), (GENERAL, "fallback")]
 
 
 def test_a_member_with_no_description_is_never_picked_but_takes_posts_as_fallback_then_holds(routed, post):
     temp = Seat.objects.create(seat_id="support.temp", kind="agent", scope=Seat.Scope.SHARED)  # hire takes no description
-    files = routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(
-        members=(DEVICES, ACCOUNTS, "support.temp"), routing="{fallback: support.temp}")})
-    _, resolver = routed(files, extra_seats=[temp], route=mock_evaluation_model(answers={"member": {"type": "none"}}),
-                         scripts={"support.temp": silent, "*": ok})
+    files = routed_tree(
+        **{
+            "teams/support/mailboxes/desk/MAILBOX.md": desk_md(
+                members=(DEVICES, ACCOUNTS, "support.temp"), routing="{fallback: support.temp}"
+            )
+        }
+    )
+    _, resolver = routed(
+        files,
+        extra_seats=[temp],
+        route=mock_evaluation_model(answers={"member": {"type": "none"}}),
+        scripts={"support.temp": silent, "*": ok},
+    )
     post("hello?")
     post("my printer is jammed")
     route = resolver.evaluators["mailbox-route"]
@@ -204,8 +224,14 @@ def test_a_member_with_no_description_is_never_picked_but_takes_posts_as_fallbac
 def test_a_seat_line_is_never_routed_and_wakes_nobody(routed, org, django_capture_on_commit_callbacks):
     routed()
     with django_capture_on_commit_callbacks(execute=True):
-        request = dispatch(org=org, kind="mailbox", session_id=DESK, action="seatPost",
-                           payload={"body": "printer fixed", "author": DEVICES}, user_id=OWNER)
+        request = dispatch(
+            org=org,
+            kind="mailbox",
+            session_id=DESK,
+            action="seatPost",
+            payload={"body": "printer fixed", "author": DEVICES},
+            user_id=OWNER,
+        )
     assert request.status == "completed"
     assert not Route.objects.exists() and route_items() == [] and not Delivery.objects.exists()
     assert RouteLedger.objects.get().lines[-1]["text"] == "printer fixed"  # the ledger still keeps it
@@ -233,8 +259,10 @@ def test_a_route_item_never_shows_as_a_line(routed, post, act):
     routed()
     post("my printer is jammed")
     transcript = act(DESK, "read").output["transcript"]
-    assert [ln["body"] for ln in transcript] == ["my printer is jammed",
-                                               f"{DEVICES} heard: {OWNER} in {DESK}: my printer is jammed"]
+    assert [ln["body"] for ln in transcript] == [
+        "my printer is jammed",
+        f"{DEVICES} heard: {OWNER} in {DESK}: my printer is jammed",
+    ]
 
 
 def test_a_mailbox_without_routing_on_a_kind_built_with_a_route_wakes_every_agent(routed, post):
@@ -273,8 +301,10 @@ def test_a_fallback_added_to_the_file_after_the_mailbox_opened_wakes_nobody(rout
 
     # Opened first with two members and no routing; then the file adds general and names it
     # the fallback, and the app restarts: the open mailbox keeps the members it was opened with.
-    open_mailboxes(make_tree(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(
-        members=(DEVICES, ACCOUNTS), routing=None)})), org)
+    open_mailboxes(
+        make_tree(routed_tree(**{"teams/support/mailboxes/desk/MAILBOX.md": desk_md(members=(DEVICES, ACCOUNTS), routing=None)})),
+        org,
+    )
 
     def broken(call):
         raise RuntimeError("evaluator down")

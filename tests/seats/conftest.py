@@ -1,6 +1,7 @@
 """Fixtures for seats: trees with workers, hired seats, a wired notify block, scripted
 models. django-q2 runs ``sync`` here (settings_test), so a post's deliveries run when
 its transaction's on-commit callbacks run: wrap posts in ``committed()``."""
+
 from __future__ import annotations
 
 import textwrap

@@ -1,4 +1,5 @@
 """Seats are rows, visible in the admin; deliveries are read-only there."""
+
 from __future__ import annotations
 
 from django.urls import reverse

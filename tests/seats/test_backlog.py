@@ -3,6 +3,7 @@
 claims it). A sweep re-enqueues only a delivery whose task is known lost: a backlog
 waiting in the queue is left alone however old it grows, while a task the broker dropped
 is enqueued again, once, with backoff."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -31,8 +32,9 @@ def backlog(wired, org, monkeypatch):
     wired()
     monkeypatch.setattr(Conf, "SYNC", False)
     for n in range(POSTS):
-        do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post",
-                      input={"body": f"backlog {n}"}, user_id=MEMBER)
+        do_run_action(
+            org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": f"backlog {n}"}, user_id=MEMBER
+        )
     assert Delivery.objects.count() == OrmQ.objects.count() == 2 * POSTS
     return list(Delivery.objects.order_by("enqueued_at", "pk").values_list("pk", flat=True))
 
@@ -116,17 +118,18 @@ def test_the_orm_broker_handing_a_task_out_late_is_not_taken_for_a_loss(backlog)
             assert services.do_deliver(pk) == "done"
     later = timezone.now() + timedelta(seconds=requeue_grace_seconds() + requeue_after_seconds() + 1)
     assert services.do_sweep_deliveries(now=later).requeued == []  # still in the broker's table
-    OrmQ.objects.filter(pk__in=[q.pk for q in OrmQ.objects.all()
-                                if SignedPackage.loads(q.payload)["args"][0] == late]).delete()
+    OrmQ.objects.filter(pk__in=[q.pk for q in OrmQ.objects.all() if SignedPackage.loads(q.payload)["args"][0] == late]).delete()
     assert services.do_sweep_deliveries(now=later).requeued == [late]
 
 
 def test_a_lapsed_claim_whose_task_the_orm_broker_still_holds_is_left_to_the_broker(backlog):
     claimed = backlog[0]
-    Delivery.objects.filter(pk=claimed).update(status="running", attempts=1, started_at=timezone.now(),
-                                               lease_until=timezone.now() - timedelta(seconds=1))
+    Delivery.objects.filter(pk=claimed).update(
+        status="running", attempts=1, started_at=timezone.now(), lease_until=timezone.now() - timedelta(seconds=1)
+    )
     assert services.do_sweep_deliveries().requeued == []  # its task is still in the broker's table
-    OrmQ.objects.filter(pk__in=[q.pk for q in OrmQ.objects.all()
-                                if SignedPackage.loads(q.payload)["args"][0] == claimed]).delete()
+    OrmQ.objects.filter(
+        pk__in=[q.pk for q in OrmQ.objects.all() if SignedPackage.loads(q.payload)["args"][0] == claimed]
+    ).delete()
     assert services.do_sweep_deliveries().requeued == [claimed]  # the worker died with it: lost
     assert services.do_sweep_deliveries().requeued == []  # once

@@ -1,5 +1,6 @@
 """A broker that is down after the commit: the post stands and answers 202, each task
 that could not be sent is one warning line, and the sweeper sends it later."""
+
 from __future__ import annotations
 
 import logging

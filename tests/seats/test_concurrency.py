@@ -1,6 +1,7 @@
 """Claims and conversations under real concurrency, on PostgreSQL (SQLite
 has no row locks to test). A delivery handed to several tasks at once runs once; two
 posts landing together each wake each seat once, in one conversation."""
+
 from __future__ import annotations
 
 import threading
@@ -54,8 +55,12 @@ def test_control_a_read_then_write_claim_lets_several_through(pending):
 
 def test_two_posts_landing_together_each_wake_each_seat_once(wired, org):
     wired()
-    run_in_threads(lambda i: do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post",
-                                           input={"body": f"together {i}"}, user_id=MEMBER), 2)
+    run_in_threads(
+        lambda i: do_run_action(
+            org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": f"together {i}"}, user_id=MEMBER
+        ),
+        2,
+    )
     for seat in ("eng.lead", "eng.analyst"):
         assert Session.objects.filter(session_id=f"eng.incidents:{seat}").count() == 1
         turns = Request.objects.filter(session__session_id=f"eng.incidents:{seat}", action=ON_MAILBOX_POST)

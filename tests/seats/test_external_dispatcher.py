@@ -1,5 +1,6 @@
 """A dispatcher handing work to an external queue with no shared lease backend (spec
 "Where posting from another flow works, and where it doesn't")."""
+
 from __future__ import annotations
 
 import pytest

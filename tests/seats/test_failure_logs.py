@@ -1,6 +1,7 @@
 """What goes wrong is one warning line for operators, naming where and why, besides
 the failed request that records it: a failed model call (the seat, its model, the
 reason) and a failed delivery (the mailbox, the member, the post, the reason)."""
+
 from __future__ import annotations
 
 import logging
@@ -22,10 +23,12 @@ def test_a_failed_model_call_and_the_delivery_it_fails_are_one_warning_line_each
         post("eng.incidents", "help")
     post_id = Delivery.objects.get(member="eng.lead").post_id
     assert warnings(caplog) == [
-        ("seats.turns", "model call failed: seat eng.lead, model embedded/echo: "
-                       "mock: ConnectionError: connection refused"),
-        ("mailboxes.deliveries", f"delivery failed: mailbox eng.incidents, member eng.lead, post {post_id}: "
-                           "model-error: mock: ConnectionError: connection refused"),
+        ("seats.turns", "model call failed: seat eng.lead, model embedded/echo: mock: ConnectionError: connection refused"),
+        (
+            "mailboxes.deliveries",
+            f"delivery failed: mailbox eng.incidents, member eng.lead, post {post_id}: "
+            "model-error: mock: ConnectionError: connection refused",
+        ),
     ]
 
 

@@ -1,5 +1,6 @@
 """Hiring (spec "Waking agent seats": own, then the organization's,
 then a shared one)."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,10 +19,12 @@ def worker(worker_id: str, **declared) -> WorkerManifest:
 
 
 def test_one_seat_per_worker_with_what_the_file_declared(db):
-    [devices, general] = hire_workforce([
-        worker("support.devices", model="embedded/echo", tools=["post-to-mailbox"]),
-        worker("support.general"),
-    ])
+    [devices, general] = hire_workforce(
+        [
+            worker("support.devices", model="embedded/echo", tools=["post-to-mailbox"]),
+            worker("support.general"),
+        ]
+    )
     assert devices.seat_id == "support.devices" and devices.kind == "agent" and devices.scope == "shared"
     assert devices.tools == ["post-to-mailbox"] and devices.model == "embedded/echo"
     assert devices.instructions == "You help." and devices.description == "support.devices does things."
@@ -48,13 +51,15 @@ def test_a_changed_file_updates_its_seat(db):
 
 def test_hiring_refuses_what_it_cannot_run_and_writes_nothing(db):
     with pytest.raises(HireRefused) as refused:
-        hire_workforce([
-            worker("a.ok"),
-            worker("a.flow", flow="nonesuch"),
-            worker("a.tool", tools=["send-email"]),
-            worker("a.model", model="acme/brain"),
-            worker("a.echo", model="embedded/parrot"),
-        ])
+        hire_workforce(
+            [
+                worker("a.ok"),
+                worker("a.flow", flow="nonesuch"),
+                worker("a.tool", tools=["send-email"]),
+                worker("a.model", model="acme/brain"),
+                worker("a.echo", model="embedded/parrot"),
+            ]
+        )
     problems = dict(refused.value.problems)
     assert 'flow: names the kind "nonesuch", which was not registered' in problems["a.flow"]
     assert 'tools: names "send-email"' in problems["a.tool"] and "post-to-mailbox" in problems["a.tool"]
@@ -102,7 +107,9 @@ def test_own_then_organization_then_shared(db, org, other_org):
     [mine] = hire_workforce([worker("eng.lead", description="mine")], scope="own", org=org, owner_user_id="u_1")
     seats.append(mine)
     assert reachable_seats(org.pk, "u_1", ["eng.lead"], among=seats).get("eng.lead") == mine
-    assert reachable_seats(org.pk, "u_2", ["eng.lead"], among=seats).get("eng.lead") == ours  # someone else's own is not reachable
+    assert (
+        reachable_seats(org.pk, "u_2", ["eng.lead"], among=seats).get("eng.lead") == ours
+    )  # someone else's own is not reachable
     assert reachable_seats(org.pk, "u_1", ["eng.other"], among=seats).get("eng.other") is None
     assert access_seat(org, "u_1", "eng.lead") == mine
     assert access_seat(org, "u_2", "eng.lead") == ours

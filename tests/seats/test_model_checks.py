@@ -1,25 +1,35 @@
 """``manage.py check`` warns about a model id that cannot work: ``openai/*`` with no
 endpoint and no key configured (the openai client would call api.openai.com, keyless)."""
+
 from __future__ import annotations
 
 from seats.checks import check_model_endpoints
 from tests.conftest import write_tree
 from tests.seats.conftest import worker_md
 
-HINT = ("Set OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) and OPENAI_API_KEY, "
-        "or use an embedded model (embedded/echo, embedded/lexical).")
+HINT = (
+    "Set OPENAI_BASE_URL (e.g. http://127.0.0.1:11434/v1 for Ollama) and OPENAI_API_KEY, "
+    "or use an embedded model (embedded/echo, embedded/lexical)."
+)
 
 
 def sentence(where: str, model: str) -> str:
-    return (f"{where}: {model} cannot work: neither OPENAI_BASE_URL nor OPENAI_API_KEY is set, so its calls would "
-            "go to api.openai.com with no key and fail.")
+    return (
+        f"{where}: {model} cannot work: neither OPENAI_BASE_URL nor OPENAI_API_KEY is set, so its calls would "
+        "go to api.openai.com with no key and fail."
+    )
 
 
 def test_openai_models_with_no_endpoint_and_no_key_warn_once_per_use(settings, tmp_path):
-    settings.WORKFORCE_ROOT = str(write_tree(tmp_path, {
-        "teams/eng/workers/lead/WORKER.md": worker_md("Leads.", model="openai/gpt-4o-mini"),
-        "teams/eng/workers/analyst/WORKER.md": worker_md("Analyses.", model="embedded/echo"),
-    }))
+    settings.WORKFORCE_ROOT = str(
+        write_tree(
+            tmp_path,
+            {
+                "teams/eng/workers/lead/WORKER.md": worker_md("Leads.", model="openai/gpt-4o-mini"),
+                "teams/eng/workers/analyst/WORKER.md": worker_md("Analyses.", model="embedded/echo"),
+            },
+        )
+    )
     settings.OPENAI_BASE_URL = settings.OPENAI_API_KEY = ""
     settings.WORKFORCE_MODEL = "embedded/echo"
     settings.WORKFORCE_ROUTE_MODEL = "openai/router"
@@ -34,7 +44,9 @@ def test_openai_models_with_no_endpoint_and_no_key_warn_once_per_use(settings, t
 
 
 def test_an_endpoint_or_a_key_is_enough(settings, tmp_path):
-    settings.WORKFORCE_ROOT = str(write_tree(tmp_path, {"teams/eng/workers/lead/WORKER.md": worker_md("Leads.", model="openai/x")}))
+    settings.WORKFORCE_ROOT = str(
+        write_tree(tmp_path, {"teams/eng/workers/lead/WORKER.md": worker_md("Leads.", model="openai/x")})
+    )
     settings.WORKFORCE_MODEL = "openai/x"
     settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = "http://127.0.0.1:11434/v1", ""
     assert check_model_endpoints() == []

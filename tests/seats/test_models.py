@@ -1,4 +1,5 @@
 """The model resolver: embedded/echo, ids, the mock resolver."""
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,14 @@ def test_echo_calls_a_tool_the_turn_asks_for_then_answers():
     first = echo([{"role": "user", "content": turn}], [POST_TOOL])
     [call] = first.tool_calls
     assert (call.name, call.arguments, first.text) == ("post-to-mailbox", {"mailbox": "support.desk", "body": "on it"}, "")
-    second = echo([{"role": "user", "content": turn}, {"role": "assistant", "content": None, "tool_calls": [call.as_message_part()]},
-                   {"role": "tool", "tool_call_id": call.id, "content": "{}"}], [POST_TOOL])
+    second = echo(
+        [
+            {"role": "user", "content": turn},
+            {"role": "assistant", "content": None, "tool_calls": [call.as_message_part()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "{}"},
+        ],
+        [POST_TOOL],
+    )
     assert second.tool_calls == () and second.text == f"support.devices heard: {turn}"
 
 
@@ -81,10 +88,12 @@ def test_the_default_resolver():
 
 
 def test_the_mock_resolver_scripts_by_block_name():
-    mock = create_mock_model_resolver({
-        "support.devices": ["one", {"text": "", "tool_calls": [{"name": "post-to-mailbox", "arguments": {"a": 1}}]}],
-        "*": lambda call: f"default for {call.block}",
-    })
+    mock = create_mock_model_resolver(
+        {
+            "support.devices": ["one", {"text": "", "tool_calls": [{"name": "post-to-mailbox", "arguments": {"a": 1}}]}],
+            "*": lambda call: f"default for {call.block}",
+        }
+    )
     call = ModelCall(block="support.devices", messages=[{"role": "user", "content": "q"}], tools=[POST_TOOL])
     model = mock.resolve("openai/x", block="support.devices")
     assert model.complete(call).text == "one"

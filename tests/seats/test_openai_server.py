@@ -1,5 +1,6 @@
 """``openai/<model>`` against a fake OpenAI-compatible server on loopback: a real HTTP
 server in a thread, reached through the official ``openai`` client (not a mock object)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,12 @@ from tests.fakes import FakeOpenAIServer, chat_completion
 from tests.seats.conftest import SEATS_TREE, worker_md
 from workforce.models import Request
 
-OPENAI_WORKER = worker_md("Answers with a real model.", model="openai/fake-model", tools="[post-to-mailbox]",
-                          body="You are the lead. Answer in the mailbox.")
+OPENAI_WORKER = worker_md(
+    "Answers with a real model.",
+    model="openai/fake-model",
+    tools="[post-to-mailbox]",
+    body="You are the lead. Answer in the mailbox.",
+)
 
 
 class FakeOpenAI(FakeOpenAIServer):
@@ -38,18 +43,27 @@ class FakeOpenAI(FakeOpenAIServer):
             message = {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{
-                    "id": "call_abc123",
-                    "type": "function",
-                    "function": {"name": "post-to-mailbox",
-                                 "arguments": json.dumps({"mailbox": mailbox, "body": "Looking at the refund queue now."})},
-                }],
+                "tool_calls": [
+                    {
+                        "id": "call_abc123",
+                        "type": "function",
+                        "function": {
+                            "name": "post-to-mailbox",
+                            "arguments": json.dumps({"mailbox": mailbox, "body": "Looking at the refund queue now."}),
+                        },
+                    }
+                ],
             }
             finish = "tool_calls"
         else:
             message, finish = {"role": "assistant", "content": "Posted my answer in the mailbox."}, "stop"
-        return chat_completion(message, model=body["model"], id=f"chatcmpl-{len(self.requests)}", finish_reason=finish,
-                               usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15})
+        return chat_completion(
+            message,
+            model=body["model"],
+            id=f"chatcmpl-{len(self.requests)}",
+            finish_reason=finish,
+            usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        )
 
 
 @pytest.fixture

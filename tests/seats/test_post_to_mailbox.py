@@ -1,4 +1,5 @@
 """The post-to-mailbox capability (spec "A seat answering in the mailbox")."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,8 +46,13 @@ def test_the_line_is_the_seats_own(wired, post, org):
     assert result["ok"] is True and result["handedOver"] is True and result["mailbox"] == "eng.incidents"
     line = Line.objects.get(body="looking into it")
     assert line.as_wire() == {
-        "id": line.line_id, "at": line.at, "principal": OWNER, "author": "eng.lead",
-        "authorVerified": False, "body": "looking into it", "seatAuthored": True,
+        "id": line.line_id,
+        "at": line.at,
+        "principal": OWNER,
+        "author": "eng.lead",
+        "authorVerified": False,
+        "body": "looking into it",
+        "seatAuthored": True,
     }
     seat_post = Request.objects.get(session__session_id="eng.incidents", action="seatPost")
     assert seat_post.internal and seat_post.input == {"body": "looking into it", "author": "eng.lead"}

@@ -1,6 +1,7 @@
 """Running it (spec "Waking agent seats"): boot hires the tree's seats and wires the notify
 block; cluster workers boot the same way and sweep dropped deliveries; the turn's
 deadline fits inside the cluster's timeout."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -46,11 +47,13 @@ def test_boot_hires_the_tree_and_wires_the_notify_block(make_tree, db):
 
 
 def test_boot_refuses_a_bad_worker_tree_naming_every_problem(make_tree, db):
-    root = make_tree({
-        **SEATS_TREE,
-        "teams/eng/workers/lead/WORKER.md": worker_md(tools="[send-email]"),
-        "teams/eng/workers/Nope/WORKER.md": ECHO_LISTENER,
-    })
+    root = make_tree(
+        {
+            **SEATS_TREE,
+            "teams/eng/workers/lead/WORKER.md": worker_md(tools="[send-email]"),
+            "teams/eng/workers/Nope/WORKER.md": ECHO_LISTENER,
+        }
+    )
     with pytest.raises(WorkerTreeError) as refused:
         boot(root)
     text = str(refused.value)
@@ -67,8 +70,14 @@ def test_the_example_tree_boots_and_its_seats_answer_a_post(settings, db, django
     with django_capture_on_commit_callbacks(execute=True):
         # support.standup: every hearing member is woken (support.desk is routed:
         # tests/routing/test_example_desk.py).
-        do_run_action(org=org, kind="mailbox", session_id="support.standup", action="post",
-                      input={"body": "My laptop won't charge."}, user_id="u_42")
+        do_run_action(
+            org=org,
+            kind="mailbox",
+            session_id="support.standup",
+            action="post",
+            input={"body": "My laptop won't charge."},
+            user_id="u_42",
+        )
     lines = list(Line.objects.filter(session__session_id="support.standup").order_by("seq"))
     assert lines[0].body == "My laptop won't charge."
     answers = {ln.author: ln.body for ln in lines[1:]}
@@ -141,14 +150,17 @@ def test_a_lapsed_claim_is_run_again_and_the_dead_turn_is_aborted(wired, org, dj
     queued_post(org, django_capture_on_commit_callbacks)
     delivery = Delivery.objects.get(member="eng.lead")
     # a worker claimed it, started the turn, and died
-    dead = Request.objects.create(organization=org, session=delivery.mailbox, action="onMailboxPost",
-                                  user_id="x", status="running")
-    Delivery.objects.filter(pk=delivery.pk).update(status="running", attempts=1, turn_request=dead,
-                                                   lease_until=timezone.now() + timedelta(seconds=60))
+    dead = Request.objects.create(
+        organization=org, session=delivery.mailbox, action="onMailboxPost", user_id="x", status="running"
+    )
+    Delivery.objects.filter(pk=delivery.pk).update(
+        status="running", attempts=1, turn_request=dead, lease_until=timezone.now() + timedelta(seconds=60)
+    )
     assert do_deliver(delivery.pk) == "not-claimed"  # the claim still holds
     assert do_sweep_deliveries().requeued == []
-    Delivery.objects.filter(pk=delivery.pk).update(lease_until=timezone.now() - timedelta(seconds=1),
-                                                   enqueued_at=timezone.now() - timedelta(hours=1))
+    Delivery.objects.filter(pk=delivery.pk).update(
+        lease_until=timezone.now() - timedelta(seconds=1), enqueued_at=timezone.now() - timedelta(hours=1)
+    )
     with django_capture_on_commit_callbacks(execute=True):
         assert do_sweep_deliveries().requeued == [delivery.pk]
     delivery.refresh_from_db()

@@ -3,6 +3,7 @@ a mailbox delivery (``mailboxes.deliveries`` through the agent's ``post_turn``) 
 ``onMailboxPost`` dispatched by another flow (the turn inside that action's request).
 The board row, the delegated post and the coordinator's own turn are checked beside
 their callers (``tests/boards``, ``tests/coordinators``)."""
+
 from __future__ import annotations
 
 from mailboxes.models import Delivery

@@ -1,5 +1,6 @@
 """Waking members (spec "Waking members", "Waking agent seats", "Making a kind of your
 own hear posts", "What author is"), in sync mode."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,13 +25,16 @@ def conversation(org, mailbox_id: str, seat_id: str) -> Session:
 
 def turns(org, mailbox_id: str, seat_id: str):
     return list(
-        Request.objects.filter(session__organization=org, session__session_id=f"{mailbox_id}:{seat_id}", action=ON_MAILBOX_POST)
-        .order_by("pk")
+        Request.objects.filter(
+            session__organization=org, session__session_id=f"{mailbox_id}:{seat_id}", action=ON_MAILBOX_POST
+        ).order_by("pk")
     )
 
 
 def user_texts(session: Session) -> list[str]:
-    return [i.data["text"] for i in Item.objects.filter(session=session, type="message").order_by("seq") if i.data["role"] == "user"]
+    return [
+        i.data["text"] for i in Item.objects.filter(session=session, type="message").order_by("seq") if i.data["role"] == "user"
+    ]
 
 
 def test_client_post_wakes_each_hearing_member_with_the_turn_text(wired, post, org):
@@ -248,7 +252,9 @@ def test_redelivery_never_runs_a_turn_twice(wired, post, org):
 def test_a_plain_notify_block_runs_once_per_member_per_post_poster_included(wired, post, org):
     HEARD.clear()
     wired()
-    configure_notify("mailbox", notify_block(lambda notify_input: HEARD.append((notify_input["member"], notify_input.get("author")))))
+    configure_notify(
+        "mailbox", notify_block(lambda notify_input: HEARD.append((notify_input["member"], notify_input.get("author"))))
+    )
     post("eng.standup", "hi", author="eng.lead")
     assert HEARD == [("eng.lead", "eng.lead"), ("eng.analyst", "eng.lead"), ("eng.human", "eng.lead")]
 
@@ -278,7 +284,9 @@ def test_a_post_refused_hands_nothing_out(wired, post, org):
 
 
 @pytest.mark.parametrize("members", [2, 25])
-def test_fan_out_query_count_does_not_grow_with_members(make_tree, org, django_assert_num_queries, members, django_capture_on_commit_callbacks):
+def test_fan_out_query_count_does_not_grow_with_members(
+    make_tree, org, django_assert_num_queries, members, django_capture_on_commit_callbacks
+):
     from mailboxes.notify import wake_member_seats
     from seats.hiring import hire_workforce
     from seats.workers import read_workforce
@@ -304,19 +312,27 @@ def test_the_agents_on_mailbox_post_reached_by_dispatch_runs_the_turn_inline(wir
 
     wired()
     payload = {"mailboxId": "eng.incidents", "member": "eng.lead", "postId": "p-1", "body": "direct", "principal": OWNER}
-    request = dispatch(org=org, kind="agent", session_id="eng.incidents:eng.lead", action=ON_MAILBOX_POST,
-                       payload=payload, user_id=OWNER)
+    request = dispatch(
+        org=org, kind="agent", session_id="eng.incidents:eng.lead", action=ON_MAILBOX_POST, payload=payload, user_id=OWNER
+    )
     assert request.status == "completed"
     assert request.output == {"reply": f"eng.lead heard: {OWNER} in eng.incidents: direct", "toolCalls": []}
     session = conversation(org, "eng.incidents", "eng.lead")
     assert [i.data["role"] for i in Item.objects.filter(session=session).order_by("seq")] == ["user", "assistant"]
     with use_model_resolver(create_mock_model_resolver({"eng.lead": [RuntimeError("down")]})):
-        failed = dispatch(org=org, kind="agent", session_id="eng.incidents:eng.lead", action=ON_MAILBOX_POST,
-                          payload={**payload, "postId": "p-2"}, user_id=OWNER)
+        failed = dispatch(
+            org=org,
+            kind="agent",
+            session_id="eng.incidents:eng.lead",
+            action=ON_MAILBOX_POST,
+            payload={**payload, "postId": "p-2"},
+            user_id=OWNER,
+        )
     assert failed.status == "failed" and failed.error["reason"] == "model-error"
     assert Item.objects.filter(session=session).count() == 2  # nothing the failed turn wrote stays
-    refused = dispatch(org=org, kind="agent", session_id="eng.incidents:eng.nobody", action=ON_MAILBOX_POST,
-                       payload=payload, user_id=OWNER)
+    refused = dispatch(
+        org=org, kind="agent", session_id="eng.incidents:eng.nobody", action=ON_MAILBOX_POST, payload=payload, user_id=OWNER
+    )
     assert refused.status == "failed" and refused.error["reason"] == "seat-not-found"
 
 

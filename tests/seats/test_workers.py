@@ -1,4 +1,5 @@
 """Workers on disk (spec "Waking agent seats"; spec 004 "Setting one up")."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,13 +31,19 @@ def write(root: Path, rel: str, text: str | bytes) -> Path:
 
 def test_team_and_org_workers(tmp_path):
     write(tmp_path, "teams/support/workers/devices/WORKER.md", DEVICES)
-    write(tmp_path, "teams/support/workers/help/WORKER.md",
-          "---\ndescription: Ask the support team anything.\nflow: coordinator\n"
-          "delegates: [support.devices, support.general]\nrouting: best-fit\nfallback: support.general\n---\n\n"
-          "You are the support desk.\n")
-    write(tmp_path, "org/workers/chief-of-staff/WORKER.md",
-          "---\ndescription: Runs the organization's errands.\nmodel: openai/gpt-4o-mini\n"
-          "tools: [post-to-mailbox]\ninstructions: Be brief.\n---\n")
+    write(
+        tmp_path,
+        "teams/support/workers/help/WORKER.md",
+        "---\ndescription: Ask the support team anything.\nflow: coordinator\n"
+        "delegates: [support.devices, support.general]\nrouting: best-fit\nfallback: support.general\n---\n\n"
+        "You are the support desk.\n",
+    )
+    write(
+        tmp_path,
+        "org/workers/chief-of-staff/WORKER.md",
+        "---\ndescription: Runs the organization's errands.\nmodel: openai/gpt-4o-mini\n"
+        "tools: [post-to-mailbox]\ninstructions: Be brief.\n---\n",
+    )
     workers, errors = read_workforce(tmp_path)
     assert errors == []
     assert [w.id for w in workers] == ["chief-of-staff", "support.devices", "support.help"]
@@ -53,8 +60,11 @@ def test_team_and_org_workers(tmp_path):
     assert chief.team is None and chief.instructions == "Be brief." and chief.tools == ["post-to-mailbox"]
     assert chief.model == "openai/gpt-4o-mini"
     assert help_.flow == "coordinator"
-    assert help_.config == {"delegates": ["support.devices", "support.general"], "routing": "best-fit",
-                            "fallback": "support.general"}
+    assert help_.config == {
+        "delegates": ["support.devices", "support.general"],
+        "routing": "best-fit",
+        "fallback": "support.general",
+    }
 
 
 def test_strict_yaml_keeps_strings(tmp_path):
@@ -90,8 +100,11 @@ def test_every_problem_is_collected_and_the_rest_load(tmp_path):
     write(tmp_path, "teams/support/workers/nofm/WORKER.md", "just text\n")
     write(tmp_path, "teams/support/workers/extra/WORKER.md", "---\ndescription: a\nsystem: hi\n---\n")
     write(tmp_path, "teams/support/workers/both/WORKER.md", "---\ndescription: a\ninstructions: x\n---\nbody too\n")
-    write(tmp_path, "teams/support/workers/shapes/WORKER.md",
-          "---\ndescription: ''\nmodel: echo\ntools: post-to-mailbox\nflow: Not A Kind\nrounds: two\n---\n")
+    write(
+        tmp_path,
+        "teams/support/workers/shapes/WORKER.md",
+        "---\ndescription: ''\nmodel: echo\ntools: post-to-mailbox\nflow: Not A Kind\nrounds: two\n---\n",
+    )
     write(tmp_path, "teams/support/workers/latin1/WORKER.md", b"---\ndescription: caf\xe9\n---\n")
     write(tmp_path, "teams/support/workers/loose.md", "ignored")
     errors, workers = errors_of(tmp_path)
@@ -141,12 +154,15 @@ def test_links_are_never_followed(tmp_path):
 
 
 def test_check_names_every_worker_problem(tmp_path, settings):
-    write_tree(tmp_path, {
-        "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(),
-        "teams/eng/workers/lead/WORKER.md": worker_md(tools="[send-email]"),
-        "teams/eng/workers/Bad/WORKER.md": worker_md(),
-        "org/workers/chief/WORKER.md": worker_md(model="acme/brain"),
-    })
+    write_tree(
+        tmp_path,
+        {
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(),
+            "teams/eng/workers/lead/WORKER.md": worker_md(tools="[send-email]"),
+            "teams/eng/workers/Bad/WORKER.md": worker_md(),
+            "org/workers/chief/WORKER.md": worker_md(model="acme/brain"),
+        },
+    )
     settings.WORKFORCE_ROOT = str(tmp_path)
     with pytest.raises(SystemCheckError) as failed:
         call_command("check")
@@ -163,7 +179,11 @@ def test_the_example_tree_reads_and_hires(settings):
     workers, errors = read_workforce(root)
     assert errors == []
     assert [w.id for w in workers] == [
-        "support.accounts", "support.devices", "support.general", "support.help", "support.lead"
+        "support.accounts",
+        "support.devices",
+        "support.general",
+        "support.help",
+        "support.lead",
     ]  # support.help: the coordinator over the three answering workers
     assert all(w.model == "embedded/echo" for w in workers)
     assert hire_problems(workers) == []

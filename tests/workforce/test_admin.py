@@ -1,4 +1,5 @@
 """The admin inspects sessions, requests, items and transcript lines, read-only."""
+
 from __future__ import annotations
 
 import pytest

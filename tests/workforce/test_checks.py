@@ -1,6 +1,7 @@
 """System checks: a bad tree stops start-up with every problem named at once
 (spec "Treat a non-empty errors as fatal"), and django-q2's timeout stays below retry with
 finite attempts."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Typed seams (``workforce.facets``): every facet a built-in kind carries is one of the
 declared facets, and a facet reads as its default on a kind that does not set it."""
+
 from __future__ import annotations
 
 import pytest

@@ -29,11 +29,7 @@ def layer_names(layer: str) -> list[str]:
 
 def local_apps() -> set[str]:
     """The installed apps that live in this repository (top-level packages)."""
-    return {
-        config.name
-        for config in apps.get_app_configs()
-        if "." not in config.name and Path(config.path).parent == ROOT
-    }
+    return {config.name for config in apps.get_app_configs() if "." not in config.name and Path(config.path).parent == ROOT}
 
 
 def test_every_installed_app_is_a_root_package():
@@ -88,28 +84,41 @@ def lint(tree: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(tree / ".importlinter"), "--no-cache"],
-        cwd=tree, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (the test extra)")
 def test_imports_down_the_layers_are_kept(tmp_path):
-    tree = stub_tree(tmp_path, {
-        "coordinators.a": "mailboxes", "mailboxes.a": "seats", "seats.a": "boards",
-        "boards.a": "workforce", "workforce_project.a": "coordinators",
-    })
+    tree = stub_tree(
+        tmp_path,
+        {
+            "coordinators.a": "mailboxes",
+            "mailboxes.a": "seats",
+            "seats.a": "boards",
+            "boards.a": "workforce",
+            "workforce_project.a": "coordinators",
+        },
+    )
     result = lint(tree)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Contracts: 2 kept, 0 broken." in result.stdout
 
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (the test extra)")
-@pytest.mark.parametrize("importer, imported", [
-    ("workforce.a", "boards"),
-    ("boards.a", "seats"),
-    ("seats.a", "mailboxes"),
-    ("mailboxes.a", "coordinators"),
-])
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("workforce.a", "boards"),
+        ("boards.a", "seats"),
+        ("seats.a", "mailboxes"),
+        ("mailboxes.a", "coordinators"),
+    ],
+)
 def test_an_import_up_the_layers_is_broken(tmp_path, importer, imported):
     result = lint(stub_tree(tmp_path, {importer: imported}))
     assert result.returncode == 1, result.stdout + result.stderr
@@ -138,6 +147,9 @@ def test_no_app_imports_another_packages_private_names():
                 if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     if node.module.split(".")[0] == package:
                         continue
-                    found += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
-                              if a.name.startswith("_") and not a.name.startswith("__")]
+                    found += [
+                        f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")
+                    ]
     assert found == []

@@ -1,4 +1,5 @@
 """Limits that keep one caller from tying up the cluster or bloating the store."""
+
 from __future__ import annotations
 
 import pytest

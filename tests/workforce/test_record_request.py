@@ -1,4 +1,5 @@
 """Requests the server records on its own (fan-out, routes, failed deliveries)."""
+
 from __future__ import annotations
 
 from workforce.models import Session

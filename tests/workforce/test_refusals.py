@@ -1,5 +1,6 @@
 """Reason codes and their HTTP statuses: the kernel holds its own, each app registers its
 codes from its AppConfig.ready() (docs/architecture.md "Settings and reason codes")."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,16 +13,39 @@ from workforce.refusals import KERNEL_REASONS, Refusal, http_status_for, registe
 
 # Every code and status the service answered before the codes moved to their apps.
 ANSWERED = {
-    "invalid-input": 400, "idempotency-key-reused": 409, "payload-too-large": 413, "not-found": 404,
-    "method-not-allowed": 405, "not-acceptable": 406, "unsupported-media-type": 415,
-    "mailbox-not-bound": 404, "board-not-declared": 404, "session-not-found": 404, "flow-not-found": 404,
-    "action-not-found": 404, "request-not-found": 404, "author-not-a-member": 403,
-    "talk-session-not-listed": 403, "not-a-member": 403, "principal-mismatch": 403, "not-authenticated": 401,
-    "mailbox-is-a-template": 409, "session-not-addressable": 409, "external-dispatcher": 503,
-    "internal-error": 500, "task_not_found": 404, "unknown_assignee": 400, "invalid_arguments": 400,
-    "state-field-reserved": 400, "worker-not-on-roster": 404, "coordinator-not-found": 404,
-    "delegate-cannot-take-work": 409, "delegate-already-listed": 409, "delegates-full": 409,
-    "delegate-not-listed": 409, "fallback-not-a-delegate": 409,
+    "invalid-input": 400,
+    "idempotency-key-reused": 409,
+    "payload-too-large": 413,
+    "not-found": 404,
+    "method-not-allowed": 405,
+    "not-acceptable": 406,
+    "unsupported-media-type": 415,
+    "mailbox-not-bound": 404,
+    "board-not-declared": 404,
+    "session-not-found": 404,
+    "flow-not-found": 404,
+    "action-not-found": 404,
+    "request-not-found": 404,
+    "author-not-a-member": 403,
+    "talk-session-not-listed": 403,
+    "not-a-member": 403,
+    "principal-mismatch": 403,
+    "not-authenticated": 401,
+    "mailbox-is-a-template": 409,
+    "session-not-addressable": 409,
+    "external-dispatcher": 503,
+    "internal-error": 500,
+    "task_not_found": 404,
+    "unknown_assignee": 400,
+    "invalid_arguments": 400,
+    "state-field-reserved": 400,
+    "worker-not-on-roster": 404,
+    "coordinator-not-found": 404,
+    "delegate-cannot-take-work": 409,
+    "delegate-already-listed": 409,
+    "delegates-full": 409,
+    "delegate-not-listed": 409,
+    "fallback-not-a-delegate": 409,
 }
 
 
@@ -36,8 +60,14 @@ def test_the_kernel_holds_only_its_own_codes():
     apps_codes = set(MAILBOX_REASONS) | set(BOARD_REASONS) | set(COORDINATOR_REASONS)
     assert not apps_codes & set(KERNEL_REASONS)
     assert set(ANSWERED) <= set(KERNEL_REASONS) | apps_codes
-    assert MAILBOX_REASONS == {"mailbox-not-bound": 404, "board-not-declared": 404, "author-not-a-member": 403,
-                               "talk-session-not-listed": 403, "mailbox-is-a-template": 409, "unknown-assignee": 409}
+    assert MAILBOX_REASONS == {
+        "mailbox-not-bound": 404,
+        "board-not-declared": 404,
+        "author-not-a-member": 403,
+        "talk-session-not-listed": 403,
+        "mailbox-is-a-template": 409,
+        "unknown-assignee": 409,
+    }
     assert BOARD_REASONS == {"task_not_found": 404, "unknown_assignee": 400, "invalid_arguments": 400}
     assert len(COORDINATOR_REASONS) == 8
 
@@ -55,12 +85,15 @@ def test_register_reason_sets_the_status_and_is_idempotent(registry):
     assert Refusal("room-is-full", "ten members already").http_status == 429
 
 
-@pytest.mark.parametrize("code, status, message", [
-    ("invalid-input", 422, "reason 'invalid-input' already answers 400; it cannot also answer 422"),
-    ("room-is-full", 200, "reason 'room-is-full': a refusal answers a 4xx or 5xx status, not 200"),
-    ("room-is-full", "404", "reason 'room-is-full': a refusal answers a 4xx or 5xx status, not '404'"),
-    ("", 404, "a reason code is non-empty text, not ''"),
-])
+@pytest.mark.parametrize(
+    "code, status, message",
+    [
+        ("invalid-input", 422, "reason 'invalid-input' already answers 400; it cannot also answer 422"),
+        ("room-is-full", 200, "reason 'room-is-full': a refusal answers a 4xx or 5xx status, not 200"),
+        ("room-is-full", "404", "reason 'room-is-full': a refusal answers a 4xx or 5xx status, not '404'"),
+        ("", 404, "a reason code is non-empty text, not ''"),
+    ],
+)
 def test_register_reason_refuses_a_conflict_or_a_status_that_is_not_an_error(registry, code, status, message):
     with pytest.raises(ValueError) as raised:
         register_reason(code, status)

@@ -1,5 +1,6 @@
 """Settings are read as ``settings.X``; each default is defined once, in
 workforce_project/settings.py (docs/architecture.md "Settings and reason codes")."""
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,12 @@ def test_every_setting_the_code_reads_is_defined_in_settings_py():
 
 
 def test_no_module_gives_a_setting_a_default_of_its_own():
-    found = [f"{rel}:{text[:m.start()].count(chr(10)) + 1}" for rel, text in sources() if rel not in PENDING
-             for m in OWN_DEFAULT.finditer(text)]
+    found = [
+        f"{rel}:{text[: m.start()].count(chr(10)) + 1}"
+        for rel, text in sources()
+        if rel not in PENDING
+        for m in OWN_DEFAULT.finditer(text)
+    ]
     assert found == []
 
 

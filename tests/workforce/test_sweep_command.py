@@ -1,5 +1,6 @@
 """``manage.py sweep`` runs every registered sweep once (workforce.sweepers); the older
 ``sweep_deliveries`` runs the deliveries sweep alone."""
+
 from __future__ import annotations
 
 from io import StringIO
@@ -28,6 +29,7 @@ def fake_sweeps(monkeypatch):
             if isinstance(result, Exception):
                 raise result
             return result
+
         return run
 
     monkeypatch.setattr(sweepers, "_sweeps", {})

@@ -1,4 +1,5 @@
 """A sweep with a cadence of its own (a timer) runs apart from the others."""
+
 import pytest
 
 from workforce import sweepers

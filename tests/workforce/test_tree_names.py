@@ -27,8 +27,7 @@ def test_bad_names_quote_the_name_and_give_the_rule(name):
 
 def test_stand_up_message_exactly():
     assert name_problem("Stand Up") == (
-        '"Stand Up" breaks the name rule: lowercase letters, digits and single hyphens, '
-        "at most 64 characters."
+        '"Stand Up" breaks the name rule: lowercase letters, digits and single hyphens, at most 64 characters.'
     )
 
 
@@ -58,7 +57,23 @@ def test_seat_ids(value):
 
 @pytest.mark.parametrize(
     "value",
-    ["", ".", "eng.", ".lead", "a.b.c", "Eng.lead", "eng.Lead", "eng lead", "eng..lead", "con", "eng.con", 42, None, ["eng.lead"], "a" * 65],
+    [
+        "",
+        ".",
+        "eng.",
+        ".lead",
+        "a.b.c",
+        "Eng.lead",
+        "eng.Lead",
+        "eng lead",
+        "eng..lead",
+        "con",
+        "eng.con",
+        42,
+        None,
+        ["eng.lead"],
+        "a" * 65,
+    ],
 )
 def test_not_seat_ids(value):
     assert not is_seat_id(value)

@@ -1,4 +1,5 @@
 """Refusals and DRF errors rendered as the contract's error payload (README "Run it")."""
+
 from __future__ import annotations
 
 from django.core.exceptions import RequestDataTooBig
@@ -46,10 +47,12 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, exceptions.APIException):
         reason = {
-            404: "not-found", 405: "method-not-allowed", 406: "not-acceptable", 415: "unsupported-media-type", 403: "forbidden"
-        }.get(
-            response.status_code, "invalid-input"
-        )
+            404: "not-found",
+            405: "method-not-allowed",
+            406: "not-acceptable",
+            415: "unsupported-media-type",
+            403: "forbidden",
+        }.get(response.status_code, "invalid-input")
         response.data = {"requestId": None, "status": "failed", "error": {"reason": reason, "message": f"{reason}: {exc.detail}"}}
     return response
 

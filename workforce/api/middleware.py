@@ -1,5 +1,6 @@
 """Request hygiene for the API, before any view runs: every answer is JSON in the
 contract's shape."""
+
 from __future__ import annotations
 
 from django.http import JsonResponse

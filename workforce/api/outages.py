@@ -1,5 +1,6 @@
 """The database refusing a connection, told apart from a query's error, answered as
 ``database-unavailable`` (503 with ``Retry-After``) by the middleware and DRF's handler."""
+
 from __future__ import annotations
 
 from django.db import OperationalError, connections

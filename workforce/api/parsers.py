@@ -1,4 +1,5 @@
 """The API's one body format: JSON, parsed without ever overflowing the stack."""
+
 from __future__ import annotations
 
 from rest_framework.exceptions import ParseError

@@ -1,6 +1,7 @@
 """How ``django.request`` logs answers: Django logs every 4xx at WARNING, so a client's
 bad input would read like an operator's problem. A refusal is the contract working; it
 is logged at INFO, and 5xx stays at ERROR."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """Wire shapes of the kernel's HTTP answers (also what the OpenAPI schema documents)."""
+
 from __future__ import annotations
 
 from rest_framework import serializers

@@ -1,4 +1,5 @@
 """The kernel's HTTP contract (README "Run it"): thin views, one service call each."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -90,7 +91,14 @@ class FlowActionView(APIView):
 
     @extend_schema(
         request=ActionCallSerializer,
-        responses={202: RequestSerializer, 400: OpenApiResponse(description="invalid-input"), 403: None, 404: None, 409: None, 503: None},
+        responses={
+            202: RequestSerializer,
+            400: OpenApiResponse(description="invalid-input"),
+            403: None,
+            404: None,
+            409: None,
+            503: None,
+        },
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
         summary="Run an action (post, read, ...) on a session",
     )

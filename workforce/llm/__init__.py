@@ -12,6 +12,7 @@ Evaluation models (routing's evaluator, a coordinator's best fit; see
 ``embedded/lexical`` (term weighting), ``openai/<name>`` (a structured choice), and
 every other known id gives a model that cannot evaluate and fails every call.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -4,6 +4,7 @@ Messages are OpenAI chat messages (``{"role": "system"|"user"|"assistant"|"tool"
 tools OpenAI ``tools`` entries (``Tool.openai_schema()``): the common format every
 OpenAI-compatible server reads, and the one the embedded and mock models read too.
 """
+
 from __future__ import annotations
 
 import json

@@ -24,6 +24,7 @@ once tool results are in, echo gives its answer. A line ``/sleep <milliseconds>`
 turn makes each call wait that long first (a slow model, for end-to-end tests); a wait
 longer than the call's timeout fails the call with ModelError after the timeout.
 """
+
 from __future__ import annotations
 
 import json
@@ -102,9 +103,7 @@ def _requested_calls(turn: str, messages: list[dict], seat: str, heard: str) -> 
     calls = _tool_lines(turn)
     parsed = _TURN.match(turn)
     if parsed:
-        system = "\n".join(
-            m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str)
-        )
+        system = "\n".join(m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
         values = {
             "seat": seat,
             "writer": parsed["writer"],

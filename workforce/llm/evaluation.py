@@ -29,6 +29,7 @@ enum of the offered values plus ``none``), and any model that cannot evaluate
 (``embedded/echo``), which fails every call. Tests script evaluators by block name with
 ``workforce.testing.mock_evaluation_model`` and ``create_mock_model_resolver(evaluators=...)``.
 """
+
 from __future__ import annotations
 
 import json
@@ -120,7 +121,9 @@ class Verdict:
                 return cls.none()
             if kind == CHOICE and isinstance(value.get("choice"), str):
                 return cls.choose(value["choice"])
-        raise EvaluationError(f"{model_id}: {value!r} is not an answer (write {{'type': 'choice', 'choice': ...}} or {{'type': 'none'}})")
+        raise EvaluationError(
+            f"{model_id}: {value!r} is not an answer (write {{'type': 'choice', 'choice': ...}} or {{'type': 'none'}})"
+        )
 
 
 @dataclass
@@ -155,8 +158,7 @@ class EvaluationModel(Protocol):
 
     model_id: str
 
-    def evaluate(self, call: EvaluationCall) -> dict[str, Any]:
-        ...
+    def evaluate(self, call: EvaluationCall) -> dict[str, Any]: ...
 
 
 class CannotEvaluate:

@@ -15,6 +15,7 @@ that" can still find the member the earlier lines were about, while a post that 
 what it is about is never pulled elsewhere by them. It answers ``none`` when the best
 score is below ``threshold`` or ties the second best: the fallback then takes the post.
 """
+
 from __future__ import annotations
 
 import math

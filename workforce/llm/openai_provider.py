@@ -6,6 +6,7 @@ empty) and the key ``settings.OPENAI_API_KEY`` (servers that need none get a
 placeholder). Each call has a timeout and no automatic retries, so a turn never hangs
 past its deadline; every failure is a ModelError naming the model.
 """
+
 from __future__ import annotations
 
 import threading

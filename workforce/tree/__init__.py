@@ -13,6 +13,7 @@ Every reader of the tree (the mailbox reader ``mailboxes.reader``, the worker re
 Spec: "Mailboxes on disk" ("A mailbox's id comes from the folders", "What the file is
 checked for", "When a folder is wrong").
 """
+
 from __future__ import annotations
 
 from .errors import (

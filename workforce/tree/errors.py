@@ -1,5 +1,6 @@
 """What reading the workforce tree reports: ``LoadError`` and its kinds, and the two
 exceptions a reader uses (spec "Mailboxes on disk" / "When a folder is wrong")."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -68,17 +68,17 @@ class StrictSafeLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node, deep=False):
         if not isinstance(node, yaml.MappingNode):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"expected a mapping node, but found {node.id}", node.start_mark
-            )
+            raise yaml.constructor.ConstructorError(None, None, f"expected a mapping node, but found {node.id}", node.start_mark)
         self.flatten_mapping(node)  # only an explicit !!merge tag; "<<" is a plain string here
         mapping: dict = {}
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    "found unhashable key", key_node.start_mark,
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found unhashable key",
+                    key_node.start_mark,
                 )
             if key in mapping:
                 raise _DuplicateKeyError(key, key_node.start_mark)
@@ -201,8 +201,7 @@ def split_frontmatter(text: str, source: str) -> tuple[dict, str]:
     if _strip_cr(first) != _FENCE:
         raise FrontmatterError(
             source,
-            "the file carries no frontmatter: its first line must be exactly ---, "
-            "followed by the YAML block and a closing ---.",
+            "the file carries no frontmatter: its first line must be exactly ---, followed by the YAML block and a closing ---.",
             1,
         )
     block_start = len(text) if end == -1 else end + 1
@@ -231,8 +230,7 @@ def _as_mapping(value: object, source: str) -> dict:
         return value
     raise FrontmatterError(
         source,
-        f"the frontmatter is {_describe(value)}, not a mapping. "
-        "Write it as key: value lines.",
+        f"the frontmatter is {_describe(value)}, not a mapping. Write it as key: value lines.",
         2,
     )
 

@@ -27,9 +27,7 @@ NAME_MAX_LENGTH = 64
 
 # Windows device names: a folder cannot be called any of these on Windows, whatever its case.
 RESERVED_NAMES = frozenset(
-    {"con", "prn", "aux", "nul"}
-    | {f"com{digit}" for digit in range(1, 10)}
-    | {f"lpt{digit}" for digit in range(1, 10)}
+    {"con", "prn", "aux", "nul"} | {f"com{digit}" for digit in range(1, 10)} | {f"lpt{digit}" for digit in range(1, 10)}
 )
 
 _NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")

@@ -8,6 +8,7 @@ with ``O_NOFOLLOW``. A reader (the mailbox reader, the worker reader) opens the 
 ``open_slot``, and each record file with ``read_record_file``; ``linked_folder_error`` and
 ``folder_name_error`` word the errors every reader reports the same way.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,12 +53,7 @@ class Entry:
 # --------------------------------------------------------------------------- walking
 
 _CAN_SCAN_FD = os.scandir in os.supports_fd and hasattr(os, "O_NOFOLLOW")
-_DIR_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_DIRECTORY", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
+_DIR_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _FILE_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -99,12 +95,32 @@ def list_dir_nofollow(path: Path, rel: str) -> list[Entry]:
 # What operating systems, editors and version control leave in folders: passed over in
 # silence where the tree's structural folders are listed, folders and files alike (spec
 # "Mailboxes on disk": "OS and editor droppings such as .DS_Store").
-DROPPING_NAMES = frozenset({
-    ".DS_Store", ".AppleDouble", ".LSOverride", ".Spotlight-V100", ".Trashes", ".fseventsd",
-    ".TemporaryItems", ".DocumentRevisions-V100", "__MACOSX", "Icon\r", "Thumbs.db", "ehthumbs.db",
-    "desktop.ini", "$RECYCLE.BIN", ".directory", ".idea", ".vscode", ".git", ".svn", ".hg",
-    "__pycache__", ".ipynb_checkpoints",
-})
+DROPPING_NAMES = frozenset(
+    {
+        ".DS_Store",
+        ".AppleDouble",
+        ".LSOverride",
+        ".Spotlight-V100",
+        ".Trashes",
+        ".fseventsd",
+        ".TemporaryItems",
+        ".DocumentRevisions-V100",
+        "__MACOSX",
+        "Icon\r",
+        "Thumbs.db",
+        "ehthumbs.db",
+        "desktop.ini",
+        "$RECYCLE.BIN",
+        ".directory",
+        ".idea",
+        ".vscode",
+        ".git",
+        ".svn",
+        ".hg",
+        "__pycache__",
+        ".ipynb_checkpoints",
+    }
+)
 
 
 def is_dropping(name: str) -> bool:
@@ -137,24 +153,31 @@ def open_slot(entry: Entry | None) -> list[Entry] | None:
     if entry is None:
         return None
     if entry.kind == "symlink":
-        raise RecordError(LoadError(
-            UNREADABLE_SLOT, entry.rel,
-            f"{entry.rel} is a symbolic link. {LINK_ADVICE}, so nothing beneath it is "
-            "read; put the folder itself here.",
-        ))
+        raise RecordError(
+            LoadError(
+                UNREADABLE_SLOT,
+                entry.rel,
+                f"{entry.rel} is a symbolic link. {LINK_ADVICE}, so nothing beneath it is read; put the folder itself here.",
+            )
+        )
     if entry.kind != "dir":
-        raise RecordError(LoadError(
-            UNREADABLE_SLOT, entry.rel,
-            f"{entry.rel} is not a folder, so nothing beneath it can be enumerated.",
-        ))
+        raise RecordError(
+            LoadError(
+                UNREADABLE_SLOT,
+                entry.rel,
+                f"{entry.rel} is not a folder, so nothing beneath it can be enumerated.",
+            )
+        )
     try:
         entries = list_dir_nofollow(entry.path, entry.rel)
     except OSError as exc:
-        raise RecordError(LoadError(
-            UNREADABLE_SLOT, entry.rel,
-            f"{entry.rel} cannot be listed ({os_reason(exc)}), so nothing beneath it can be "
-            "enumerated.",
-        )) from None
+        raise RecordError(
+            LoadError(
+                UNREADABLE_SLOT,
+                entry.rel,
+                f"{entry.rel} cannot be listed ({os_reason(exc)}), so nothing beneath it can be enumerated.",
+            )
+        ) from None
     return [child for child in entries if not is_dropping(child.name)]
 
 
@@ -180,36 +203,28 @@ def open_root(root: str | os.PathLike) -> dict[str, Entry]:
     try:
         st = os.lstat(root_path)
     except OSError as exc:
-        raise WorkforceRootError(
-            f"The workforce root {shown} cannot be read ({os_reason(exc)})."
-        ) from exc
+        raise WorkforceRootError(f"The workforce root {shown} cannot be read ({os_reason(exc)}).") from exc
     if stat.S_ISLNK(st.st_mode):
-        raise WorkforceRootError(
-            f"The workforce root {shown} is a symbolic link. {LINK_ADVICE}; pass the "
-            "folder itself."
-        )
+        raise WorkforceRootError(f"The workforce root {shown} is a symbolic link. {LINK_ADVICE}; pass the folder itself.")
     if not stat.S_ISDIR(st.st_mode):
         raise WorkforceRootError(f"The workforce root {shown} is not a folder.")
     try:
         return {entry.name: entry for entry in list_dir_nofollow(root_path, "")}
     except OSError as exc:
-        raise WorkforceRootError(
-            f"The workforce root {shown} cannot be read ({os_reason(exc)})."
-        ) from exc
+        raise WorkforceRootError(f"The workforce root {shown} cannot be read ({os_reason(exc)}).") from exc
 
 
 def linked_folder_error(entry: Entry, *, kind: str, noun: str) -> LoadError:
     """The LoadError for a record folder that is a symbolic link (``noun``:
     ``Mailbox``, ``Worker``), at the folder's path, of ``kind``."""
     return LoadError(
-        kind, entry.rel,
+        kind,
+        entry.rel,
         f"{noun} folder {entry.rel} is a symbolic link. {LINK_ADVICE}; put the folder itself here.",
     )
 
 
-def folder_name_error(
-    entry: Entry, team_problem: str | None, *, kind: str, noun: str, team_note: str
-) -> LoadError | None:
+def folder_name_error(entry: Entry, team_problem: str | None, *, kind: str, noun: str, team_note: str) -> LoadError | None:
     """The LoadError for a record folder whose id can't be formed from the names on its
     path, or None when both names follow the tree's name rule.
 
@@ -233,9 +248,7 @@ def folder_name_error(
     return LoadError(kind, entry.rel, " ".join(problems)) if problems else None
 
 
-def read_record_file(
-    folder: Path, folder_rel: str, filename: str, *, kind: str = MAILBOX_LOAD_FAILED
-) -> tuple[dict, str] | None:
+def read_record_file(folder: Path, folder_rel: str, filename: str, *, kind: str = MAILBOX_LOAD_FAILED) -> tuple[dict, str] | None:
     """Read one record file (``MAILBOX.md``, ``WORKER.md``) from a record folder.
 
     Args:

@@ -1,5 +1,6 @@
 """``manage.py find_pre_rename_marks [--mailbox ID …] [--org ID …]``: print what is left
 from before channels were renamed; exit 1 when anything is found."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError

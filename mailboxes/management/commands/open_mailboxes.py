@@ -1,5 +1,6 @@
 """``manage.py open_mailboxes [--root PATH] [--user ID] [--org ID]``: open every mailbox
 in the tree; one line per mailbox; exit 1 when the tree has errors or one is refused."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,5 +1,6 @@
 """``manage.py sweep_deliveries``: the older name of ``manage.py sweep --only deliveries``
 (hand the cluster again every delivery a crashed worker or the broker dropped)."""
+
 from __future__ import annotations
 
 from workforce.management.commands.sweep import Command as SweepCommand

@@ -1,5 +1,6 @@
 """``manage.py add_member <user> --org ID [--create] [--move]``: let a user act in an
 organization under ``WORKFORCE_AUTH=token``, with no admin form; exit 1 when refused."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError

@@ -1,5 +1,6 @@
 """``manage.py sweep``: run every registered sweep once, by hand (the task cluster's
 workers run them on their own every ``WORKFORCE_SWEEP_SECONDS``; ``workforce.sweepers``)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,7 +34,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--only", action="append", metavar="NAME",
+            "--only",
+            action="append",
+            metavar="NAME",
             help="run only this sweep (repeatable); the names are listed by --list",
         )
         parser.add_argument("--list", action="store_true", help="print the registered sweeps' names and exit")

@@ -3,6 +3,7 @@
 Migrates, checks and opens the workforce tree, then runs the web server (uvicorn, in
 this process) and the django-q2 cluster (a child process) together until interrupted.
 """
+
 from __future__ import annotations
 
 import os
@@ -114,7 +115,11 @@ class Command(BaseCommand):
         # stopped, so SIGTERM raises SystemExit and stops the cluster below, as Ctrl-C does.
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
         config = uvicorn.Config(
-            "workforce_project.asgi:application", host=host, port=port, log_level="info", lifespan="off",
+            "workforce_project.asgi:application",
+            host=host,
+            port=port,
+            log_level="info",
+            lifespan="off",
             # Open requests and streams get part of the stop budget, then are cut.
             timeout_graceful_shutdown=max(1, int(stopper.seconds * 0.8)),
         )
