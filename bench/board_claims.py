@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from bench._db import throwaway_database  # noqa: E402
 
 ORG = "default"
-CLAIM_GOAL = 0.5  # 4 drainers through the service at least half the raw SKIP LOCKED loop (issue 15)
+CLAIM_GOAL = 0.5  # 4 drainers through the service at least half the raw SKIP LOCKED loop (the speed goal)
 
 
 def worker(mode: str, board_id: str, start_at: float) -> None:

@@ -1,4 +1,4 @@
-"""Durable post-and-wake on one thread, against LangGraph doing the same work (issue 15,
+"""Durable post-and-wake on one thread, against LangGraph doing the same work (the speed goal,
 "Benchmarks that keep score").
 
 Ours: a fresh database (a temp SQLite file, or a PostgreSQL database created and dropped

@@ -9,7 +9,7 @@
 
 Usage: ``python bench/posts.py [--posts N] [--big 100000]``; set DATABASE_URL for
 PostgreSQL (a throwaway database is created and dropped). Ends with a verdict: posts/raw
->= 0.5 (issue 15's goal, both databases) and read big/small <= 1.5.
+>= 0.5 (the speed goal, both databases) and read big/small <= 1.5.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._db import throwaway_database  # noqa: E402
 
-POST_GOAL = 0.5  # a post through the service at least half a raw INSERT+COMMIT (issue 15)
+POST_GOAL = 0.5  # a post through the service at least half a raw INSERT+COMMIT (the speed goal)
 READ_FLAT = 1.5  # a read at 100,000 lines at most this many times one at 100 ("near 1")
 
 

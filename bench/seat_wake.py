@@ -71,7 +71,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-MEDIAN_GOAL, P95_GOAL, FAN_OUT_GOAL = 20.0, 60.0, 2.0  # ms, ms, × the 1-member p95 (issue 15)
+MEDIAN_GOAL, P95_GOAL, FAN_OUT_GOAL = 20.0, 60.0, 2.0  # ms, ms, × the 1-member p95 (the speed goal)
 
 
 def verdict(figures: dict[int, tuple[float, float]], poll: float) -> str:

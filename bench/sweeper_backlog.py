@@ -169,7 +169,7 @@ def main() -> None:
             ids = {r.pk for r in rows}
             ran = sum(1 for t in Task.objects.filter(func="mailboxes.tasks.deliver_post") if t.args and t.args[0] in ids)
         finally:
-            cluster.send_signal(signal.SIGTERM)  # the main process only (pitfalls.md)
+            cluster.send_signal(signal.SIGTERM)  # the main process only: signalling its group can deadlock its shutdown
             try:
                 cluster.wait(timeout=60)
             except subprocess.TimeoutExpired:

@@ -1,4 +1,4 @@
-"""Every /api/ answer is JSON in the contract's shape (design.md §4), whatever the
+"""Every /api/ answer is JSON in the contract's shape, whatever the
 method, the path, or the CSRF check says: never Django's HTML pages."""
 
 from __future__ import annotations
