@@ -86,6 +86,11 @@ def not_a_delegate(worker: str) -> str:
     return f'"{worker}" isn\'t a delegate in this conversation.'
 
 
+def not_a_delegate_to_hand(worker: str) -> str:
+    """Why a hand-off to a worker not on the list is skipped (the coordinator's handOff)."""
+    return f'"{worker}" isn\'t a delegate in this conversation. Add it first.'
+
+
 def fallback_not_a_delegate(worker: str) -> str:
     return f"\"{worker}\" isn't a delegate in this conversation, so it can't be the fallback."
 
@@ -109,18 +114,20 @@ def nobody_judgment(error: str) -> str:
     return f"Nobody took this post: the coordinator's own turn failed: {error}."
 
 
-ANSWERED_ITSELF = "The coordinator answered this post itself."
-ALREADY_HANDED = "It was already handed this post in this round."
+ANSWERED_ITSELF = "the coordinator handed it to no delegate"
+ALREADY_HANDED = "it was already handed this post in this round"
 
 
 def nothing_to_pass_on(round_number: int) -> str:
-    return f"It has no other delegate's answer from round {round_number} to get."
+    return f"no other delegate answered in round {round_number}"
 
 
-ROUNDS_FULL_NOTE = (
-    f"This conversation already had {MAX_OPEN_ROUNDS} rounds open, so this round wasn't opened: "
-    "its answers land and go no further."
-)
+def rounds_full_note(round_number: int) -> str:
+    """The record's note when a round could not be opened (50 already wait for answers)."""
+    return (
+        f"this conversation already has {MAX_OPEN_ROUNDS} rounds waiting for answers, "
+        f"so answers in round {round_number} go no further"
+    )
 
 
 def turn_text(writer: str, coordinator: str, post: str) -> str:

@@ -40,7 +40,7 @@ from .constants import (
     SET_FALLBACK,
     judgment_agent_name,
     no_worker_on_roster,
-    not_a_delegate,
+    not_a_delegate_to_hand,
     nothing_to_pass_on,
 )
 from .delegates import do_change_delegates
@@ -170,7 +170,10 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
         return _refused(Refusal("invalid-input", "handOff takes {worker}: the id of one of your delegates."))
     conv = Conversation.objects.select_related("session").get(pk=state["conversation"])
     if worker not in {d.worker for d in list_delegates(conv)}:
-        return _refused(Refusal(NOT_A_DELEGATE, not_a_delegate(worker)))
+        problem = not_a_delegate_to_hand(worker)
+        if not any(e["worker"] == worker and e.get("reason") == problem for e in state["skipped"]):
+            state["skipped"].append(entry(worker, "skipped", problem))
+        return _refused(Refusal(NOT_A_DELEGATE, problem))
     number = state["round"]
     seat = reachable_seats(conv.session.organization_id, conv.session.user_id, [worker]).get(worker)
     problem = delegate_problem(worker, seat, state["setup"])

@@ -54,7 +54,6 @@ from .constants import (
     DELIVERED,
     FAILED,
     NOBODY_REACHABLE,
-    ROUNDS_FULL_NOTE,
     ROUTE_BLOCK,
     ROUTE_QUESTION,
     ROUTE_QUESTION_TEXT,
@@ -63,6 +62,7 @@ from .constants import (
     judgment_agent_name,
     no_worker_on_roster,
     nothing_to_pass_on,
+    rounds_full_note,
     turn_text,
 )
 from .models import Answer, Conversation, DelegatedPost, Job, Post, Round
@@ -313,7 +313,8 @@ def offer(desk: Desk, handing: Handing, worker: str, seat: Seat | None, entries:
 
 def note_for(rounds: list[Round]) -> str | None:
     """The record's note when any round it delivered into wasn't opened."""
-    return ROUNDS_FULL_NOTE if any(r is not None and r.status == Round.Status.UNOPENED for r in rounds) else None
+    unopened = [r for r in rounds if r is not None and r.status == Round.Status.UNOPENED]
+    return rounds_full_note(unopened[0].number) if unopened else None
 
 
 def queue_job(desk: Desk, post: Post, number: int, kind: str, source: Answer | None = None) -> Job:

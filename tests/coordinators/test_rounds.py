@@ -73,7 +73,7 @@ def test_everyone_skips_a_delegate_with_no_other_answer_to_get(desk):
     post = d.run("hi")
     r1 = d.records(post.request_id)[1]
     assert r1["delegates"] == [
-        {"worker": DEVICES, "outcome": "skipped", "reason": "It has no other delegate's answer from round 0 to get."},
+        {"worker": DEVICES, "outcome": "skipped", "reason": "no other delegate answered in round 0"},
         {"worker": ACCOUNTS, "outcome": "delivered"},
         {"worker": GENERAL, "outcome": "delivered"},
     ]
@@ -255,7 +255,7 @@ def test_past_50_open_rounds_a_post_is_still_delivered_but_its_round_is_not_open
         "policy": "everyone",
         "by": "everyone",
         "delegates": [{"worker": DEVICES, "outcome": "delivered"}, {"worker": ACCOUNTS, "outcome": "delivered"}],
-        "note": "This conversation already had 50 rounds open, so this round wasn't opened: its answers land and go no further.",
+        "note": "this conversation already has 50 rounds waiting for answers, so answers in round 0 go no further",
     }
     assert d.rounds().get(post__post_id=post.request_id).status == "unopened"
     with d.capture(execute=True):
@@ -279,7 +279,7 @@ def test_a_delegate_gets_at_most_one_delivery_per_post_per_round(desk):
     entries = []
     seat = Seat.objects.get(seat_id=DEVICES)
     assert deliver(desk_, handing_for_post(Post.objects.get(post_id=post.request_id)), DEVICES, seat, entries)[0] is False
-    assert entries == [{"worker": DEVICES, "outcome": "skipped", "reason": "It was already handed this post in this round."}]
+    assert entries == [{"worker": DEVICES, "outcome": "skipped", "reason": "it was already handed this post in this round"}]
     assert d.deliveries(worker=DEVICES).count() == 1
 
 
