@@ -79,13 +79,19 @@ def test_hand_off_refusals_come_back_as_refused_and_the_record_says_why(desk, ma
     d.run("hi")
     results = [c.messages for c in d.resolver.calls_for(HELP)][1]
     tool_results = [m["content"] for m in results if m["role"] == "tool"]
-    assert tool_results[0] == '{"refused": "delegate-not-listed: \\"support.nobody\\" isn\'t a delegate in this conversation. Add it first."}'
+    assert (
+        tool_results[0]
+        == '{"refused": "delegate-not-listed: \\"support.nobody\\" isn\'t a delegate in this conversation. Add it first."}'
+    )
     assert tool_results[1] == '{"handedOff": "support.devices", "round": 0}'
     assert "it was already handed this post in this round" in tool_results[2]
     [record] = d.records()
     assert record["delegates"] == [
-        {"worker": "support.nobody", "outcome": "skipped",
-         "reason": "\"support.nobody\" isn't a delegate in this conversation. Add it first."},
+        {
+            "worker": "support.nobody",
+            "outcome": "skipped",
+            "reason": '"support.nobody" isn\'t a delegate in this conversation. Add it first.',
+        },
         {"worker": DEVICES, "outcome": "skipped", "reason": "it was already handed this post in this round"},
         {"worker": DEVICES, "outcome": "delivered"},
     ]
