@@ -44,6 +44,7 @@ Usage: ``.venv/bin/python bench/round_deadline.py [--db sqlite|postgres] [--dead
 [--samples 5] [--burn 0] [--pg-url postgres://postgres@127.0.0.1:5432/postgres] [--keep-log]``.
 A default run takes about two and a half minutes (the 60 s deadline dominates).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,8 +101,7 @@ def write_tree(root: Path) -> Path:
             "---\ndescription: The beta seat; echoes what it hears.\nmodel: embedded/echo\n---\n\nAnswer.\n"
         ),
         "teams/bench/workers/slow/WORKER.md": (
-            "---\ndescription: The slow seat; never answers a person before the deadline.\n"
-            "model: openai/slow\n---\n\nAnswer.\n"
+            "---\ndescription: The slow seat; never answers a person before the deadline.\nmodel: openai/slow\n---\n\nAnswer.\n"
         ),
     }
     for rel, text in files.items():
@@ -130,9 +130,12 @@ class HeldModel(FakeOpenAIServer):
             with self.lock:
                 self.held += 1
             self.release.wait(timeout=self.hold_s)
-        return 200, chat_completion(f"slow answered: {str(turn)[:200]}", model=body["model"],
-                                    id=f"chatcmpl-{uuid.uuid4().hex[:8]}",
-                                    usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})
+        return 200, chat_completion(
+            f"slow answered: {str(turn)[:200]}",
+            model=body["model"],
+            id=f"chatcmpl-{uuid.uuid4().hex[:8]}",
+            usage={"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        )
 
     def close(self) -> None:
         self.release.set()
@@ -275,8 +278,9 @@ def open_and_post(server: Server, user: str, message: str) -> str:
     if status not in (200, 201):
         raise RuntimeError(f"opening {user}'s conversation answered {status}: {body}")
     session_id = body["sessionId"]
-    status, body = api(server, "POST", f"/api/flows/coordinator/{session_id}/actions/run",
-                       {"userId": user, "input": {"message": message}})
+    status, body = api(
+        server, "POST", f"/api/flows/coordinator/{session_id}/actions/run", {"userId": user, "input": {"message": message}}
+    )
     if status != 202 or body.get("status") != "completed":
         raise RuntimeError(f"posting to {session_id} answered {status}: {body}")
     return session_id
@@ -290,7 +294,8 @@ def rounds_of(db: Database, prefix: str) -> list[tuple]:
         "SELECT r.id, r.post_id, r.number, r.status, r.deadline_at, r.closed_at, r.closed_by, s.session_id "
         "FROM coordinators_round r JOIN coordinators_conversation c ON c.id = r.conversation_id "
         "JOIN workforce_session s ON s.id = c.session_id WHERE s.session_id LIKE %s",
-        (f"{COORDINATOR}:{prefix}%",))
+        (f"{COORDINATOR}:{prefix}%",),
+    )
 
 
 def round_one_deliveries(db: Database) -> list[tuple]:
@@ -324,7 +329,9 @@ def finished(db: Database, prefix: str) -> bool:
     """Every delivery of the ``prefix`` conversations answered or failed."""
     statuses = db.rows(
         "SELECT d.status FROM coordinators_delegatedpost d JOIN coordinators_conversation c ON c.id = d.conversation_id "
-        "JOIN workforce_session s ON s.id = c.session_id WHERE s.session_id LIKE %s", (f"{COORDINATOR}:{prefix}%",))
+        "JOIN workforce_session s ON s.id = c.session_id WHERE s.session_id LIKE %s",
+        (f"{COORDINATOR}:{prefix}%",),
+    )
     return bool(statuses) and all(st in ("answered", "failed", "cancelled") for (st,) in statuses)
 
 
@@ -364,7 +371,8 @@ def request_closed(db: Database) -> dict[int, float | None]:
     request instead), each with how long that request ran (ms, started → finished)."""
     closed: dict[int, float | None] = {}
     for output, status, started, finished in db.rows(
-            "SELECT output, status, started_at, finished_at FROM workforce_request WHERE action = %s", ("closeRound",)):
+        "SELECT output, status, started_at, finished_at FROM workforce_request WHERE action = %s", ("closeRound",)
+    ):
         if status != "completed":
             continue
         took = ms(as_datetime(finished), as_datetime(started)) if started and finished else None
@@ -378,7 +386,9 @@ def close_requests(db: Database, prefix: str) -> tuple[int, int]:
     nothing: a second worker's timer, or the Schedule, finding the round already closed)."""
     rows = db.rows(
         "SELECT q.output FROM workforce_request q JOIN workforce_session s ON s.id = q.session_id "
-        "WHERE q.action = %s AND s.session_id LIKE %s", ("closeRound", f"{COORDINATOR}:{prefix}%"))
+        "WHERE q.action = %s AND s.session_id LIKE %s",
+        ("closeRound", f"{COORDINATOR}:{prefix}%"),
+    )
     return len(rows), sum(1 for (output,) in rows if not (jsonish(output) or {}).get("closed"))
 
 
@@ -402,9 +412,16 @@ def measure(db: Database, log_text: str) -> list[Sample]:
         closer = "-"
         if closed_at is not None:
             closer = "timer" if rid in by_timer else "schedule" if rid in by_request else "activity"
-        s = Sample(session_id=session_id, round_id=rid, status=status, closed_by=closed_by or "", closer=closer,
-                   late_ms=ms(closed_at, deadline_at) if closed_at and deadline_at else None,
-                   deadline_at=deadline_at, close_request_ms=by_request.get(rid))
+        s = Sample(
+            session_id=session_id,
+            round_id=rid,
+            status=status,
+            closed_by=closed_by or "",
+            closer=closer,
+            late_ms=ms(closed_at, deadline_at) if closed_at and deadline_at else None,
+            deadline_at=deadline_at,
+            close_request_ms=by_request.get(rid),
+        )
         out = r1.get(post, [])
         s.r1_n = len(out)
         if out and deadline_at:
@@ -428,7 +445,10 @@ class Result:
     problems: list[str] = field(default_factory=list)
     held: int = 0
     batches: list[int] = field(default_factory=list)  # rounds closed per timer pass (measured and warm-up)
-    close_requests: tuple[int, int] = (0, 0)  # closeRound requests on the measured conversations: all, empty  # measured posts the slow model was holding when measured
+    close_requests: tuple[int, int] = (
+        0,
+        0,
+    )  # closeRound requests on the measured conversations: all, empty  # measured posts the slow model was holding when measured
 
     @property
     def at_deadline(self) -> list[Sample]:
@@ -441,8 +461,7 @@ class Result:
 
     def passed(self) -> bool:
         late = self.max_late_ms
-        return (not self.problems and len(self.at_deadline) == self.expected and late is not None
-                and late <= GOAL_MS)
+        return not self.problems and len(self.at_deadline) == self.expected and late is not None and late <= GOAL_MS
 
 
 def stats_row(label: str, values: list[float | None]) -> str:
@@ -451,8 +470,10 @@ def stats_row(label: str, values: list[float | None]) -> str:
     def f(v):
         return "-" if v is None else f"{v:,.0f}"
 
-    return (f"| {label} | {len(found)} | {f(percentile(found, 0.5))} | {f(percentile(found, 0.95))} | "
-            f"{f(max(found) if found else None)} |")
+    return (
+        f"| {label} | {len(found)} | {f(percentile(found, 0.5))} | {f(percentile(found, 0.95))} | "
+        f"{f(max(found) if found else None)} |"
+    )
 
 
 def render(result: Result, db_kind: str, burn: int) -> str:
@@ -472,23 +493,28 @@ def render(result: Result, db_kind: str, burn: int) -> str:
         "",
     ]
     closers = {k: sum(1 for x in s if x.closer == k) for k in ("timer", "schedule", "activity")}
-    lines.append(f"rounds 0: {len(s)} of {result.expected}; closed by the timer {closers['timer']}, "
-                 f"the schedule/minute sweep {closers['schedule']}, conversation activity {closers['activity']}; "
-                 f"closed_by deadline {len(result.at_deadline)}; round-1 deliveries "
-                 f"{sum(x.r1_n for x in s)}; slow delegate's turns held {result.held}")
+    lines.append(
+        f"rounds 0: {len(s)} of {result.expected}; closed by the timer {closers['timer']}, "
+        f"the schedule/minute sweep {closers['schedule']}, conversation activity {closers['activity']}; "
+        f"closed_by deadline {len(result.at_deadline)}; round-1 deliveries "
+        f"{sum(x.r1_n for x in s)}; slow delegate's turns held {result.held}"
+    )
     deadlines = [x.deadline_at for x in s if x.deadline_at]
     spread = ms(max(deadlines), min(deadlines)) if deadlines else 0.0
     took = [x.close_request_ms for x in s if x.close_request_ms is not None]
     several = [b for b in result.batches if b > 1]
-    lines.append(f"the deadlines fell within {spread:,.0f} ms of each other; closeRound requests ran median "
-                 f"{'-' if not took else f'{percentile(took, 0.5):,.0f}'} ms, max "
-                 f"{'-' if not took else f'{max(took):,.0f}'} ms; timer passes that closed several rounds: "
-                 f"{len(several)} (largest {max(several) if several else '-'}); closeRound requests on these "
-                 f"conversations {result.close_requests[0]}, of which closed nothing {result.close_requests[1]}")
+    lines.append(
+        f"the deadlines fell within {spread:,.0f} ms of each other; closeRound requests ran median "
+        f"{'-' if not took else f'{percentile(took, 0.5):,.0f}'} ms, max "
+        f"{'-' if not took else f'{max(took):,.0f}'} ms; timer passes that closed several rounds: "
+        f"{len(several)} (largest {max(several) if several else '-'}); closeRound requests on these "
+        f"conversations {result.close_requests[0]}, of which closed nothing {result.close_requests[1]}"
+    )
     odd = [x for x in s if x not in result.at_deadline]
     for x in odd:
-        lines.append(f"  not closed at its deadline: {x.session_id} round {x.round_id}: status {x.status}, "
-                     f"closed_by {x.closed_by or '-'}")
+        lines.append(
+            f"  not closed at its deadline: {x.session_id} round {x.round_id}: status {x.status}, closed_by {x.closed_by or '-'}"
+        )
     for p in result.problems:
         lines.append(f"  problem: {p}")
     return "\n".join(lines)
@@ -501,10 +527,14 @@ def verdict(results: list[Result]) -> tuple[bool, str]:
     parts = []
     for r in results:
         late = r.max_late_ms
-        parts.append(f"{'-' if late is None else f'{late:,.0f}'} ms at {r.deadline_s:g} s"
-                     + ("" if len(r.at_deadline) == r.expected else f" ({len(r.at_deadline)}/{r.expected} at deadline)"))
-    return ok, (f"verdict: {'PASS' if ok else 'FAIL'}: max lateness {', '.join(parts)} "
-                f"(goal: every round 0 closes at its deadline, max lateness <= {GOAL_MS:,.0f} ms at every deadline)")
+        parts.append(
+            f"{'-' if late is None else f'{late:,.0f}'} ms at {r.deadline_s:g} s"
+            + ("" if len(r.at_deadline) == r.expected else f" ({len(r.at_deadline)}/{r.expected} at deadline)")
+        )
+    return ok, (
+        f"verdict: {'PASS' if ok else 'FAIL'}: max lateness {', '.join(parts)} "
+        f"(goal: every round 0 closes at its deadline, max lateness <= {GOAL_MS:,.0f} ms at every deadline)"
+    )
 
 
 # ----------------------------------------------------------------------------- one deadline
@@ -520,15 +550,25 @@ def run_deadline(deadline_s: float, args, tmp: Path, cleanup: list) -> Result:
     cleanup.append(db.drop)
     slow = HeldModel(hold_s=deadline_s + 90).start()
     cleanup.append(slow.close)
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "WORKFORCE_BROKER_URL", "WORKFORCE_VAR_DIR"}
-           and not k.startswith(("WORKFORCE_Q_", "OPENAI_", "WORKFORCE_COORDINATOR_", "WORKFORCE_MODEL"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "WORKFORCE_BROKER_URL", "WORKFORCE_VAR_DIR"}
+        and not k.startswith(("WORKFORCE_Q_", "OPENAI_", "WORKFORCE_COORDINATOR_", "WORKFORCE_MODEL"))
+    }
     env.update(db.env)
     queue = serve_env(deadline_s, args.samples)
     env.update(queue)
-    env.update({"DJANGO_SETTINGS_MODULE": "bench._cluster_settings", "PYTHONUNBUFFERED": "1",
-                "WORKFORCE_LOG_LEVEL": "INFO", "WORKFORCE_AUTH": "none",
-                "OPENAI_BASE_URL": slow.base_url, "OPENAI_API_KEY": "sk-bench"})
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "bench._cluster_settings",
+            "PYTHONUNBUFFERED": "1",
+            "WORKFORCE_LOG_LEVEL": "INFO",
+            "WORKFORCE_AUTH": "none",
+            "OPENAI_BASE_URL": slow.base_url,
+            "OPENAI_API_KEY": "sk-bench",
+        }
+    )
     log = work / "serve.log"
     server = Server(root, env, log)
     cleanup.append(lambda: server.stop(timeout=20))
@@ -547,11 +587,13 @@ def run_deadline(deadline_s: float, args, tmp: Path, cleanup: list) -> Result:
     users = [f"{USER_PREFIX}{i}" for i in range(args.samples)]
     threads = []
     for user in users:
+
         def post(user=user):
             try:
                 open_and_post(server, user, f"question from {user}")
             except (RuntimeError, OSError) as exc:
                 problems.append(str(exc))
+
         threads.append(threading.Thread(target=post, daemon=True))
     print(f"deadline {deadline_s:g} s: posting {len(users)} conversations at once", flush=True)
     for t in threads:
@@ -560,8 +602,7 @@ def run_deadline(deadline_s: float, args, tmp: Path, cleanup: list) -> Result:
         t.join(timeout=90)
     bound = deadline_s + 60
     if not wait_until(lambda: settled(db, USER_PREFIX, len(users) - len(problems)), bound=bound):
-        problems.append(f"not settled within {bound:g} s of the posts (a round 0 still open, or a round-1 "
-                        "delivery not claimed)")
+        problems.append(f"not settled within {bound:g} s of the posts (a round 0 still open, or a round-1 delivery not claimed)")
     machine.finish()
     burners.stop()
     held = slow.held
@@ -576,8 +617,17 @@ def run_deadline(deadline_s: float, args, tmp: Path, cleanup: list) -> Result:
     slow.release.set()
     while cleanup:
         cleanup.pop()()
-    return Result(deadline_s, len(users), samples, machine, int(queue["WORKFORCE_Q_WORKERS"]), problems, held,
-                  timer_batches(log_text), closes)
+    return Result(
+        deadline_s,
+        len(users),
+        samples,
+        machine,
+        int(queue["WORKFORCE_Q_WORKERS"]),
+        problems,
+        held,
+        timer_batches(log_text),
+        closes,
+    )
 
 
 # ----------------------------------------------------------------------------- main
