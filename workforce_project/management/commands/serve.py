@@ -107,7 +107,10 @@ class Command(BaseCommand):
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
         if enable_web_pool():
             self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
-        self.stdout.write(f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/api/")
+        self.stdout.write(
+            f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/ "
+            f"(the API under /api/, its schema at /api/schema/, the admin at /admin/)"
+        )
         self.stdout.flush()
         stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
