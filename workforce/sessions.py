@@ -172,15 +172,15 @@ def do_run_action(
             return _check_replay(existing, session_id, action, stored_input)
     if not internal:
         client_creates = CHILD_SEPARATOR not in session_id and CLIENT_CREATES_SESSIONS.get(flow)
+        missing = f'No session "{session_id}" exists' + (
+            f"; a {kind} session is opened by the server, not by this call." if not client_creates else "."
+        )
         if not client_creates and not Session.objects.filter(organization=org, session_id=session_id).exists():
             # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
             # sessions are opened another way (a coordinator conversation) creates none on a
             # client's call: a client that could take an id first would leave a seat unable
             # to hear that mailbox, or a mailbox the tree declares later unable to open.
-            raise Refusal(
-                "session-not-found",
-                f'No session "{session_id}" exists; a {kind} session is opened by the server, not by this call.',
-            )
+            raise Refusal("session-not-found", missing)
     try:
         with transaction.atomic():
             session, _ = Session.objects.get_or_create(
@@ -192,7 +192,7 @@ def do_run_action(
                 # Another user's conversation, or a session under one: not found, and
                 # nothing recorded in it (a refused call would take up the owner's
                 # history window, and its answer would read the owner's history).
-                raise Refusal("session-not-found", f'No session "{session_id}" exists.')
+                raise Refusal("session-not-found", missing)  # word for word: ids don't leak
             if session.flow_kind != kind:
                 raise Refusal(
                     "session-not-addressable",

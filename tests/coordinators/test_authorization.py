@@ -227,6 +227,16 @@ def test_a_client_action_in_a_session_under_someone_elses_conversation_is_not_fo
     assert ok.status_code == 202 and ok.json()["output"] == {"owner": MEMBER}
 
 
+@TOKEN_AUTH
+def test_a_refused_action_on_someone_elses_conversation_reads_as_one_that_does_not_exist(client, people, talked):
+    client.force_authenticate(people[SAME_ORG])
+    nobodys = "support.help:nobody"
+    theirs = client.post(f"/api/flows/coordinator/{CONVERSATION}/actions/listDelegates", {"input": {}}, format="json")
+    absent = client.post(f"/api/flows/coordinator/{nobodys}/actions/listDelegates", {"input": {}}, format="json")
+    assert theirs.status_code == absent.status_code == 404, (theirs.json(), absent.json())
+    assert theirs.json()["error"]["message"] == absent.json()["error"]["message"].replace(nobodys, CONVERSATION)
+
+
 # --- without authentication -----------------------------------------------------------------
 
 

@@ -100,3 +100,37 @@ def test_serve_stops_within_the_bound_under_a_backlog_and_loses_nothing(start_se
     for seat, done in turns.items():
         # Each post's turn ran to completion exactly once per seat.
         assert len(done) == POSTS, (seat, [r["requestId"] for r in done])
+
+
+def _qcluster_processes(pgid: int) -> list[int]:
+    """Pids of processes in process group ``pgid`` (the cluster's), from /proc."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry)) == pgid:
+                with open(f"/proc/{entry}/stat") as stat:
+                    if stat.read().split(") ", 1)[1].split()[0] != "Z":  # zombies hold nothing
+                        found.append(int(entry))
+        except (ProcessLookupError, FileNotFoundError, PermissionError, IndexError):
+            continue
+    return found
+
+
+def test_a_cluster_whose_main_process_was_killed_leaves_no_worker_behind_when_serve_stops(start_server, tmp_path):
+    import os
+    import subprocess
+
+    server = start_server(tree(tmp_path / "tree"), env={"WORKFORCE_STOP_SECONDS": str(STOP_SECONDS)})
+    children = subprocess.run(["pgrep", "-P", str(server.process.pid), "-f", "qcluster"], capture_output=True, text=True)
+    cluster = int(children.stdout.split()[0])
+    wait_for(lambda: len(_qcluster_processes(cluster)) > 1, timeout=60, what="the cluster's workers", log=server.log)
+    os.kill(cluster, signal.SIGKILL)  # its main process only: sentinel and workers live on
+    time.sleep(1)
+    assert _qcluster_processes(cluster), "the workers outlive their main process until serve stops"
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(timeout=STOP_SECONDS + MARGIN)
+    wait_for(lambda: not _qcluster_processes(cluster) or None, timeout=5, what="no cluster process left", log=server.log)

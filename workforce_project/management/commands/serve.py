@@ -188,14 +188,24 @@ class _Stopper:
 
     def finish(self) -> None:
         self.begin()  # the web server stopped for another reason: stop the cluster too
-        if self.cluster is None or self.cluster.returncode is not None:
+        if self.cluster is None:
+            return
+        if self.cluster.poll() is not None:
+            # Its main process is gone (killed on its own): its workers may still run in
+            # its process group, re-parented to init. They go with serve.
+            self._kill_group()
             return
         try:
             self.cluster.wait(timeout=max(0.0, self.deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(self.cluster.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            self._kill_group()
             self.cluster.wait()
             sys.stderr.write(f"task cluster killed after {self.seconds:g}s; unfinished work is left to its leases\n")
+            return
+        self._kill_group()  # a worker its main process left behind
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.cluster.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
