@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -61,6 +60,7 @@ from workforce.flows import registry
 from workforce.leases import lease_seconds, requeue_lost
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
+from workforce.runtime import Slot
 
 from .boards import default_worker_key, seat_boards
 from .models import DrainWake, Seat
@@ -73,8 +73,8 @@ ROW_RUNNER = "seats.drains.run_board_row"
 RUN_TASK_ACTION = "runTask"
 RUN_ID_MAX = 200  # BoardTask.run
 
-_lock = threading.Lock()
-_warnings: tuple[BoardWarning, ...] = ()
+# The warnings of this process's hire (serve prints them): set by the boot.
+BOARD_WARNINGS: Slot[tuple[BoardWarning, ...]] = Slot("seats.board_warnings", empty=tuple, after_boot=True)
 
 
 # ----------------------------------------------------------------------------- hiring
@@ -154,7 +154,6 @@ def configure_board_drains(
         (``unknown-board-drain``), task tools of such a board (``unknown-board-tools``),
         held boards no hired seat drains (``unattended-board``). Nothing is refused.
     """
-    global _warnings
     seats = list(seats)
     drains = seat_board_drains(seats)
     set_board_drains(drains)
@@ -162,14 +161,13 @@ def configure_board_drains(
     warnings = board_problems(seats, held_board_ids)
     for warning in warnings if log else ():
         logger.warning("%s", warning.message)
-    with _lock:
-        _warnings = tuple(warnings)
+    BOARD_WARNINGS.set(tuple(warnings))
     return warnings
 
 
 def board_warnings() -> list[BoardWarning]:
     """The board warnings of this process's last ``configure_board_drains``."""
-    return list(_warnings)
+    return list(BOARD_WARNINGS.get())
 
 
 # ----------------------------------------------------------------------------- waking drains
