@@ -37,6 +37,7 @@ from workforce.sessions import do_abort_request, do_record_failed_request, ensur
 
 from .models import Delivery
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
+from .routing import do_finish_fan_out
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
             raise LeaseLost()
         if error is not None:
             record_failed_delivery(delivery, error)
+        if delivery.notify_input.get("routed"):
+            do_finish_fan_out(delivery.mailbox, delivery.post_id)
 
 
 def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
@@ -298,6 +301,8 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
                 record_failed_delivery(
                     delivery, Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts")
                 )
+                if delivery.notify_input.get("routed"):
+                    do_finish_fan_out(delivery.mailbox, delivery.post_id, now=now)
                 result.abandoned.append(delivery.pk)
     lost, waiting_again = lapsed_claim_q(now)
     done = requeue_lost(
