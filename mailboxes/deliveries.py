@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
+from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
@@ -51,7 +52,8 @@ def do_deliver(delivery_id: int) -> str:
     lease, and fewer than ``max_delivery_attempts()`` claims); a delivery that is done,
     failed or held by a live claim is left alone, so a redelivered task never runs a
     seat's turn twice. A turn left running by a crashed worker is marked ``aborted``
-    before the delivery runs again.
+    before the delivery runs again; one that was cancelled is not run again (the
+    delivery fails ``cancelled``).
 
     Returns:
         ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
@@ -61,6 +63,13 @@ def do_deliver(delivery_id: int) -> str:
     if token is None:
         return "not-claimed"
     delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
+    if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
+        # Its turn was cancelled and its worker stopped before settling: the cancel holds.
+        try:
+            _settle(delivery, token, error=cancelled_refusal())
+        except LeaseLost:
+            return "lease-lost"
+        return "failed"
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
         do_abort_request(
             delivery.turn_request_id,

@@ -174,3 +174,33 @@ def test_a_board_rows_cancelled_run_parks_the_row(make_tree, org, django_capture
     assert (task.status, task.output) == ("parked", None)
     assert task.changes.order_by("id").last().data == {"reason": f"its run {run.request_id} was cancelled"}
     assert Request.objects.filter(action="runTask").count() == 1  # not run again
+
+
+def test_a_delivery_whose_cancelled_turn_was_cut_short_is_not_run_again(wired, org, monkeypatch):
+    """The worker died after the cancel and before it settled: the delivery is claimed
+    again once its lease lapses, and fails ``cancelled`` instead of running the turn anew."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mailboxes import deliveries, notify
+
+    monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    wired()
+    do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": "x"}, user_id=MEMBER)
+    delivery = Delivery.objects.get(member="eng.lead")
+
+    def crash(call):
+        cancel(org, Request.objects.get(session__session_id="eng.incidents:eng.lead", status="running"))
+        raise SystemExit("the worker died")
+
+    resolver = create_mock_model_resolver({"eng.lead": crash})
+    set_model_resolver(resolver)
+    with pytest.raises(SystemExit):
+        deliveries.do_deliver(delivery.pk)
+    Delivery.objects.filter(pk=delivery.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    assert deliveries.do_deliver(delivery.pk) == "failed"
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.error) == ("failed", CANCELLED)
+    assert len(resolver.calls) == 1  # not run again
+    assert Request.objects.filter(session__session_id="eng.incidents:eng.lead").count() == 1
