@@ -54,6 +54,7 @@ from boards.naming import split_board_id
 from boards.queries import claimable_tasks
 from boards.services import Settled, do_settle_claim
 from boards.tasks import drain_board
+from workforce.cancelling import CANCELLED
 from workforce.dispatch import enqueue
 from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
 from workforce.flows import registry
@@ -386,7 +387,8 @@ def run_board_row(task: BoardTask) -> Settled:
     the turn and settle the row in one transaction, as a delivery settles with its turn:
     the ``runTask`` request completed (the reply as an assistant message) and the row
     completed with the reply as its output; or the request failed and the row failed
-    (``TurnFailed: <the turn's refusal>``). A crash before the commit leaves both as they
+    (``TurnFailed: <the turn's refusal>``); a turn whose request was cancelled parks the
+    row (reason ``its run <request id> was cancelled``). A crash before the commit leaves both as they
     were (the request running, the row claimed): the row's lease lapses, it is claimed
     again and the dead request is aborted. There is no moment at which the turn is
     recorded and the row not settled.
@@ -417,6 +419,10 @@ def run_board_row(task: BoardTask) -> Settled:
         turn.finish()
         if turn.error is None:
             settled = do_settle_claim(task, output=turn.reply)
+        elif turn.error.reason == CANCELLED:
+            # Its run was cancelled (POST /api/requests/{id}/cancel): the row waits, parked,
+            # for resumeTask or cancelTask instead of going straight back to the drain.
+            settled = do_settle_claim(task, park=f"its run {turn.request.request_id} was cancelled")
         else:
             settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {turn.error.message}")
     return Settled(settled)
