@@ -125,10 +125,9 @@ def read_worker_text(worker_id: str, text: str, *, alongside: Iterable[WorkerMan
         for key, value in declared.items()
         if not check_worker_declared({key: value}, body if key == "instructions" else "", "", WORKER_FILE)
     }
-    if id_problem is None:
-        manifest = WorkerManifest(id=worker_id, declared=well_shaped, body=body)
-        others = [w for w in alongside if w.id != worker_id]
-        problems.extend(message for _, message in hire_problems([manifest], alongside=others))
+    manifest = WorkerManifest(id=str(worker_id), declared=well_shaped, body=body)
+    others = [w for w in alongside if w.id != worker_id]
+    problems.extend(message for _, message in hire_problems([manifest], alongside=others))
     if problems:
         raise WorkerRefused(str(worker_id), problems)
     return WorkerManifest(id=worker_id, declared=declared, body=body)
