@@ -64,6 +64,18 @@ def reachable_seats(
     return found
 
 
+def fired_seats(seats: Iterable[Seat]) -> set[int]:
+    """The primary keys of ``seats`` whose rows are gone: a person's own (or the
+    organization's) seat fired since the list was read (spec "Waking agent seats": a
+    process holds the seats it was handed at start). A standard (shared) seat is the
+    tree's and is never fired while the app runs, so a list of those costs no query;
+    otherwise one query."""
+    candidates = {seat.pk for seat in seats if seat.scope != Seat.Scope.SHARED and seat.pk is not None}
+    if not candidates:
+        return set()
+    return candidates - set(Seat.objects.filter(pk__in=candidates).values_list("pk", flat=True))
+
+
 def access_seat(org: Organization, user_id: str, seat_id: str) -> Seat:
     """The seat ``seat_id`` as ``user_id`` in ``org`` reaches it (``reachable_seats``).
 

@@ -14,9 +14,11 @@ from workforce.testing import mock_evaluation_model
 from .conftest import DESK, MEMBER, desk_md, worker_md
 
 # A routed post: the post's own queries, the ledger (read, write), the Route row and its
-# task. Its decision: read the route, the hold check, the decision's conditional UPDATE,
-# the route request and item, the one delivery and its task.
-EXPECTED_POST, EXPECTED_DECIDE = 18, 12
+# task. Its decision: read the route, the members' seats as the principal reaches them now
+# (one query, whatever the roster: a seat hired or fired while the app runs), the hold
+# check, the decision's conditional UPDATE, the route request and item, the one delivery
+# and its task.
+EXPECTED_POST, EXPECTED_DECIDE = 18, 13
 
 
 def big_desk(n: int) -> dict[str, str]:

@@ -210,3 +210,23 @@ def test_the_schema_documents_the_roster(client, db):
     assert {"get", "delete"} <= set(paths["/api/workers/{worker}"])
     assert "post" in paths["/api/workers/{worker}/fork"]
     assert "400" in paths["/api/workers"]["post"]["responses"]
+
+
+def test_an_own_seat_fired_after_the_start_is_woken_no_more(wired, post, client, org):
+    """A process holds the seats it was handed at start (what ``serve`` hands the notify
+    block includes each person's own, ``seats_to_wake``); one fired since has no seat."""
+    from mailboxes.models import Delivery
+    from tests.conftest import OWNER
+    from workforce.llm import use_model_resolver
+    from workforce.models import Request
+    from workforce.testing import create_mock_model_resolver
+
+    mine = Seat.objects.create(seat_id="eng.lead", kind="agent", scope="own", organization=org, owner_user_id=OWNER)
+    wired(extra_seats=[mine])
+    assert client.delete("/api/workers/eng.lead", {"userId": OWNER}, format="json").status_code == 204
+    with use_model_resolver(create_mock_model_resolver({"*": lambda call: "ok"})):
+        post("eng.incidents", "hello")
+    woken = dict(Delivery.objects.values_list("member", "seat__scope"))
+    assert woken == {"eng.lead": "shared", "eng.analyst": "shared"}  # the standard lead again
+    fan_out = Request.objects.get(session__session_id="eng.incidents", action="notify")
+    assert fan_out.status == "completed"
