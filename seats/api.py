@@ -124,6 +124,7 @@ class WorkersView(APIView):
                 },
             )
         },
+        operation_id="workers_list",
         summary="List your roster: your own workers, then your organization's, then the standard ones",
     )
     def get(self, request: HttpRequest) -> Response:
@@ -135,6 +136,7 @@ class WorkersView(APIView):
     @extend_schema(
         request=HireBody,
         responses={201: WorkerSerializer, 400: ERROR, 409: ERROR},
+        operation_id="workers_hire",
         summary="Hire a worker of your own from a WORKER.md text",
     )
     def post(self, request: HttpRequest) -> Response:
@@ -153,6 +155,7 @@ class WorkerDetailView(APIView):
     @extend_schema(
         parameters=[USER_PARAM],
         responses={200: WorkerSerializer, 404: ERROR},
+        operation_id="worker_read",
         summary="Read a worker on your roster",
     )
     def get(self, request: HttpRequest, worker: str) -> Response:
@@ -163,6 +166,7 @@ class WorkerDetailView(APIView):
         parameters=[USER_PARAM],
         request=None,
         responses={204: OpenApiResponse(description="Fired"), 404: ERROR, 409: ERROR},
+        operation_id="worker_fire",
         summary="Fire a worker of your own",
     )
     def delete(self, request: HttpRequest, worker: str) -> Response:
@@ -178,6 +182,7 @@ class WorkerForkView(APIView):
     @extend_schema(
         request=ForkBody,
         responses={201: WorkerSerializer, 400: ERROR, 404: ERROR, 409: ERROR},
+        operation_id="worker_fork",
         summary="Fork a worker into one of your own",
     )
     def post(self, request: HttpRequest, worker: str) -> Response:
