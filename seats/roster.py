@@ -28,15 +28,6 @@ from .hiring import hire_problems
 from .models import Seat
 from .workers import WORKER_FILE, WorkerManifest, check_worker_declared
 
-# The longest WORKER.md text a hire takes, in characters.
-MAX_WORKER_TEXT = 64_000
-
-
-def not_your_own(seat: Seat) -> str:
-    whose = "a standard worker" if seat.scope == Seat.Scope.SHARED else "your organization's worker"
-    return f'"{seat.seat_id}" is {whose}, which you can\'t fire. Fork it to get a worker of your own.'
-
-
 __all__ = [
     "ALREADY_ON_ROSTER",
     "INVALID_WORKER",
@@ -51,6 +42,15 @@ __all__ = [
     "worker_id_problem",
     "worker_wire",
 ]
+
+# The longest WORKER.md text a hire takes, in characters.
+MAX_WORKER_TEXT = 64_000
+
+
+def not_your_own(seat: Seat) -> str:
+    """Why ``seat`` (a standard or the organization's worker) can't be fired."""
+    whose = "a standard worker" if seat.scope == Seat.Scope.SHARED else "your organization's worker"
+    return f'"{seat.seat_id}" is {whose}, which you can\'t fire. Fork it to get a worker of your own.'
 
 
 class WorkerRefused(Refusal):

@@ -230,3 +230,32 @@ def test_an_own_seat_fired_after_the_start_is_woken_no_more(wired, post, client,
     assert woken == {"eng.lead": "shared", "eng.analyst": "shared"}  # the standard lead again
     fan_out = Request.objects.get(session__session_id="eng.incidents", action="notify")
     assert fan_out.status == "completed"
+
+
+def test_your_own_worker_never_posts_as_the_member_it_shadows_in_someone_elses_mailbox(
+    wired, org, django_capture_on_commit_callbacks
+):
+    """A person's own worker with a member's id speaks in a mailbox only where the
+    mailbox's principal reaches it; a standard seat is checked by the mailbox as before."""
+    from mailboxes.models import Line
+    from seats.capabilities import post_to_mailbox
+    from seats.turns import SEAT_EXTRA
+    from tests.conftest import OWNER
+    from workforce.tools import ToolContext
+
+    seats = wired()
+    standard = next(s for s in seats if s.seat_id == "eng.lead")
+    theirs = Seat.objects.create(seat_id="eng.lead", kind="agent", scope="own", organization=org, owner_user_id=YOU)
+    principals = Seat.objects.create(seat_id="eng.lead", kind="agent", scope="own", organization=org, owner_user_id=OWNER)
+
+    def call(seat):
+        ctx = ToolContext(org=org, seat_id="eng.lead", extras={SEAT_EXTRA: seat})
+        with django_capture_on_commit_callbacks(execute=False):
+            return post_to_mailbox(ctx, {"mailbox": "eng.incidents", "body": f"from {seat.scope} {seat.owner_user_id}"})
+
+    answer = call(theirs)
+    assert answer["ok"] is False and answer["reason"] == "author-not-a-member", answer
+    assert not Line.objects.exists()
+    assert call(principals)["ok"] is True  # the seat the mailbox's principal reaches
+    assert call(standard)["ok"] is True  # a standard seat: the mailbox checks the member
+    assert [line.body for line in Line.objects.order_by("seq")] == ["from own u_owner", "from shared "]
