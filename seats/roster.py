@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from workforce.refusals import Refusal
 from workforce.tree import FrontmatterError, is_seat_id, split_frontmatter
 
+from .boards import BOARD_KEYS
 from .constants import ALREADY_ON_ROSTER, INVALID_WORKER, NOT_ON_ROSTER, NOT_YOUR_OWN, already_on_roster, no_worker_on_roster
 from .hiring import hire_problems
 from .models import Seat
@@ -39,12 +40,21 @@ __all__ = [
     "no_worker_on_roster",
     "not_your_own",
     "read_worker_text",
+    "without_boards",
     "worker_id_problem",
     "worker_wire",
 ]
 
 # The longest WORKER.md text a hire takes, in characters.
 MAX_WORKER_TEXT = 64_000
+# Boards are the team's: who drains a board, and who holds its task tools, is declared in
+# the tree (spec "Working the rows"), never by one person's hire.
+HOLDS_NO_BOARD = "a worker of your own holds no board; drains: and boardTools: are declared in the workforce tree"
+
+
+def without_boards(config: dict) -> dict:
+    """A worker's other settings less ``drains:`` and ``boardTools:`` (what a fork copies)."""
+    return {key: value for key, value in (config or {}).items() if key not in BOARD_KEYS}
 
 
 def not_your_own(seat: Seat) -> str:
@@ -90,7 +100,8 @@ def read_worker_text(worker_id: str, text: str, *, alongside: Iterable[WorkerMan
     it the way hiring does; every problem is reported at once.
 
     The frontmatter is read with the tree's strict parser; the keys are checked with
-    ``check_worker_declared`` (the closed key list and each key's shape), and what is
+    ``check_worker_declared`` (the closed key list and each key's shape; ``drains:`` and
+    ``boardTools:`` are refused: a worker of one's own holds no board), and what is
     well shaped with ``hire_problems`` (its flow is a worker kind, its tools, model and
     boards, and its kind's own checks, e.g. a coordinator's ``delegates:``, which may
     name the workers ``alongside``: the person's roster).
@@ -118,12 +129,16 @@ def read_worker_text(worker_id: str, text: str, *, alongside: Iterable[WorkerMan
     except FrontmatterError as exc:
         raise WorkerRefused(str(worker_id), [*problems, str(exc)]) from None
     problems.extend(e.message for e in check_worker_declared(declared, body, "", WORKER_FILE))
+    for key in BOARD_KEYS:
+        if key in declared:
+            problems.append(f"{key}: {HOLDS_NO_BOARD}")
     # Hiring's checks see only the keys that passed the reader's, so one hire is told
     # every problem at once (a bad key does not hide a bad model).
     well_shaped = {
         key: value
         for key, value in declared.items()
-        if not check_worker_declared({key: value}, body if key == "instructions" else "", "", WORKER_FILE)
+        if key not in BOARD_KEYS
+        and not check_worker_declared({key: value}, body if key == "instructions" else "", "", WORKER_FILE)
     }
     manifest = WorkerManifest(id=str(worker_id), declared=well_shaped, body=body)
     others = [w for w in alongside if w.id != worker_id]

@@ -27,6 +27,7 @@ from .roster import (
     no_worker_on_roster,
     not_your_own,
     read_worker_text,
+    without_boards,
     worker_id_problem,
 )
 
@@ -83,7 +84,8 @@ def do_fork_worker(org: Organization, user_id: str, source_id: str, new_id: str 
     (default: the same id, which then wins over the standard one for them).
 
     The fork copies what the worker runs with (flow, description, model, tools,
-    instructions and its other settings) and records ``forked_from``; it does not follow
+    instructions and its other settings, less ``drains:`` and ``boardTools:``: a worker
+    of one's own holds no board) and records ``forked_from``; it does not follow
     later changes to the file, and the worker it forks from does not change.
 
     Raises:
@@ -106,7 +108,7 @@ def do_fork_worker(org: Organization, user_id: str, source_id: str, new_id: str 
         model=source.model,
         tools=list(source.tools or []),
         instructions=source.instructions,
-        config=dict(source.config or {}),
+        config=without_boards(source.config),
         source=source.source,
         forked_from=source.seat_id,
     )

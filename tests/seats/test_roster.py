@@ -259,3 +259,18 @@ def test_your_own_worker_never_posts_as_the_member_it_shadows_in_someone_elses_m
     assert call(principals)["ok"] is True  # the seat the mailbox's principal reaches
     assert call(standard)["ok"] is True  # a standard seat: the mailbox checks the member
     assert [line.body for line in Line.objects.order_by("seq")] == ["from own u_owner", "from shared "]
+
+
+def test_a_worker_of_your_own_holds_no_board(client, make_tree, db):
+    hire_tree(
+        make_tree({**TREE, "teams/eng/workers/triage/WORKER.md": worker_md("Triage.", boardTools="[eng.incidents.followups]")})
+    )
+    text = worker_md("Drains it.", drains="[eng.incidents.followups]", boardTools="[eng.incidents.other]")
+    error = refused(hire(client, "u1.drainer", text), 400, "invalid-worker")
+    assert [p for p in error["problems"] if "holds no board" in p] == [
+        "drains: a worker of your own holds no board; drains: and boardTools: are declared in the workforce tree",
+        "boardTools: a worker of your own holds no board; drains: and boardTools: are declared in the workforce tree",
+    ]
+    fork = client.post("/api/workers/eng.triage/fork", {"userId": ME, "id": "u1.triage"}, format="json").json()
+    assert fork["settings"] == {} and fork["forkedFrom"] == "eng.triage"
+    assert client.get("/api/workers/eng.triage", {"userId": ME}).json()["settings"] == {"boardTools": ["eng.incidents.followups"]}
