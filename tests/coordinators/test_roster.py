@@ -136,3 +136,18 @@ def test_your_fork_of_a_delegate_answers_for_you_and_the_standard_one_for_others
     fire(client, DEVICES)  # your fork gone, the standard one is on your roster again
     post = d.run("again")
     assert d.records(post.request_id)[0]["delegates"] == [{"worker": DEVICES, "outcome": "delivered"}]
+
+
+def test_best_fit_offers_a_worker_you_hired_by_its_description(desk, client):
+    from tests.coordinators.conftest import choose
+
+    d = desk(routing="best-fit", delegates=(DEVICES,), answers=[choose(SCRIBE)])
+    hire(client)
+    d.act("addDelegate", {"worker": SCRIBE})
+    post = d.run("Please write this down.")
+    [call] = d.route.calls
+    assert [(c.value, c.description) for c in call.question.choices] == [
+        (DEVICES, "Phones, laptops, and anything else that won't turn on or charge."),
+        (SCRIBE, "Takes short notes."),
+    ]
+    assert d.records(post.request_id)[0]["delegates"] == [{"worker": SCRIBE, "outcome": "delivered"}]
