@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from seats.models import Seat
-from seats.queries import reachable_seats
+from seats.queries import fired_seats, reachable_seats
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY
 from workforce.models import Session
@@ -67,17 +67,29 @@ class NotifyFanOut:
     def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
         raise NotImplementedError
 
+    def plan_unseated(self, member: str, notify_input: dict) -> Plan | None:
+        """What ``member`` gets when it has no seat; a block that wakes no seat never
+        asks."""
+        return None
+
+    def plan_without(self, member: str, notify_input: dict, *, org_id: str, principal: str, fired: set[int]) -> Plan | None:
+        """``plan`` again for a member whose seat was fired since this process started
+        (``fired``: primary keys of seats that are gone); a block that wakes no seat
+        never asks."""
+        return self.plan_unseated(member, notify_input)
+
     def run_block(self, mode: str, notify_input: dict) -> Any:
         raise NotImplementedError
 
     def __call__(self, ctx: ActionContext, line: Any) -> list[Delivery]:
         return do_fan_out(ctx, line, self)
 
-    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict]) -> str:
+    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict], *, seat: Seat | None = None) -> str:
         """Hand a routed post to its one member (called by the mailbox's route once it
-        decided; nobody else is told). Returns what the member got: ``wake``,
-        ``fallback``, ``call`` or ``none``. See ``do_routed_delivery``."""
-        return do_routed_delivery(ctx, line, member, recent, self)
+        decided; nobody else is told). ``seat``: the member's seat as the route found it
+        (it may be one hired since this process started). Returns what the member got:
+        ``wake``, ``fallback``, ``call`` or ``none``. See ``do_routed_delivery``."""
+        return do_routed_delivery(ctx, line, member, recent, self, seat=seat)
 
 
 class WakeMemberSeats(NotifyFanOut):
@@ -95,10 +107,28 @@ class WakeMemberSeats(NotifyFanOut):
         self.fallback = fallback
 
     def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
-        seat = reachable_seats(org_id, principal, [member], among=self.seats).get(member)
-        if seat is not None and seat_hears(seat):
-            return None if notify_input.get("seatAuthored") else Plan(Delivery.Mode.WAKE, seat)
+        return self._plan_among(self.seats, member, notify_input, org_id=org_id, principal=principal)
+
+    def plan_without(self, member: str, notify_input: dict, *, org_id: str, principal: str, fired: set[int]) -> Plan | None:
+        # Where a person's own seat was fired, the one the scope rule reaches next wakes
+        # (the organization's or the standard one).
+        among = [seat for seat in self.seats if seat.pk not in fired]
+        return self._plan_among(among, member, notify_input, org_id=org_id, principal=principal)
+
+    def _plan_among(self, among: list[Seat], member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+        seat = reachable_seats(org_id, principal, [member], among=among).get(member)
+        if seat is not None:
+            return self.plan_seat(seat, member, notify_input)
+        return self.plan_unseated(member, notify_input)
+
+    def plan_unseated(self, member: str, notify_input: dict) -> Plan | None:
         return Plan(Delivery.Mode.FALLBACK) if self.fallback is not None else None
+
+    def plan_seat(self, seat: Seat, member: str, notify_input: dict) -> Plan | None:
+        """``plan`` for a member whose seat is already known (a routed post's)."""
+        if seat_hears(seat):
+            return None if notify_input.get("seatAuthored") else Plan(Delivery.Mode.WAKE, seat)
+        return self.plan_unseated(member, notify_input)
 
     def run_block(self, mode: str, notify_input: dict) -> Any:
         if mode != Delivery.Mode.FALLBACK or self.fallback is None:
@@ -189,9 +219,20 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
     now = timezone.now()
     outcomes: list[dict] = []
     deliveries: list[Delivery] = []
+    planned = []
     for member in members:
         notify_input = build_notify_input(mailbox_id=mailbox.session_id, member=member, line=line)
-        plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
+        planned.append(
+            (member, notify_input, fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id))
+        )
+    # A person's own seat this process was handed at start may have been fired since
+    # (seats.services.do_fire_worker): it has no seat now.
+    fired = fired_seats(plan.seat for _, _, plan in planned if plan is not None and plan.seat is not None)
+    for member, notify_input, plan in planned:
+        if plan is not None and plan.seat is not None and plan.seat.pk in fired:
+            plan = fan_out.plan_without(
+                member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id, fired=fired
+            )
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
             deliveries.append(_delivery(mailbox, line, member, plan, notify_input, now))
@@ -209,7 +250,9 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
     return deliveries
 
 
-def do_routed_delivery(ctx: ActionContext, line: Any, member: str, recent: list[dict], fan_out: NotifyFanOut) -> str:
+def do_routed_delivery(
+    ctx: ActionContext, line: Any, member: str, recent: list[dict], fan_out: NotifyFanOut, *, seat: Seat | None = None
+) -> str:
     """One delivery of a routed post, to the member the route chose (spec "Routing a
     mailbox": "Only that member receives the post"). Runs inside the route's
     transaction; the delivery's task is enqueued with it.
@@ -222,13 +265,19 @@ def do_routed_delivery(ctx: ActionContext, line: Any, member: str, recent: list[
     Args:
         ctx: the route's context (the mailbox session, the route request).
         line: the client post; member: the chosen member; recent: as above.
+        seat: the member's seat as the route reached it; a fan-out that wakes seats
+            wakes that one (it may be a seat hired since this process started, which can
+            take a post as the fallback: spec "How a post finds its member").
 
     Returns:
         ``wake``, ``fallback``, ``call`` (what the member gets) or ``none``.
     """
     mailbox = ctx.session
     notify_input = build_notify_input(mailbox_id=mailbox.session_id, member=member, line=line, routed=True, recent=recent)
-    plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
+    if seat is not None and isinstance(fan_out, WakeMemberSeats):
+        plan = fan_out.plan_seat(seat, member, notify_input)
+    else:
+        plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
     if plan is None:
         return "none"
     delivery = _delivery(mailbox, line, member, plan, notify_input, timezone.now())

@@ -45,7 +45,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from seats.models import Seat
-from seats.queries import reachable_seats
+from seats.queries import reachable_rows, reachable_seats
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
@@ -102,6 +102,7 @@ class RouteDecision:
     by: str
     reason: str = ""
     detail: str = ""
+    seat: Seat | None = None  # the member's seat as the route reached it (not recorded)
 
     def as_item(self, post_id: str) -> dict:
         """The ``mailbox-route`` item's data: ``{postId, member, by, reason?, detail?}``."""
@@ -177,6 +178,9 @@ class RouteByPurpose(MailboxRoute):
     def __init__(self, seats: Iterable[Any] | None, model: Any):
         self.seats = list(seats) if seats is not None else None
         self.model = model
+        # Seats hired after this moment are "hired while the app runs" (spec "How a post
+        # finds its member"): read from the database, with no description for the route.
+        self.built_at = timezone.now()
 
     def fallback_problem(self, member: str) -> str | None:
         """None when some hired seat called ``member`` can hear a post; a sentence
@@ -194,8 +198,31 @@ class RouteByPurpose(MailboxRoute):
             )
         return None
 
-    def _seat(self, member: str, session: Session) -> Seat | None:
-        return reachable_seats(session.organization_id, session.user_id, [member], among=self.seats or []).get(member)
+    def reached(self, session: Session, members: Iterable[str]) -> dict[str, tuple[Seat, str]]:
+        """``{member: (seat, description)}``: each member's seat as the mailbox's
+        principal reaches it now (``reachable_seats``), in one query.
+
+        The seats are those the route was built with that are still hired (one of a
+        person's own fired since is gone) and those hired since it was built (a person's
+        own, hired while the app runs: spec "How a post finds its member"). A seat the
+        route was built with keeps its description; one hired since has none for the
+        route, so it is never a choice, but it can take a post as the fallback or hold
+        the next. With no seats handed in (``seats=None``) every hired seat counts, with
+        its description."""
+        members = set(members)
+        org_id, user_id = session.organization_id, session.user_id
+        rows = list(reachable_rows(org_id, user_id).filter(seat_id__in=members)) if members else []
+        if self.seats is None:
+            return {
+                m: (seat, seat.description or "") for m, seat in reachable_seats(org_id, user_id, members, among=rows).items()
+            }
+        hired = {row.pk for row in rows}
+        known = {seat.pk for seat in self.seats}
+        among = [seat for seat in self.seats if seat.pk is None or seat.pk in hired]
+        later = {row.pk for row in rows if row.pk not in known and row.hired_at > self.built_at}
+        among += [row for row in rows if row.pk in later]
+        found = reachable_seats(org_id, user_id, members, among=among)
+        return {m: (seat, "" if seat.pk in later else (getattr(seat, "description", "") or "")) for m, seat in found.items()}
 
     def held_member(self, route: Route) -> str | None:
         """The member still on the last client post, or None (spec step 1): the post
@@ -213,16 +240,18 @@ class RouteByPurpose(MailboxRoute):
             return None
         return before["member"]
 
-    def choices(self, session: Session) -> list[Choice]:
+    def choices(self, session: Session, reached: dict[str, tuple[Seat, str]] | None = None) -> list[Choice]:
         """The evaluator's choices (spec step 2): the members whose seat (as the
-        mailbox's principal reaches it) can hear a post and has a description, each
-        described by that description, in roster order."""
+        mailbox's principal reaches it, ``reached``) can hear a post and has a
+        description, each described by that description, in roster order."""
+        members = access_mailbox_state(session)["members"]
+        if reached is None:
+            reached = self.reached(session, members)
         found = []
-        for member in access_mailbox_state(session)["members"]:
-            seat = self._seat(member, session)
-            description = (getattr(seat, "description", "") or "").strip() if seat is not None else ""
-            if seat is not None and description and kind_hears_posts(seat.kind):
-                found.append(Choice(member, description))
+        for member in members:
+            seat, description = reached.get(member, (None, ""))
+            if seat is not None and description.strip() and kind_hears_posts(seat.kind):
+                found.append(Choice(member, description.strip()))
         return found
 
     def decide(self, route: Route) -> RouteDecision:
@@ -233,13 +262,18 @@ class RouteByPurpose(MailboxRoute):
         something outside the choices); and when nobody could take it,
         ``fallback-unreachable`` / ``fallback-cannot-hear``."""
         session = route.session
+        members = access_mailbox_state(session)["members"]
+        reached = self.reached(session, [*members, route.fallback])
         held = self.held_member(route)
-        if held is not None and self._seat(held, session) is not None:
-            return RouteDecision(held, Route.By.HELD)
-        choices = self.choices(session)
+        if held is not None and held in reached:
+            return RouteDecision(held, Route.By.HELD, seat=reached[held][0])
+        choices = self.choices(session, reached)
         if not choices:
             return self.fallback(
-                route, NO_CHOICES, "no member's seat can hear a post and has a description, so nothing was asked"
+                route,
+                NO_CHOICES,
+                "no member's seat can hear a post and has a description, so nothing was asked",
+                reached=reached,
             )
         question = Question(ROUTE_QUESTION, ROUTE_QUESTION_TEXT, tuple(choices))
         post = recent_entry(route.post)
@@ -258,17 +292,22 @@ class RouteByPurpose(MailboxRoute):
         except EvaluationError as exc:
             model = self.model if isinstance(self.model, str) else type(self.model).__name__
             logger.warning("model call failed: mailbox %s, route model %s: %s", route.session.session_id, model, exc)
-            return self.fallback(route, EVALUATOR_FAILED, f"the evaluator call failed: {exc}")
+            return self.fallback(route, EVALUATOR_FAILED, f"the evaluator call failed: {exc}", reached=reached)
         if verdict.choice is None:
-            return self.fallback(route, NO_CHOICE, "the evaluator answered none of the members")
+            return self.fallback(route, NO_CHOICE, "the evaluator answered none of the members", reached=reached)
         if not question.offers(verdict.choice):
             offered = ", ".join(question.values())
             return self.fallback(
-                route, CHOICE_NOT_OFFERED, f'the evaluator answered "{verdict.choice}", which is not one of {offered}'
+                route,
+                CHOICE_NOT_OFFERED,
+                f'the evaluator answered "{verdict.choice}", which is not one of {offered}',
+                reached=reached,
             )
-        return RouteDecision(verdict.choice, Route.By.EVALUATED)
+        return RouteDecision(verdict.choice, Route.By.EVALUATED, seat=reached[verdict.choice][0])
 
-    def fallback(self, route: Route, reason: str, detail: str) -> RouteDecision:
+    def fallback(
+        self, route: Route, reason: str, detail: str, *, reached: dict[str, tuple[Seat, str]] | None = None
+    ) -> RouteDecision:
         """The fallback takes the post, or nobody can: the principal reaches no seat of
         the fallback's, or that seat can't hear a post, or the fallback is not among the
         members the mailbox was opened with (a file edited after it was opened names a
@@ -283,7 +322,9 @@ class RouteByPurpose(MailboxRoute):
                 f'{detail}; and the fallback "{member}" is not a member of {route.session.session_id} as it was '
                 "opened (members: added to its file after it opened do not reach it), so nobody answers",
             )
-        seat = self._seat(member, route.session)
+        if reached is None:
+            reached = self.reached(route.session, [member])
+        seat = reached.get(member, (None, ""))[0]
         if seat is None:
             return RouteDecision(
                 None,
@@ -298,7 +339,7 @@ class RouteByPurpose(MailboxRoute):
                 FALLBACK_CANNOT_HEAR,
                 f'{detail}; and the fallback "{member}" runs on the {seat.kind} kind, which can\'t hear a post',
             )
-        return RouteDecision(member, Route.By.FALLBACK, reason, detail)
+        return RouteDecision(member, Route.By.FALLBACK, reason, detail, seat=seat)
 
 
 def route_by_purpose(seats: Iterable[Any] | None, *, model: Any) -> RouteByPurpose:
@@ -484,7 +525,7 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
         if not cancelled and decision.member and notify is not None and hasattr(notify, "deliver_routed"):
             ctx = ActionContext(org=session.organization, session=session, request=request, user_id=session.user_id, flow=flow)
             recent = [recent_entry(entry) for entry in route.recent]
-            delivered = notify.deliver_routed(ctx, route.post, decision.member, recent) or "none"
+            delivered = notify.deliver_routed(ctx, route.post, decision.member, recent, seat=decision.seat) or "none"
         fields: dict[str, Any] = {"output": {**output, "delivery": delivered}}
         if delivered == "none" and request.status == Request.Status.RUNNING:
             fields.update(status=Request.Status.COMPLETED, finished_at=timezone.now())  # nobody to wait for

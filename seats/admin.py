@@ -11,4 +11,4 @@ class SeatAdmin(admin.ModelAdmin):
     list_filter = ("scope", "kind")
     search_fields = ("seat_id", "description", "owner_user_id")
     ordering = ("seat_id", "scope")
-    readonly_fields = ("hired_at", "updated_at", "source")
+    readonly_fields = ("hired_at", "updated_at", "source", "forked_from")

@@ -1,5 +1,10 @@
 from django.apps import AppConfig
 
+from . import constants as c
+
+# The roster's refusals (seats.roster): not on your roster 404, a WORKER.md refused 400.
+REASONS = {c.NOT_ON_ROSTER: 404, c.ALREADY_ON_ROSTER: 409, c.NOT_YOUR_OWN: 409, c.INVALID_WORKER: 400}
+
 
 class SeatsConfig(AppConfig):
     name = "seats"
@@ -7,6 +12,7 @@ class SeatsConfig(AppConfig):
 
     def ready(self) -> None:
         from workforce.leases import register_work_table
+        from workforce.refusals import register_reasons
         from workforce.sweepers import register_sweep
 
         from . import checks  # noqa: F401  (registers the worker checks)
@@ -15,6 +21,7 @@ class SeatsConfig(AppConfig):
         from .models import DrainWake
 
         register()
+        register_reasons(REASONS)
         # Board rows a crashed worker or the broker dropped, from each cluster worker
         # (workforce.sweepers).
         register_work_table(DrainWake, "ran_at")

@@ -26,6 +26,10 @@ from workforce.models import Session
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
 
+from .models import Seat
+from .queries import reachable_seats
+from .turns import SEAT_EXTRA
+
 MAILBOX_KIND = "mailbox"
 POST_TO_MAILBOX = "post-to-mailbox"
 # The turn's answer slot (``workforce.facets.AnswerSlot``) in ``ToolContext.extras``: set
@@ -61,6 +65,13 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
             raise Refusal(
                 "session-not-addressable",
                 f'"{mailbox_id}" runs on the {session.flow_kind} kind; only the built-in mailbox kind takes a seat\'s post.',
+            )
+        caller = ctx.extras.get(SEAT_EXTRA)
+        if isinstance(caller, Seat) and not speaks_in(caller, session):
+            raise Refusal(
+                "author-not-a-member",
+                f'"{ctx.seat_id}" in {mailbox_id} is not this worker: a person\'s own worker posts only in a mailbox '
+                "whose principal reaches it; nothing was posted.",
             )
         prefix = ctx.extras.get("idempotency_prefix") or (f"{ctx.request.request_id}" if ctx.request is not None else None)
         user_id = ctx.session.user_id if ctx.session is not None else ctx.seat_id
@@ -106,6 +117,18 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
     if request.status == "failed" and request.error and request.error.get("reason") != "author-not-a-member":
         return refused(Refusal(request.error["reason"], request.error.get("message", "").partition(": ")[2]))
     return {"ok": True, "handedOver": True, "mailbox": mailbox_id, "requestId": request.request_id}
+
+
+def speaks_in(seat: Seat, mailbox: Session) -> bool:
+    """True when ``seat`` may post in ``mailbox`` as its id: a standard (shared) seat
+    always (the mailbox checks its membership); a person's own or an organization's only
+    when it is the seat the mailbox's principal reaches for that id (``reachable_seats``),
+    so one person's worker never speaks in a mailbox as the member it shadows for them
+    (one query, for those seats only)."""
+    if seat.scope == Seat.Scope.SHARED:
+        return True
+    reached = reachable_seats(mailbox.organization_id, mailbox.user_id, [seat.seat_id]).get(seat.seat_id)
+    return reached is not None and reached.pk == seat.pk
 
 
 def _answers_routed_post(ctx: ToolContext, mailbox_id: str) -> bool:

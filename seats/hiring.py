@@ -43,15 +43,19 @@ class WorkerTreeError(Exception):
         super().__init__(f"workforce tree {root}:\nworkers: {len(lines)} problem(s)\n" + "\n".join(f"  {line}" for line in lines))
 
 
-def hire_problems(workers: Iterable[WorkerManifest]) -> list[tuple[str, str]]:
+def hire_problems(workers: Iterable[WorkerManifest], *, alongside: Iterable[WorkerManifest] = ()) -> list[tuple[str, str]]:
     """Why each worker cannot be hired: its flow is not a registered worker kind, its
     ``tools:`` names a tool the kind does not offer, its ``model:`` is unknown, its
     ``drains:``/``boardTools:`` name boards its kind can't hold
     (``seats.board_tools.board_hire_problems``), its kind's ``validate_worker`` facet refuses
-    it (a coordinator's keys), or its id is declared twice. Empty when all can be hired."""
+    it (a coordinator's keys), or its id is declared twice. Empty when all can be hired.
+
+    ``alongside``: workers already hired that a kind's own checks may name too (a
+    person's roster, when they hire a coordinator of their own); they are not checked."""
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
     workers = list(workers)
+    known = workers + list(alongside)
     for worker in workers:
         if worker.id in seen:
             problems.append((worker.id, f'the worker id "{worker.id}" is declared twice'))
@@ -73,7 +77,7 @@ def hire_problems(workers: Iterable[WorkerManifest]) -> list[tuple[str, str]]:
             # routing:, fallback:, rounds:): ``validate_worker(worker, workers) -> [sentence]``.
             validate = VALIDATE_WORKER.get(flow)
             if validate is not None:
-                problems.extend((worker.id, message) for message in validate(worker, workers))
+                problems.extend((worker.id, message) for message in validate(worker, known))
         if worker.model:
             problem = model_problem(worker.model)
             if problem:

@@ -40,6 +40,9 @@ class Seat(models.Model):
     instructions = models.TextField(blank=True, default="", help_text="The system prompt.")
     config = models.JSONField(default=dict, blank=True, help_text="Other declared keys (delegates, routing, ...).")
     source = models.CharField(max_length=500, blank=True, default="", help_text="Where the WORKER.md sits in the tree.")
+    forked_from = models.CharField(
+        max_length=200, blank=True, default="", help_text="A user's own seat forked from another worker: that worker's id."
+    )
     hired_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

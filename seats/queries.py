@@ -11,6 +11,7 @@ from workforce.models import Item, Organization, Request, Session
 from workforce.queries import window_request_ids
 from workforce.refusals import Refusal
 
+from .constants import NOT_ON_ROSTER, no_worker_on_roster
 from .models import Seat
 
 SCOPE_ORDER = {Seat.Scope.OWN: 0, Seat.Scope.ORG: 1, Seat.Scope.SHARED: 2}
@@ -23,6 +24,17 @@ def _reaches(seat: Seat, *, org_id: str, user_id: str) -> bool:
     if seat.organization_id != org_id:
         return False
     return seat.scope == Seat.Scope.ORG or seat.owner_user_id == user_id
+
+
+def reachable_rows(org_id: str, user_id: str) -> QuerySet[Seat]:
+    """Every seat row ``user_id`` in organization ``org_id`` may reach: the shared
+    seats, the organization's and the user's own (several rows may share one seat id;
+    ``reachable_seats`` picks the one that wins)."""
+    return Seat.objects.filter(
+        Q(scope=Seat.Scope.SHARED)
+        | Q(organization_id=org_id, scope=Seat.Scope.ORG)
+        | Q(organization_id=org_id, scope=Seat.Scope.OWN, owner_user_id=user_id)
+    )
 
 
 def reachable_seats(
@@ -41,11 +53,7 @@ def reachable_seats(
     if not wanted:
         return {}
     if among is None:
-        among = Seat.objects.filter(seat_id__in=wanted).filter(
-            Q(scope=Seat.Scope.SHARED)
-            | Q(organization_id=org_id, scope=Seat.Scope.ORG)
-            | Q(organization_id=org_id, scope=Seat.Scope.OWN, owner_user_id=user_id)
-        )
+        among = reachable_rows(org_id, user_id).filter(seat_id__in=wanted)
     found: dict[str, Seat] = {}
     for seat in among:
         if seat.seat_id not in wanted or not _reaches(seat, org_id=org_id, user_id=user_id):
@@ -54,6 +62,18 @@ def reachable_seats(
         if best is None or SCOPE_ORDER[seat.scope] < SCOPE_ORDER[best.scope]:
             found[seat.seat_id] = seat
     return found
+
+
+def fired_seats(seats: Iterable[Seat]) -> set[int]:
+    """The primary keys of ``seats`` whose rows are gone: a person's own (or the
+    organization's) seat fired since the list was read (spec "Waking agent seats": a
+    process holds the seats it was handed at start). A standard (shared) seat is the
+    tree's and is never fired while the app runs, so a list of those costs no query;
+    otherwise one query."""
+    candidates = {seat.pk for seat in seats if seat.scope != Seat.Scope.SHARED and seat.pk is not None}
+    if not candidates:
+        return set()
+    return candidates - set(Seat.objects.filter(pk__in=candidates).values_list("pk", flat=True))
 
 
 def access_seat(org: Organization, user_id: str, seat_id: str) -> Seat:
@@ -67,6 +87,36 @@ def access_seat(org: Organization, user_id: str, seat_id: str) -> Seat:
     if seat is None:
         raise Refusal("seat-not-found", f'No worker "{seat_id}" on your roster.')
     return seat
+
+
+def access_worker(org: Organization, user_id: str, worker_id: str) -> Seat:
+    """The worker ``worker_id`` on ``user_id``'s roster in ``org`` (``reachable_seats``):
+    their own, else the organization's, else a standard one.
+
+    Raises:
+        Refusal("worker-not-on-roster"): 404, ``No worker "<id>" on your roster.`` for
+            one nobody holds, another user's, or another organization's (spec 004 "Who can
+            be a delegate", "What it won't do": the same answer as a worker that doesn't
+            exist).
+    """
+    seat = reachable_seats(org.pk, user_id, [worker_id]).get(worker_id)
+    if seat is None:
+        raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(worker_id))
+    return seat
+
+
+def own_worker(org: Organization, user_id: str, worker_id: str) -> Seat | None:
+    """``user_id``'s own worker ``worker_id`` in ``org``, or None."""
+    return Seat.objects.filter(scope=Seat.Scope.OWN, organization=org, owner_user_id=user_id, seat_id=worker_id).first()
+
+
+def list_roster(org: Organization, user_id: str) -> list[Seat]:
+    """``user_id``'s roster in ``org``, one seat per worker id as the scope rule picks it
+    (``reachable_seats``): their own workers first, then the organization's, then the
+    standard (shared) ones, each group by id. One query."""
+    rows = list(reachable_rows(org.pk, user_id))
+    found = reachable_seats(org.pk, user_id, {row.seat_id for row in rows}, among=rows)
+    return sorted(found.values(), key=lambda seat: (SCOPE_ORDER[seat.scope], seat.seat_id))
 
 
 def list_seats(*, scope: str | None = None) -> QuerySet[Seat]:

@@ -51,6 +51,7 @@ from .models import Seat
 logger = logging.getLogger(__name__)
 
 MESSAGE = "message"
+SEAT_EXTRA = "seat"  # ToolContext.extras: the Seat whose turn calls the tool
 TOOL_CALL = "tool-call"
 
 
@@ -249,6 +250,7 @@ def run_turn(
     result = TurnResult(
         log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
     )
+    extras.setdefault(SEAT_EXTRA, seat)  # which seat calls (a person's own speaks only where it is reached)
     tool_ctx = ToolContext(org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras)
     deadline = time.monotonic() + (turn_timeout() if timeout is None else timeout)
     messages: list[dict] = []

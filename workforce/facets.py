@@ -92,8 +92,9 @@ class NotifyFacet(Protocol):
     def __call__(self, ctx: ActionContext, line: Any) -> list:
         """Plan and hand out a post's deliveries, inside the post's transaction."""
 
-    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict]) -> str:
-        """Hand a routed post to its one member; returns what it got."""
+    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict], *, seat: Any = None) -> str:
+        """Hand a routed post to its one member (``seat``: its seat as the route found
+        it); returns what it got."""
 
     def run_block(self, mode: str, notify_input: dict) -> Any:
         """Run a delivery that is not a seat's turn (a fallback or plain block)."""

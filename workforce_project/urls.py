@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
 from mailboxes.api import TranscriptView
+from seats.api import WorkerDetailView, WorkerForkView, WorkersView
 from workforce.api.errors import api_not_found
 from workforce.api.views import FlowActionView, RequestCancelView, RequestDetailView, SessionItemsView, SessionRequestsView
 
@@ -19,6 +20,10 @@ urlpatterns = [
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
+    # A person's own roster (seats.api): list and hire, read and fire, fork.
+    path("api/workers", WorkersView.as_view(), name="workers"),
+    path("api/workers/<str:worker>", WorkerDetailView.as_view(), name="worker-detail"),
+    path("api/workers/<str:worker>/fork", WorkerForkView.as_view(), name="worker-fork"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),

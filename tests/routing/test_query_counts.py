@@ -15,9 +15,11 @@ from .conftest import DESK, MEMBER, desk_md, worker_md
 
 # A routed post: the post's own queries, the ledger (read, write), the fan-out's running
 # route request, the Route row and its task. Its decision: read the route (with its
-# request), the hold check, the decision's conditional UPDATE, the route request locked
-# and updated, the item, the one delivery and its task.
-EXPECTED_POST, EXPECTED_DECIDE = 19, 12
+# request), the members' seats as the principal reaches them now (one query, whatever the
+# roster: a seat hired or fired while the app runs), the hold check, the decision's
+# conditional UPDATE, the route request locked and updated, the item, the one delivery and
+# its task.
+EXPECTED_POST, EXPECTED_DECIDE = 19, 13
 
 
 def big_desk(n: int) -> dict[str, str]:
