@@ -30,6 +30,7 @@ def redis_down(monkeypatch):
     loopback port nothing listens on: every enqueue raises ConnectionError."""
     monkeypatch.setattr(Conf, "SYNC", False)
     monkeypatch.setattr(Conf, "ORM", None)
+    monkeypatch.setattr(Conf, "BROKER_CLASS", None)  # settings name workforce.broker only with the ORM broker
     monkeypatch.setattr(Conf, "REDIS", f"redis://127.0.0.1:{closed_port()}/2?socket_connect_timeout=2")
 
 
