@@ -116,7 +116,7 @@ def list_boards(
         mailbox: only the boards this mailbox id holds.
         status: only boards with at least one row in this status (a ``TaskStatus`` value).
 
-    Three queries whatever the number of boards.
+    Two queries whatever the number of boards.
     """
     declared: dict[str, tuple[str, str]] = {}
     for bound in current_roster().mailboxes:

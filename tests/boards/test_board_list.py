@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from boards.models import TaskStatus
+from mailboxes.queries import list_boards
 
 from ..conftest import MEMBER, OWNER, open_mailboxes
 from .conftest import BOARD_TREE, ESCALATIONS, FOLLOWUPS, HELP_ESCALATIONS, force_status
@@ -64,3 +65,11 @@ def test_another_organization_s_boards_are_not_listed(client, make_tree, other_o
     file_row(FOLLOWUPS, in_org=other_org)
     # Opened and filed on in acme only: the default organization (no authentication) has no boards.
     assert client.get("/api/boards", {"userId": MEMBER}).json()["count"] == 0
+
+
+def test_the_list_costs_two_queries_whatever_the_number_of_boards(boards_open, org, file_row, django_assert_num_queries):
+    for board_id in ALL_BOARDS:
+        file_row(board_id)
+    with django_assert_num_queries(2):  # the rows per status, the mailboxes' sessions
+        boards = list_boards(org, reader=MEMBER)
+    assert [b.board_id for b in boards] == ALL_BOARDS
