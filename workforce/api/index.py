@@ -13,6 +13,9 @@ from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from workforce.facets import ACTION_FAMILIES
+from workforce.flows import registry
+
 from .errors import api_not_found
 
 _CONVERTER = re.compile(r"<(?:\w+:)?(\w+)>")
@@ -54,8 +57,24 @@ def api_endpoints() -> list[dict]:
     return out
 
 
+def flow_actions() -> list[dict]:
+    """Every public action of every registered kind, and each action family a kind
+    declares (``addTask_{boardSuffix}``): ``{kind, action, path, summary}``, the path as
+    the schema's per-action operation names it. Internal actions are no client's and are
+    left out."""
+    out = []
+    for kind in registry.kinds():
+        flow = registry.require(kind)
+        named = [(action.name, action.description) for action in flow.actions.values()]
+        named += [(family.template, family.description) for family in ACTION_FAMILIES.get(flow) or ()]
+        for name, summary in named:
+            path = f"/api/flows/{kind}/{{session_id}}/actions/{name}"
+            out.append({"kind": kind, "action": name, "path": path, "summary": summary})
+    return out
+
+
 class ApiIndexView(APIView):
-    """The API's endpoints, its OpenAPI schema and its docs page."""
+    """The API's endpoints, each kind's actions, its OpenAPI schema and its docs page."""
 
     schema_user_id = False  # it reads no caller (workforce.api.schema)
 
@@ -67,6 +86,16 @@ class ApiIndexView(APIView):
                     "title": serializers.CharField(),
                     "schema": serializers.URLField(help_text="The OpenAPI schema."),
                     "docs": serializers.URLField(help_text="Swagger UI over the schema."),
+                    "actions": inline_serializer(
+                        "ApiAction",
+                        {
+                            "kind": serializers.CharField(),
+                            "action": serializers.CharField(help_text="The action's name, or a template of names."),
+                            "path": serializers.CharField(help_text="POST here with {userId?, input}."),
+                            "summary": serializers.CharField(),
+                        },
+                        many=True,
+                    ),
                     "endpoints": inline_serializer(
                         "ApiEndpoint",
                         {
@@ -81,6 +110,7 @@ class ApiIndexView(APIView):
             )
         },
         summary="List the API's endpoints",
+        tags=["index"],
     )
     def get(self, request: HttpRequest) -> Response:
         return Response(
@@ -89,5 +119,6 @@ class ApiIndexView(APIView):
                 "schema": request.build_absolute_uri(reverse("schema")),
                 "docs": request.build_absolute_uri(reverse("docs")),
                 "endpoints": api_endpoints(),
+                "actions": flow_actions(),
             }
         )

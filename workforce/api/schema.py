@@ -240,7 +240,7 @@ def _action_endpoint(base_view: type, kind: str, target: Action | ActionFamily) 
     post.__doc__ = description
     decorated = extend_schema(
         operation_id=operation_id,
-        summary=f"{kind}: {name}",
+        summary=description or f"{kind}: {name}",
         description=f"{description}\n\nThe request is recorded on the session; its answer is the request (202) or the refusal.",
         parameters=parameters,
         responses={202: RequestSerializer},
