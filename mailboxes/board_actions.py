@@ -20,9 +20,16 @@ from boards.errors import UNKNOWN_ASSIGNEE, TaskError
 from boards.naming import mailbox_board, tool_suffix
 from boards.queries import list_board_tasks, task_wire
 from boards.services import do_file_task
-from boards.tools import TOOL_DESCRIPTIONS, parse_board_tool_name, run_board_tool, validate_tool_args
+from boards.tools import (
+    TOOL_DESCRIPTIONS,
+    TOOL_NAMES,
+    parse_board_tool_name,
+    run_board_tool,
+    tool_parameters,
+    validate_tool_args,
+)
 from workforce.facets import ON_TASK_FILED
-from workforce.flows import Action, ClientTextField, StrictCharField, StrictIntegerField
+from workforce.flows import Action, ActionFamily, ClientTextField, StrictCharField, StrictIntegerField
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 from workforce.tools import ToolContext
@@ -211,3 +218,24 @@ def resolve_board_action(kind: str, name: str, internal: bool) -> Action | None:
                     tool=tool,
                 )
     return None
+
+
+def board_action_families() -> tuple[ActionFamily, ...]:
+    """The eight task tools as the mailbox kind's action families (``<tool>_{boardSuffix}``),
+    for the OpenAPI schema: ``resolve_board_action`` makes these names at run time, one
+    set per board of a mailbox with ``boardActions: true``."""
+    where = (
+        "The board's ledger id (<mailbox id>.<board>) with every character that can't go in a tool name "
+        "turned into _ (support.desk.escalations -> support_desk_escalations). Only a mailbox whose "
+        "MAILBOX.md says boardActions: true answers these, on its own session."
+    )
+    return tuple(
+        ActionFamily(
+            template=f"{tool}_{{boardSuffix}}",
+            parameter="boardSuffix",
+            parameter_description=where,
+            description=TOOL_DESCRIPTIONS[tool].format(board="<mailbox id>.<board>"),
+            input_schema=tool_parameters(tool),
+        )
+        for tool in TOOL_NAMES
+    )

@@ -10,11 +10,18 @@ from functools import partial
 
 from rest_framework import serializers
 
-from workforce.facets import MAILBOX, NOTIFY, ROUTE
+from workforce.facets import ACTION_FAMILIES, MAILBOX, NOTIFY, ROUTE
 from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, registry
 from workforce.sessions import ActionContext
 
-from .board_actions import FileTaskInput, ReadBoardInput, file_task, read_board, resolve_board_action
+from .board_actions import (
+    FileTaskInput,
+    ReadBoardInput,
+    board_action_families,
+    file_task,
+    read_board,
+    resolve_board_action,
+)
 from .queries import access_mailbox_state, held_boards, list_window_lines
 from .services import do_answer_post, do_post_line
 
@@ -93,7 +100,7 @@ def build_mailbox_kind() -> FlowKind:
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
             "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
         },
-        facets={MAILBOX.key: True, NOTIFY.key: None, ROUTE.key: None},
+        facets={MAILBOX.key: True, NOTIFY.key: None, ROUTE.key: None, ACTION_FAMILIES.key: board_action_families()},
         # boardActions: true -> the eight task tools as <tool>_<suffix> actions.
         resolve=partial(resolve_board_action, KIND),
     )

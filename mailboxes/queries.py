@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from dataclasses import dataclass, field
 
+from django.db.models import Count, QuerySet
+
+from boards.models import BoardTask, TaskStatus
+from boards.naming import board_id_for, split_board_id
 from workforce.models import Organization, Session
 from workforce.privacy import PARENT_JOIN, may_read
 from workforce.queries import window_request_ids
@@ -85,3 +89,68 @@ def list_deliveries(mailbox: Session, post_id: str | None = None) -> QuerySet[De
     """The deliveries of a mailbox (or of one post), oldest first."""
     qs = Delivery.objects.filter(mailbox=mailbox).order_by("pk")
     return qs.filter(post_id=post_id) if post_id else qs
+
+
+@dataclass
+class BoardSummary:
+    """One board of an organization, as ``GET /api/boards`` lists it: its ledger id, the
+    mailbox that holds it and the board's name there, whether that mailbox still declares
+    it (``boards:`` in its MAILBOX.md as bound at this start), and its rows per status."""
+
+    board_id: str
+    mailbox_id: str
+    name: str
+    declared: bool
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def list_boards(
+    org: Organization, *, reader: str | None, mailbox: str | None = None, status: str | None = None
+) -> list[BoardSummary]:
+    """The boards of ``org`` that ``reader`` may read, ordered by ledger id: every board a
+    mailbox opened in ``org`` declares, and every ledger holding rows in ``org`` (a board
+    its mailbox no longer declares keeps its rows). A board is read by its mailbox's rule
+    (``workforce.privacy.may_read``), as ``GET /api/boards/{id}/tasks`` reads it.
+
+    Args:
+        mailbox: only the boards this mailbox id holds.
+        status: only boards with at least one row in this status (a ``TaskStatus`` value).
+
+    Two queries whatever the number of boards.
+    """
+    declared: dict[str, tuple[str, str]] = {}
+    for bound in current_roster().mailboxes:
+        for board in bound.boards:
+            declared[board_id_for(bound.id, board)] = (bound.id, board)
+    counts: dict[str, dict[str, int]] = {}
+    for row in BoardTask.objects.filter(organization=org).values("board_id", "status").annotate(n=Count("id")).order_by():
+        counts.setdefault(row["board_id"], {})[row["status"]] = row["n"]
+    owners: dict[str, tuple[str, str]] = dict(declared)
+    for board_id in counts:
+        if board_id not in owners:
+            try:
+                owners[board_id] = split_board_id(board_id)
+            except ValueError:
+                continue
+    if mailbox is not None:
+        owners = {board_id: owner for board_id, owner in owners.items() if owner[0] == mailbox}
+    sessions = {
+        s.session_id: s
+        for s in Session.objects.filter(organization=org, session_id__in={owner[0] for owner in owners.values()}).select_related(
+            PARENT_JOIN
+        )
+    }
+    out = []
+    for board_id in sorted(owners):
+        mailbox_id, name = owners[board_id]
+        session = sessions.get(mailbox_id)
+        if session is not None and not may_read(session, reader):
+            continue
+        is_declared = board_id in declared and session is not None and is_mailbox_state(session.state)
+        if not is_declared and board_id not in counts:
+            continue  # declared in the tree but its mailbox is not open in this organization
+        board_counts = {value: counts.get(board_id, {}).get(value, 0) for value in TaskStatus.values}
+        if status is not None and not board_counts.get(status):
+            continue
+        out.append(BoardSummary(board_id=board_id, mailbox_id=mailbox_id, name=name, declared=is_declared, counts=board_counts))
+    return out

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 
-from .flows import FlowKind, registry
+from .flows import ActionFamily, FlowKind, registry
 
 if TYPE_CHECKING:  # pragma: no cover
     from .models import Request, Session
@@ -190,6 +190,9 @@ PRIVATE_SESSIONS: Facet[bool] = Facet("private_sessions", bool, False, "a sessio
 CLIENT_CREATES_SESSIONS: Facet[bool] = Facet(
     "client_creates_sessions", bool, True, "an action call naming a new id creates the session"
 )
+ACTION_FAMILIES: Facet[tuple[ActionFamily, ...]] = Facet(
+    "action_families", tuple, (), "public actions named at run time (resolve), as the schema documents them"
+)
 
 ALL_FACETS: tuple[Facet, ...] = (
     MAILBOX,
@@ -209,4 +212,5 @@ ALL_FACETS: tuple[Facet, ...] = (
     STATE_FIELDS,
     PRIVATE_SESSIONS,
     CLIENT_CREATES_SESSIONS,
+    ACTION_FAMILIES,
 )

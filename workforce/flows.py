@@ -63,6 +63,28 @@ class Action:
         return dict(serializer.validated_data)
 
 
+@dataclass(frozen=True)
+class ActionFamily:
+    """Public actions whose names are made at run time (a kind's ``resolve``), documented
+    as one template in the OpenAPI schema (docs/architecture.md "The API's schema").
+
+    Args:
+        template: the action name with one ``{parameter}`` in it, e.g.
+            ``addTask_{boardSuffix}``.
+        parameter: the name of the template's variable (``boardSuffix``).
+        parameter_description: what the variable stands for, for people.
+        description: what the actions do.
+        input_schema: the JSON Schema of the action's input object; ``"type": [t,
+            "null"]`` is allowed (the schema writes it as OpenAPI 3.0's ``nullable``).
+    """
+
+    template: str
+    parameter: str
+    parameter_description: str
+    description: str
+    input_schema: dict
+
+
 def format_serializer_errors(errors: Any, prefix: str = "") -> str:
     """Flatten DRF's nested error dict into one sentence: ``body: This field may not be blank.``"""
     parts: list[str] = []

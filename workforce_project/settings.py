@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served locally (no CDN)
     "django_q",
     "workforce",
     "boards",
@@ -211,7 +212,7 @@ else:
 
 # --- REST framework ---------------------------------------------------------------------
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "workforce.api.schema.WorkforceAutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": (
         ["rest_framework.authentication.TokenAuthentication", "rest_framework.authentication.SessionAuthentication"]
         if WORKFORCE_AUTH == "token"
@@ -234,6 +235,16 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Mailboxes, boards and coordinators for teams of people and AI agent seats.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Each kind's actions as operations of their own, the token scheme (workforce.api.schema).
+    "PREPROCESSING_HOOKS": ["workforce.api.schema.action_endpoints"],
+    # Enums stay inline (no shared enum components whose names collide as apps add them).
+    "POSTPROCESSING_HOOKS": ["workforce.api.schema.security_schemes"],
+    # Swagger UI and Redoc from drf-spectacular-sidecar's static files: the docs page works offline.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No validator badge: Swagger UI would fetch it from the validator's web site.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 LOGGING = {

@@ -6,12 +6,15 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
-from mailboxes.api import TranscriptView
+from mailboxes.api import BoardListView, TranscriptView
 from seats.api import WorkerDetailView, WorkerForkView, WorkersView
 from workforce.api.errors import api_not_found
+from workforce.api.index import ApiIndexView
 from workforce.api.views import FlowActionView, RequestCancelView, RequestDetailView, SessionItemsView, SessionRequestsView
 
 urlpatterns = [
+    path("api/", ApiIndexView.as_view(), name="api-index"),
+    path("api/boards", BoardListView.as_view(), name="boards"),
     path("api/flows/<str:kind>/<str:session_id>/actions/<str:action>", FlowActionView.as_view(), name="flow-action"),
     path("api/requests/<str:request_id>", RequestDetailView.as_view(), name="request-detail"),
     path("api/requests/<str:request_id>/cancel", RequestCancelView.as_view(), name="request-cancel"),

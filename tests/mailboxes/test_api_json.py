@@ -21,7 +21,7 @@ def csrf_client():
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "PATCH", "DELETE"])
-@pytest.mark.parametrize("path", ["/api/nope", "/api/flows/mailbox/eng.standup/actions/post/", "/api/"])
+@pytest.mark.parametrize("path", ["/api/nope", "/api/flows/mailbox/eng.standup/actions/post/", "/api/boards/"])
 def test_any_method_on_an_unknown_api_path_is_a_json_404_not_a_csrf_page(csrf_client, opened, method, path):
     response = csrf_client.generic(method, path, b'{"userId":"u_42"}', content_type="application/json")
     assert response["Content-Type"].startswith("application/json"), response.content[:200]
@@ -36,6 +36,7 @@ def test_any_method_on_an_unknown_api_path_is_a_json_404_not_a_csrf_page(csrf_cl
         ("DELETE", "/api/mailboxes/eng.standup/transcript"),
         ("PUT", "/api/requests/req_x"),
         ("DELETE", "/api/workers/support.help/sessions"),
+        ("POST", "/api/"),  # the index answers GET only
     ],
 )
 def test_a_method_a_known_path_does_not_take_is_a_json_405(csrf_client, opened, method, path):

@@ -97,6 +97,10 @@ def request_response(request_row, *, http_request: HttpRequest, created: bool = 
 class FlowActionView(APIView):
     """Run an action of a flow kind on a session."""
 
+    # The schema documents each registered kind's actions beside this generic operation
+    # (workforce.api.schema.action_endpoints).
+    documents_flow_actions = True
+
     @extend_schema(
         request=ActionCallSerializer,
         responses={

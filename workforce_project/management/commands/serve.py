@@ -109,7 +109,7 @@ class Command(BaseCommand):
             self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
         self.stdout.write(
             f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/ "
-            f"(the API under /api/, its schema at /api/schema/, the admin at /admin/)"
+            f"(the API's index at /api/, its docs at /api/docs/, its schema at /api/schema/, the admin at /admin/)"
         )
         self.stdout.flush()
         stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
