@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "mailboxes",
     "seats",
     "coordinators",
+    "mail",
     "workforce_project",  # the composition root: boot and the serve command
 ]
 
@@ -177,6 +178,11 @@ WORKFORCE_MAILBOX_KINDS: dict[str, str] = {}
 WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS = _env_number("WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS", 300_000, int)
 WORKFORCE_COORDINATOR_ROUTE_MODEL = os.environ.get("WORKFORCE_COORDINATOR_ROUTE_MODEL", "")
 WORKFORCE_COORDINATOR_DELEGATE_FLOWS = ["agent"]
+
+# Mail (spec "Where mail lives"): the backend (a dotted path to a factory of a
+# mail.store.MailStore; default the embedded git vaults) and where the vaults live.
+WORKFORCE_MAIL_STORE = os.environ.get("WORKFORCE_MAIL_STORE", "mail.vault.embedded_store")
+WORKFORCE_VAULT_DIR = os.environ.get("WORKFORCE_VAULT_DIR", str(VAR_DIR / "vaults"))
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,

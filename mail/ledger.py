@@ -1,0 +1,17 @@
+"""The mail ledger (spec "How mail becomes work", "Loop guard", "Who an agent can write
+to"): one ``LedgerEntry`` per event the spec names."""
+
+from __future__ import annotations
+
+from workforce.models import Organization
+
+from .models import LedgerEntry
+
+OFFICE = "office"
+
+
+def ledger(org: Organization, event: str, principal: str, thread: str = "", **data) -> LedgerEntry:
+    """Record ``event`` (``mail.sent``, ``mail.replied``, ``mail.closed``,
+    ``mail.loop_guard``, ``run.denied``) by ``principal`` on ``thread`` (its address,
+    ``<recipient>:<number>``), with ``data`` (JSON)."""
+    return LedgerEntry.objects.create(organization=org, event=event, principal=principal, thread=thread, data=data)

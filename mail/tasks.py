@@ -1,0 +1,13 @@
+"""django-q2 entry points of mail: ids in, one service call."""
+
+from __future__ import annotations
+
+from workforce.runtime import boot_for_task
+
+from .runs import do_run_mail
+
+
+def run_mail(run_pk: int) -> str:
+    """Run mail run ``run_pk`` (``mail.runs.do_run_mail``)."""
+    boot_for_task()
+    return do_run_mail(run_pk)
