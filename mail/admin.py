@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import LedgerEntry, MailRun, Message, Thread
+from .models import LedgerEntry, MailRun, Message, Thread, WebhookDelivery
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -48,3 +48,8 @@ class LedgerEntryAdmin(ReadOnly):
     list_display = ("pk", "event", "principal", "thread", "organization", "at")
     list_filter = ("event", "organization")
     search_fields = ("thread", "principal")
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnly):
+    list_display = ("delivery", "event", "action", "repository", "received_at")

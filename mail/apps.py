@@ -12,6 +12,7 @@ REASONS = {
     "mail-closed": 409,
     "trigger-not-allowed": 409,
     "vault-unavailable": 503,
+    "webhook-signature-invalid": 401,
 }
 
 

@@ -139,3 +139,17 @@ class LedgerEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.thread} by {self.principal}"
+
+
+class WebhookDelivery(models.Model):
+    """One forge webhook delivery the office acted on (``X-Forgejo-Delivery`` /
+    ``X-Gitea-Delivery``): a delivery sent again is answered without acting twice."""
+
+    delivery = models.CharField(max_length=200, unique=True)
+    event = models.CharField(max_length=40)
+    action = models.CharField(max_length=40, blank=True, default="")
+    repository = models.CharField(max_length=300, blank=True, default="")
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.action} {self.repository} ({self.delivery})"

@@ -183,6 +183,13 @@ WORKFORCE_COORDINATOR_DELEGATE_FLOWS = ["agent"]
 # mail.store.MailStore; default the embedded git vaults) and where the vaults live.
 WORKFORCE_MAIL_STORE = os.environ.get("WORKFORCE_MAIL_STORE", "mail.vault.embedded_store")
 WORKFORCE_VAULT_DIR = os.environ.get("WORKFORCE_VAULT_DIR", str(VAR_DIR / "vaults"))
+# The forgejo backend (WORKFORCE_MAIL_STORE=mail.forgejo.forgejo_store): a Forgejo or Gitea
+# server, the office's token, the vault naming rule (owner/repository), and the issue
+# webhook's shared secret (empty: every webhook call is refused).
+WORKFORCE_FORGE_URL = os.environ.get("WORKFORCE_FORGE_URL", "")
+WORKFORCE_FORGE_TOKEN = os.environ.get("WORKFORCE_FORGE_TOKEN", "")
+WORKFORCE_FORGE_VAULT = os.environ.get("WORKFORCE_FORGE_VAULT", "{org}/{agent}")
+WORKFORCE_FORGE_WEBHOOK_SECRET = os.environ.get("WORKFORCE_FORGE_WEBHOOK_SECRET", "")
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,

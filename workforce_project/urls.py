@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
 from mail.api import MailLedgerView, MailThreadView, MailView
+from mail.webhook import forge_webhook
 from mailboxes.api import TranscriptView
 from workforce.api.errors import api_not_found
 from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
@@ -20,6 +21,7 @@ urlpatterns = [
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
     path("api/mail", MailView.as_view(), name="mail"),
+    path("api/mail/webhook", forge_webhook, name="mail-webhook"),
     path("api/mail/<str:thread_id>", MailThreadView.as_view(), name="mail-thread"),
     path("api/mail/<str:thread_id>/ledger", MailLedgerView.as_view(), name="mail-thread-ledger"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
