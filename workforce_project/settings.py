@@ -190,6 +190,8 @@ WORKFORCE_FORGE_URL = os.environ.get("WORKFORCE_FORGE_URL", "")
 WORKFORCE_FORGE_TOKEN = os.environ.get("WORKFORCE_FORGE_TOKEN", "")
 WORKFORCE_FORGE_VAULT = os.environ.get("WORKFORCE_FORGE_VAULT", "{org}/{agent}")
 WORKFORCE_FORGE_WEBHOOK_SECRET = os.environ.get("WORKFORCE_FORGE_WEBHOOK_SECRET", "")
+# manage.py mcp with WORKFORCE_AUTH=token: the API token of the user the MCP server acts as.
+WORKFORCE_MCP_TOKEN = os.environ.get("WORKFORCE_MCP_TOKEN", "")
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,
