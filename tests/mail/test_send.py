@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 
 from mail.constants import LABEL_CLOSED, LABEL_NEW, LABEL_REPLIED, LABEL_WORKING
 from mail.header import read_header
@@ -199,3 +200,22 @@ def test_a_redelivered_event_or_task_runs_the_mail_once(agents, org, send, commi
     assert committed(do_run_mail, run.pk) == "not-claimed"
     assert len(mail_turns(org, "eng.alpha")) == 1
     assert Message.objects.filter(thread=thread).count() == 2
+
+
+def test_the_mail_sweep_admits_a_mail_the_office_was_never_told_of(agents, org, committed):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mail.runs import do_sweep_mail
+    from workforce.sweepers import registered_sweeps
+
+    agents()
+    with transaction.atomic():  # committed, but its event never runs (a process died after the commit)
+        thread = do_send_mail(org, sender=PERSON, to="eng.alpha", body="lost event")
+    assert not MailRun.objects.exists()
+    committed(do_sweep_mail)  # too fresh: the event may still be on its way
+    assert not MailRun.objects.exists()
+    committed(do_sweep_mail, now=timezone.now() + timedelta(seconds=60))
+    assert MailRun.objects.get(thread=thread).status == "done"
+    assert "mail" in registered_sweeps()
