@@ -5,8 +5,6 @@ twice, or in any order with its events, leaves one row per issue and per text.""
 
 from __future__ import annotations
 
-from django.db import IntegrityError, transaction
-
 from workforce.models import Organization
 
 from .constants import LABEL_CLOSED, LABEL_NEW, LABEL_REPLIED, LABEL_WORKING
@@ -43,16 +41,9 @@ def index_issue(org: Organization, vault: str, issue: Issue) -> Thread:
         "in_reply_to": header.in_reply_to if header else "",
         "sent_at": header.sent if header else issue.created_at,
     }
-    for attempt in range(2):
-        try:
-            with transaction.atomic():
-                thread, _ = Thread.objects.update_or_create(
-                    organization=org, recipient=vault, number=issue.number, defaults=defaults
-                )
-            break
-        except IntegrityError:  # created at the same moment by another writer: update it
-            if attempt:
-                raise
+    # update_or_create locks the row, and takes an insert that loses a race to another
+    # writer's as an update of that row.
+    thread, _ = Thread.objects.update_or_create(organization=org, recipient=vault, number=issue.number, defaults=defaults)
     messages = [Message(thread=thread, position=0, author=defaults["sender"], body=text, sent_at=defaults["sent_at"])]
     for comment in issue.comments:
         comment_header, comment_text = read_header(comment.body)

@@ -130,6 +130,9 @@ class LedgerEntry(models.Model):
     principal = models.CharField(max_length=300)
     thread = models.CharField(max_length=300, blank=True, default="")
     data = models.JSONField(default=dict, blank=True)
+    key = models.CharField(
+        max_length=300, null=True, blank=True, unique=True, help_text="An agent tool call's key: a turn run again acts once."
+    )
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -36,7 +36,7 @@ from .constants import (
 )
 from .header import Header, write_header
 from .index import index_issue
-from .ledger import OFFICE, ledger
+from .ledger import OFFICE, ledger, recorded
 from .models import Thread
 from .store import MailStore, StoreError, current_store
 
@@ -106,6 +106,7 @@ def do_send_mail(
     hops: int = 0,
     in_reply_to: str = "",
     store: MailStore | None = None,
+    key: str | None = None,
 ) -> Thread:
     """Send a mail to agent ``to`` (spec "How mail becomes work"): an issue on its vault
     whose body starts with the office's header (``sender``, ``agent:<to>``, the time,
@@ -119,6 +120,8 @@ def do_send_mail(
         sender: the principal, ``human:<email>`` or ``agent:<slug>``: the caller's, never
             the text's.
         subject: one line (default the body's first line).
+        key: an agent tool call's key (``mail<run>:mail_send:<n>``): a call that already
+            sent answers its thread and sends nothing.
 
     Raises:
         Refusal("invalid-input"): an empty body, a subject of more than one line.
@@ -127,6 +130,9 @@ def do_send_mail(
     """
     body = _body(body)
     subject = _subject(subject, body)
+    done = _thread_of(recorded(org, key))
+    if done is not None:
+        return done
     recipient_seat(org, to)
     store = store or current_store()
     guarded = hops > MAX_HOPS
@@ -143,7 +149,7 @@ def do_send_mail(
             labels=[] if guarded else [LABEL_NEW],
         )
         thread = index_issue(org, to, issue)
-        ledger(org, MAIL_SENT, sender, thread.thread_id, to=agent_principal(to), hops=hops, inReplyTo=in_reply_to)
+        ledger(org, MAIL_SENT, sender, thread.thread_id, key=key, to=agent_principal(to), hops=hops, inReplyTo=in_reply_to)
         if guarded:
             ledger(org, MAIL_LOOP_GUARD, OFFICE, thread.thread_id, hops=hops, inReplyTo=in_reply_to, maxHops=MAX_HOPS)
     return thread
@@ -163,7 +169,16 @@ def do_mark_working(org: Organization, thread: Thread, *, store: MailStore | Non
         return index_issue(org, thread.recipient, issue)
 
 
-def do_reply_mail(org: Organization, thread: Thread, *, author: str, body: str, store: MailStore | None = None) -> Thread:
+def _thread_of(entry) -> Thread | None:
+    if entry is None:
+        return None
+    recipient, _, number = entry.thread.rpartition(":")
+    return Thread.objects.filter(organization_id=entry.organization_id, recipient=recipient, number=int(number or 0)).first()
+
+
+def do_reply_mail(
+    org: Organization, thread: Thread, *, author: str, body: str, store: MailStore | None = None, key: str | None = None
+) -> Thread:
     """Agent ``author`` (a slug) replies on a mail in its own vault (the ``mail_reply``
     tool): a comment under the office's header, the label ``mail:replied``, ledgered
     ``mail.replied``. When the mail's sender was an agent, the reply is also delivered to
@@ -171,6 +186,8 @@ def do_reply_mail(org: Organization, thread: Thread, *, author: str, body: str, 
     "Loop guard").
 
     Returns the reply notification's thread when one was sent, else the thread replied on.
+    ``key`` (``mail<run>:mail_reply:<n>``): a call that already replied answers the thread
+    and replies nothing.
 
     Raises:
         Refusal("thread-not-found"): the thread is not in ``author``'s vault.
@@ -179,6 +196,8 @@ def do_reply_mail(org: Organization, thread: Thread, *, author: str, body: str, 
     """
     body = _body(body)
     _check_own(thread, author)
+    if recorded(org, key) is not None:
+        return thread
     if thread.state == Thread.State.CLOSED:
         raise Refusal("mail-closed", f"{thread.thread_id} was closed; nothing was replied.")
     store = store or current_store()
@@ -188,7 +207,7 @@ def do_reply_mail(org: Organization, thread: Thread, *, author: str, body: str, 
         _store_call(store.comment, org.pk, author, thread.number, write_header(header, body))
         issue = _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_REPLIED])
         replied = index_issue(org, author, issue)
-        ledger(org, MAIL_REPLIED, me, thread.thread_id, to=thread.sender)
+        ledger(org, MAIL_REPLIED, me, thread.thread_id, key=key, to=thread.sender)
         other = agent_of(thread.sender)
         if other is None:
             return replied

@@ -27,6 +27,18 @@ from .services import agent_principal, do_close_mail, do_reply_mail, do_send_mai
 THREAD_EXTRA = "mail_thread"
 
 
+def call_key(ctx: ToolContext, tool: str) -> str | None:
+    """The n-th call of ``tool`` in this turn, keyed under the turn's
+    ``idempotency_prefix`` (``mail<run>:mail_reply:1``): a turn run again after a crash
+    acts once per call. None outside a keyed turn."""
+    prefix = ctx.extras.get("idempotency_prefix")
+    if not prefix:
+        return None
+    count = ctx.extras.get(f"{tool}_count", 0) + 1
+    ctx.extras[f"{tool}_count"] = count
+    return f"{prefix}:{tool}:{count}"
+
+
 def _refused(refusal: Refusal) -> dict:
     return {"ok": False, "reason": refusal.reason, "error": refusal.message}
 
@@ -69,7 +81,12 @@ def mail_send_tool(recipients: list[str]) -> Tool:
                     f"your {MAIL_SEND} capability does not list {to}; nothing was sent.",
                 )
             thread = do_send_mail(
-                ctx.org, sender=agent_principal(ctx.seat_id), to=to, subject=args.get("subject"), body=args["body"]
+                ctx.org,
+                sender=agent_principal(ctx.seat_id),
+                to=to,
+                subject=args.get("subject"),
+                body=args["body"],
+                key=call_key(ctx, MAIL_SEND_TOOL),
             )
         except Refusal as refusal:
             return _refused(refusal)
@@ -116,7 +133,7 @@ def mail_reply(ctx: ToolContext, args: dict) -> dict:
         thread = _thread(ctx, args)
         if thread.recipient != ctx.seat_id:
             raise Refusal("thread-not-found", f"No mail {thread.thread_id} in your vault.")
-        notified = do_reply_mail(ctx.org, thread, author=ctx.seat_id, body=args["body"])
+        notified = do_reply_mail(ctx.org, thread, author=ctx.seat_id, body=args["body"], key=call_key(ctx, MAIL_REPLY_TOOL))
     except Refusal as refusal:
         return _refused(refusal)
     answer = {"ok": True, "thread": thread.thread_id}

@@ -219,3 +219,37 @@ def test_the_mail_sweep_admits_a_mail_the_office_was_never_told_of(agents, org, 
     committed(do_sweep_mail, now=timezone.now() + timedelta(seconds=60))
     assert MailRun.objects.get(thread=thread).status == "done"
     assert "mail" in registered_sweeps()
+
+
+def test_sending_a_mail_takes_a_bounded_number_of_queries(agents, org, django_assert_num_queries):
+    agents()
+    do_send_mail(org, sender=PERSON, to="eng.idle", body="warm the vault")  # the vault exists after this
+    # The seat lookup; the transaction (a savepoint here); the thread's upsert (update_or_create:
+    # two savepoints, a locked read, an insert, two releases); the message; mail.sent; the
+    # release. Its event and run come after the commit.
+    with django_assert_num_queries(11):
+        do_send_mail(org, sender=PERSON, to="eng.idle", body="counted")
+
+
+def test_a_mail_run_run_again_after_a_crash_replies_and_sends_once(agents, org, store, send, committed):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mail.runs import do_run_mail
+
+    agents()
+    # eng.sender mails eng.beta (a keyed mail_send in its run); eng.beta replies (keyed mail_reply).
+    send("eng.sender", '/tool mail_send {"to": "eng.beta", "subject": "Status", "body": "How?"}')
+    beta_run = MailRun.objects.get(thread__recipient="eng.beta")
+    sender_run = MailRun.objects.get(thread__recipient="eng.sender", thread__number=1)
+    before = (Thread.objects.count(), Message.objects.count(), LedgerEntry.objects.count())
+    # Both runs' tasks "died" after their tools ran: claimed, lease lapsed, handed out again.
+    past = timezone.now() - timedelta(seconds=1)
+    MailRun.objects.filter(pk__in=[beta_run.pk, sender_run.pk]).update(status="running", lease_until=past, attempts=1)
+    assert committed(do_run_mail, beta_run.pk) == "done"
+    assert committed(do_run_mail, sender_run.pk) == "done"
+    assert (Thread.objects.count(), Message.objects.count(), LedgerEntry.objects.count()) == before
+    assert len(store.get_issue("default", "eng.beta", 1).comments) == 1
+    assert [i.number for i in store.list_issues("default", "eng.beta")] == [1]
+    assert Request.objects.filter(action="onMail", session__session_id="mail:eng.beta").count() == 2  # the turn ran again
