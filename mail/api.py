@@ -5,7 +5,8 @@
   ``mail.send`` permission (``mail-send-not-permitted``, 403); in development
   (``WORKFORCE_AUTH=none``) anyone may send. The sender is ``human:<email>`` (the
   user's email, or its user name when it has none; the ``userId`` in development).
-- ``GET /api/mail?to=&state=&limit=&after=``: the organization's threads, newest first.
+- ``GET /api/mail?to=&state=&limit=``: the organization's threads, newest first (at most
+  ``limit``, default 100).
 - ``GET /api/mail/{thread}``: one thread (``<agent>:<number>``) with its messages.
 - ``GET /api/mail/{thread}/ledger``: the ledger entries of one thread, in order.
 """

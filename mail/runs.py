@@ -17,6 +17,7 @@ without ``mail:new`` since its last run. The model is offered the seat's own too
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -45,6 +46,9 @@ from .tools import THREAD_EXTRA, mail_run_tools
 logger = logging.getLogger(__name__)
 
 RUN_TASK = "mail.tasks.run_mail"
+# A mail indexed new with no run is admitted by the sweep only this long after it was sent:
+# before that, its event may still be on its way (a forge's webhook).
+SWEEP_GRACE_SECONDS = 30
 
 
 def admit_mail_run(thread: Thread) -> MailRun:
@@ -222,7 +226,7 @@ def do_sweep_mail(*, now=None) -> list[int]:
     enqueued again."""
     now = now or timezone.now()
     for thread in Thread.objects.filter(
-        state=Thread.State.NEW, run__isnull=True, sent_at__lt=now - timezone.timedelta(seconds=30)
+        state=Thread.State.NEW, run__isnull=True, sent_at__lt=now - timedelta(seconds=SWEEP_GRACE_SECONDS)
     ):
         with transaction.atomic():
             admit_mail_run(thread)

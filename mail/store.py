@@ -8,7 +8,8 @@ forge's issue API the office needs (``MailStore``); the embedded backend is
 
 Every change a backend makes is told back to the office as a ``StoreEvent``, the same
 shape a forge's issue webhook carries, through the one listener ``set_event_listener``
-installs (``mail.events.do_handle_store_event``): the office's logic is one code path
+installs (``mail.events.tell_office_safely``, around ``do_handle_store_event``, which the
+forge's webhook, ``mail.webhook``, calls too): the office's logic is one code path
 whichever backend wrote the change.
 """
 
