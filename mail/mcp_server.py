@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import connections
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from rest_framework.authtoken.models import Token
@@ -61,13 +61,15 @@ def _refusal(refusal: Refusal) -> ToolError:
 
 
 def _action(principal: Principal, mailbox: str, action: str, input: dict) -> dict:
-    close_old_connections()
     try:
         row = do_run_action(
             org=principal.org, kind=MAILBOX_KIND, session_id=mailbox, action=action, input=input, user_id=principal.user_id
         )
     except Refusal as refusal:
         raise _refusal(refusal) from None
+    finally:
+        # Each call runs in a worker thread of the SDK: its connections end with the call.
+        connections.close_all()
     if row.status == "failed":
         raise ToolError((row.error or {}).get("message") or "internal-error: the action failed")
     return {"requestId": row.request_id, "status": row.status, "output": row.output}
@@ -86,13 +88,14 @@ def build_server(*, token: str | None = None, user_id: str | None = None) -> MCP
     def mail_send(to: str, body: str, subject: str | None = None) -> dict:
         """Send a durable mail to an agent (an issue on its vault, labelled mail:new);
         answers the thread."""
-        close_old_connections()
         try:
             if user is not None and not user.has_perm(SEND_PERMISSION):
                 raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
             return thread_wire(do_send_mail(principal.org, sender=sender, to=to, subject=subject, body=body))
         except Refusal as refusal:
             raise _refusal(refusal) from None
+        finally:
+            connections.close_all()
 
     def post(mailbox: str, body: str, author: str | None = None) -> dict:
         """Post a line to a mailbox (author: an unverified member label)."""
