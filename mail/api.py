@@ -9,6 +9,9 @@
   ``limit``, default 100).
 - ``GET /api/mail/{thread}``: one thread (``<agent>:<number>``) with its messages.
 - ``GET /api/mail/{thread}/ledger``: the ledger entries of one thread, in order.
+- ``POST /api/workers/{worker}/chat`` ``{"userId"?, "message"}``: a person's chat turn
+  with an agent (``mail.chat``): 202 with the turn's request, running; ``GET
+  /api/requests/{id}`` gives its reply once the cluster ran it.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from workforce.api.views import read_page
+from workforce.api.views import read_page, request_response
 from workforce.principals import resolve_principal
 from workforce.refusals import Refusal
 
+from .chat import do_start_chat
 from .constants import SEND_PERMISSION
 from .models import Thread
 from .queries import access_thread, list_ledger, list_threads, thread_wire
@@ -130,3 +134,24 @@ class MailLedgerView(APIView):
             for e in list_ledger(principal.org, thread=thread.thread_id)
         ]
         return Response({"entries": entries})
+
+
+class ChatBody(serializers.Serializer):
+    userId = serializers.CharField(required=False)
+    message = serializers.CharField()
+
+
+class WorkerChatView(APIView):
+    """A person's chat with one agent (spec "Mail versus chat")."""
+
+    @extend_schema(request=ChatBody, summary="Chat with an agent (run kind chat)")
+    def post(self, request: HttpRequest, worker: str) -> Response:
+        body = request.data
+        if not isinstance(body, dict):
+            raise Refusal("invalid-input", "The body must be a JSON object {message}.")
+        unknown = sorted(set(body) - {"userId", "message"})
+        if unknown:
+            raise Refusal("invalid-input", f"Unknown body keys: {', '.join(unknown)}; send userId and message.")
+        principal = resolve_principal(request, body.get("userId"))
+        row = do_start_chat(principal.org, user_id=principal.user_id, worker=worker, message=body.get("message"))
+        return request_response(row, http_request=request)

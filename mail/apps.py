@@ -27,13 +27,15 @@ class MailConfig(AppConfig):
         from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
 
+        from .chat import register as register_chat
         from .events import tell_office_safely
-        from .models import MailRun
-        from .runs import do_sweep_mail
+        from .models import ChatRun, MailRun
         from .store import set_event_listener
+        from .sweeps import do_sweep_mail_and_chats
         from .tools import mail_send_capability
 
         register_reasons(REASONS)
+        register_chat()
         # The vault tells the office through the same handler a forge's webhook uses.
         set_event_listener(tell_office_safely)
         # The agent kind offers mail_send to a seat whose WORKER.md grants mail.send.
@@ -42,4 +44,5 @@ class MailConfig(AppConfig):
         if mail_send_capability not in capabilities:
             CAPABILITIES.set(agent, [*capabilities, mail_send_capability])
         register_work_table(MailRun, "started_at")
-        register_sweep("mail", do_sweep_mail)
+        register_work_table(ChatRun, "started_at")
+        register_sweep("mail", do_sweep_mail_and_chats)

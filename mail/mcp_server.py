@@ -3,7 +3,9 @@ tool ``mail_send``), built on the official ``mcp`` Python SDK (``MCPServer``).
 
 The tools act as one person, the server's caller, with the REST API's rules and
 refusals: ``mail_send`` (``to``, ``body``, ``subject``; needs the ``mail.send``
-permission with token auth, as ``POST /api/mail`` does), and a mailbox's ``post``,
+permission with token auth, as ``POST /api/mail`` does), ``agent_chat`` (``worker``,
+``message``: a chat turn, as ``POST /api/workers/{worker}/chat``, waited for up to the
+turn's deadline), and a mailbox's ``post``,
 ``read``, ``fileTask`` and ``readBoard``, each run as the flow action the HTTP contract
 runs (``workforce.sessions.do_run_action``), recorded as a request. A refusal is a tool
 error whose text is the refusal's message (``"<reason>: <detail>"``). Each tool's JSON
@@ -12,6 +14,7 @@ schema comes from its signature. ``manage.py mcp`` serves it over stdio.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,10 +24,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from rest_framework.authtoken.models import Token
 
+from workforce.models import Request
 from workforce.principals import Principal, resolve_principal
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 
+from .chat import do_start_chat
 from .constants import SEND_PERMISSION
 from .queries import thread_wire
 from .services import do_send_mail, human_principal
@@ -97,6 +102,26 @@ def build_server(*, token: str | None = None, user_id: str | None = None) -> MCP
         finally:
             connections.close_all()
 
+    def agent_chat(worker: str, message: str) -> dict:
+        """Chat with an agent (run kind chat): its reply, once its turn ran."""
+        try:
+            request = do_start_chat(principal.org, user_id=principal.user_id, worker=worker, message=message)
+            deadline = time.monotonic() + float(settings.WORKFORCE_TURN_TIMEOUT) + 5
+            while True:
+                request.refresh_from_db()
+                if request.status not in (Request.Status.PENDING, Request.Status.RUNNING) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            session_id = request.session.session_id
+        except Refusal as refusal:
+            raise _refusal(refusal) from None
+        finally:
+            connections.close_all()
+        if request.status == Request.Status.FAILED:
+            raise ToolError((request.error or {}).get("message") or "internal-error: the turn failed")
+        reply = (request.output or {}).get("reply")
+        return {"requestId": request.request_id, "sessionId": session_id, "status": request.status, "reply": reply}
+
     def post(mailbox: str, body: str, author: str | None = None) -> dict:
         """Post a line to a mailbox (author: an unverified member label)."""
         return _action(principal, mailbox, "post", {"body": body, **({"author": author} if author else {})})
@@ -115,6 +140,7 @@ def build_server(*, token: str | None = None, user_id: str | None = None) -> MCP
         return _action(principal, mailbox, "readBoard", {"board": board})
 
     server.add_tool(mail_send, name="mail_send")
+    server.add_tool(agent_chat, name="agent_chat")
     server.add_tool(post, name="post")
     server.add_tool(read, name="read")
     server.add_tool(file_task, name="fileTask")

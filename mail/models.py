@@ -156,3 +156,35 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} {self.action} {self.repository} ({self.delivery})"
+
+
+class ChatRun(models.Model):
+    """One chat turn a person asked of an agent (spec "Mail versus chat": run kind
+    ``chat``, stored in the office database): the turn's ``request`` on the person's chat
+    session with the agent, run once on the task cluster under a claim."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    request = models.OneToOneField(Request, on_delete=models.CASCADE, related_name="chat_run")
+    seat_id = models.CharField(max_length=200)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    claim_token = models.CharField(max_length=64, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    requeues = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return f"chat run {self.pk} with {self.seat_id} ({self.status})"

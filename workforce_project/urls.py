@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
-from mail.api import MailLedgerView, MailThreadView, MailView
+from mail.api import MailLedgerView, MailThreadView, MailView, WorkerChatView
 from mail.webhook import forge_webhook
 from mailboxes.api import TranscriptView
 from workforce.api.errors import api_not_found
@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
+    path("api/workers/<str:worker>/chat", WorkerChatView.as_view(), name="worker-chat"),
     path("api/mail", MailView.as_view(), name="mail"),
     path("api/mail/webhook", forge_webhook, name="mail-webhook"),
     path("api/mail/<str:thread_id>", MailThreadView.as_view(), name="mail-thread"),

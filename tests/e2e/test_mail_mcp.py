@@ -51,7 +51,7 @@ def test_an_mcp_client_lists_the_tools_and_sends_a_mail(tmp_path, start_server):
         )
     )
     by_name = {tool.name: tool for tool in tools.tools}
-    assert sorted(by_name) == ["fileTask", "mail_send", "post", "read", "readBoard"]
+    assert sorted(by_name) == ["agent_chat", "fileTask", "mail_send", "post", "read", "readBoard"]
     schema = by_name["mail_send"].input_schema
     assert schema["type"] == "object" and set(schema["required"]) == {"to", "body"} and "subject" in schema["properties"]
     assert not sent.is_error and '"thread":"eng.alpha:1"' in text(sent).replace(" ", "")

@@ -5,6 +5,7 @@ as the token's user, and mail_send needs the ``mail.send`` permission as ``POST
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -61,3 +62,29 @@ def test_a_bad_token_serves_nothing(org):
     with pytest.raises(Refusal) as refused:
         build_server(token="not-a-token")
     assert refused.value.reason == "not-authenticated"
+
+
+CHATTY = """---
+description: Chats.
+model: embedded/echo
+run:
+  triggers: [chat]
+---
+
+Chat.
+"""
+
+
+def test_agent_chat_answers_with_the_agents_reply(agents, org):
+    agents({"teams/eng/workers/chatty/WORKER.md": CHATTY})
+    server = build_server(user_id="ann")
+    answer = asyncio.run(call(server, "agent_chat", {"worker": "eng.chatty", "message": "hi there"}))
+    assert not answer.is_error, text(answer)
+    data = json.loads(text(answer))
+    assert (data["sessionId"], data["status"], data["reply"]) == (
+        "chat:eng.chatty:ann",
+        "completed",
+        "eng.chatty heard: hi there",
+    )
+    refused = asyncio.run(call(server, "agent_chat", {"worker": "eng.nobody", "message": "x"}))
+    assert refused.is_error and "recipient-not-found: " in text(refused)
