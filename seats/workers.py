@@ -12,7 +12,10 @@ e.g. ``[post-to-mailbox]``), ``instructions`` or a body (the system prompt, one 
 other), the coordinator keys ``delegates``, ``routing``, ``fallback`` and
 ``rounds``, which the coordinator flow reads, and the board keys ``drains`` and
 ``boardTools`` (the boards it drains and the boards whose task tools it holds, as
-ledger ids; see ``seats.boards``). Anything else is refused by name.
+ledger ids; see ``seats.boards``), and the run keys ``capabilities`` (a mapping from a
+capability's name to its argument: ``mail.send: ["*"]`` or a list of worker ids, the
+agents it may mail) and ``run`` (``triggers:``, the kinds of run that may start it, such
+as ``[mail]``; spec "How mail becomes work"). Anything else is refused by name.
 """
 
 from __future__ import annotations
@@ -45,7 +48,13 @@ WORKER_LOAD_FAILED = "worker-load-failed"
 DEFAULT_FLOW = "agent"
 AGENT_KEYS = ("description", "flow", "model", "tools", "instructions")
 COORDINATOR_KEYS = ("delegates", "routing", "fallback", "rounds")
-WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS + BOARD_KEYS
+CAPABILITIES_KEY = "capabilities"
+RUN_KEY = "run"
+RUN_KEYS = (CAPABILITIES_KEY, RUN_KEY)
+# The capabilities a WORKER.md can grant, with what each takes.
+MAIL_SEND = "mail.send"
+RUN_TRIGGERS = "triggers"
+WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS + RUN_KEYS + BOARD_KEYS
 
 
 @dataclass
@@ -244,11 +253,70 @@ def check_worker_declared(declared: dict, body: str, folder_rel: str, file_rel: 
         bad("rounds: must be a whole number")
     for problem in check_board_keys(declared):
         bad(problem)
+    for problem in check_run_keys(declared):
+        bad(problem)
     return found
 
 
+def check_run_keys(declared: dict) -> list[str]:
+    """The shape of ``capabilities:`` and ``run:`` (spec "Who an agent can write to",
+    "How mail becomes work"): ``capabilities`` maps a capability's name to its
+    argument, and ``mail.send`` takes a list of recipients, ``["*"]`` for anyone or
+    worker ids; ``run`` takes ``triggers``, a list of run kinds (``mail``, ``chat``).
+    Returns one sentence per problem."""
+    problems = []
+    if CAPABILITIES_KEY in declared:
+        capabilities = declared[CAPABILITIES_KEY]
+        if not isinstance(capabilities, dict):
+            problems.append(f'{CAPABILITIES_KEY}: must be a mapping, such as {{{MAIL_SEND}: ["*"]}}')
+        else:
+            for name in capabilities:
+                if name != MAIL_SEND:
+                    problems.append(
+                        f'{CAPABILITIES_KEY}: "{name}" is not a capability a worker can declare; the one there is is {MAIL_SEND}'
+                    )
+            if MAIL_SEND in capabilities:
+                recipients = capabilities[MAIL_SEND]
+                if (
+                    not isinstance(recipients, list)
+                    or not recipients
+                    or not all(isinstance(r, str) and (r == "*" or is_seat_id(r)) for r in recipients)
+                ):
+                    problems.append(
+                        f'{CAPABILITIES_KEY}: {MAIL_SEND} must be a list of recipients: ["*"] for anyone, or worker ids'
+                    )
+    if RUN_KEY in declared:
+        run = declared[RUN_KEY]
+        if not isinstance(run, dict) or set(run) - {RUN_TRIGGERS}:
+            problems.append(f"{RUN_KEY}: must be a mapping with {RUN_TRIGGERS}:, such as {{{RUN_TRIGGERS}: [mail]}}")
+        elif RUN_TRIGGERS in run:
+            triggers = run[RUN_TRIGGERS]
+            if not isinstance(triggers, list) or not all(isinstance(t, str) and t and not name_problem(t) for t in triggers):
+                problems.append(f"{RUN_KEY}: {RUN_TRIGGERS} must be a list of run kinds, such as [mail, chat]")
+    return problems
+
+
+def worker_capability(config: dict, name: str):
+    """What a hired seat's ``config`` (``WorkerManifest.config``) grants for capability
+    ``name`` (``mail.send``): its declared argument, or None when it is not declared."""
+    capabilities = config.get(CAPABILITIES_KEY)
+    return capabilities.get(name) if isinstance(capabilities, dict) else None
+
+
+def run_triggers(config: dict) -> list[str]:
+    """The run kinds a hired seat's ``config`` lets start it (``run: {triggers: [...]}``);
+    empty when it declares none, so no mail or chat run is admitted for it."""
+    run = config.get(RUN_KEY)
+    triggers = run.get(RUN_TRIGGERS) if isinstance(run, dict) else None
+    return list(triggers) if isinstance(triggers, list) else []
+
+
 __all__ = [
+    "MAIL_SEND",
     "WORKER_KEYS",
+    "check_run_keys",
+    "run_triggers",
+    "worker_capability",
     "WORKER_LOAD_FAILED",
     "WorkerManifest",
     "Workforce",

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "mailboxes",
     "seats",
     "coordinators",
+    "mail",
     "workforce_project",  # the composition root: boot and the serve command
 ]
 
@@ -181,6 +182,20 @@ WORKFORCE_MAILBOX_KINDS: dict[str, str] = {}
 WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS = _env_number("WORKFORCE_COORDINATOR_ROUND_DEADLINE_MS", 300_000, int)
 WORKFORCE_COORDINATOR_ROUTE_MODEL = os.environ.get("WORKFORCE_COORDINATOR_ROUTE_MODEL", "")
 WORKFORCE_COORDINATOR_DELEGATE_FLOWS = ["agent"]
+
+# Mail (spec "Where mail lives"): the backend (a dotted path to a factory of a
+# mail.store.MailStore; default the embedded git vaults) and where the vaults live.
+WORKFORCE_MAIL_STORE = os.environ.get("WORKFORCE_MAIL_STORE", "mail.vault.embedded_store")
+WORKFORCE_VAULT_DIR = os.environ.get("WORKFORCE_VAULT_DIR", str(VAR_DIR / "vaults"))
+# The forgejo backend (WORKFORCE_MAIL_STORE=mail.forgejo.forgejo_store): a Forgejo or Gitea
+# server, the office's token, the vault naming rule (owner/repository), and the issue
+# webhook's shared secret (empty: every webhook call is refused).
+WORKFORCE_FORGE_URL = os.environ.get("WORKFORCE_FORGE_URL", "")
+WORKFORCE_FORGE_TOKEN = os.environ.get("WORKFORCE_FORGE_TOKEN", "")
+WORKFORCE_FORGE_VAULT = os.environ.get("WORKFORCE_FORGE_VAULT", "{org}/{agent}")
+WORKFORCE_FORGE_WEBHOOK_SECRET = os.environ.get("WORKFORCE_FORGE_WEBHOOK_SECRET", "")
+# manage.py mcp with WORKFORCE_AUTH=token: the API token of the user the MCP server acts as.
+WORKFORCE_MCP_TOKEN = os.environ.get("WORKFORCE_MCP_TOKEN", "")
 
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,

@@ -6,6 +6,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
+from mail.api import MailLedgerView, MailThreadView, MailView, WorkerChatView
+from mail.webhook import forge_webhook
 from mailboxes.api import BoardListView, TranscriptView
 from seats.api import WorkerDetailView, WorkerForkView, WorkersView
 from workforce.api.errors import api_not_found
@@ -27,6 +29,11 @@ urlpatterns = [
     path("api/workers", WorkersView.as_view(), name="workers"),
     path("api/workers/<str:worker>", WorkerDetailView.as_view(), name="worker-detail"),
     path("api/workers/<str:worker>/fork", WorkerForkView.as_view(), name="worker-fork"),
+    path("api/workers/<str:worker>/chat", WorkerChatView.as_view(), name="worker-chat"),
+    path("api/mail", MailView.as_view(), name="mail"),
+    path("api/mail/webhook", forge_webhook, name="mail-webhook"),
+    path("api/mail/<str:thread_id>", MailThreadView.as_view(), name="mail-thread"),
+    path("api/mail/<str:thread_id>/ledger", MailLedgerView.as_view(), name="mail-thread-ledger"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),

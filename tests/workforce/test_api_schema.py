@@ -156,7 +156,8 @@ def test_the_error_bodies_carry_the_reason_codes_registered_at_their_status(sche
         in schema["components"]["schemas"]["Error403"]["properties"]["error"]["properties"]["reason"]["enum"]
     )
     assert schema["components"]["schemas"]["Error401"]["properties"]["error"]["properties"]["reason"]["enum"] == [
-        "not-authenticated"
+        "not-authenticated",
+        "webhook-signature-invalid",  # mail's forge webhook
     ]
     assert schema["components"]["schemas"]["Error413"]["properties"]["error"]["properties"]["reason"]["enum"] == [
         "payload-too-large"

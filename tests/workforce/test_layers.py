@@ -58,9 +58,10 @@ def stub_tree(tmp_path: Path, imports: dict[str, str], extra_apps: tuple[str, ..
     """A tree of empty packages named like the apps, with pyproject.toml's contracts;
     ``imports`` maps a module (``boards.x``) to the module it imports."""
     config = importlinter_config()
-    config["root_packages"] = list(config["root_packages"]) + list(extra_apps)
+    config["root_packages"] = list(dict.fromkeys([*config["root_packages"], *extra_apps]))
     if extra_apps:
-        contract(config, "top-apps-independent")["modules"] = ["coordinators", *extra_apps]
+        modules = contract(config, "top-apps-independent")["modules"]
+        contract(config, "top-apps-independent")["modules"] = list(dict.fromkeys([*modules, *extra_apps]))
     for package in config["root_packages"]:
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")

@@ -1,0 +1,48 @@
+from django.apps import AppConfig
+
+from workforce.refusals import register_reasons
+
+# HTTP statuses of mail's reason codes (spec "How mail becomes work", "Who an agent can
+# write to").
+REASONS = {
+    "recipient-not-found": 404,
+    "thread-not-found": 404,
+    "mail-send-not-permitted": 403,
+    "recipient-not-allowed": 403,
+    "mail-closed": 409,
+    "trigger-not-allowed": 409,
+    "vault-unavailable": 503,
+    "webhook-signature-invalid": 401,
+}
+
+
+class MailConfig(AppConfig):
+    name = "mail"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from seats.agent import KIND as AGENT_KIND
+        from workforce.facets import CAPABILITIES
+        from workforce.flows import registry
+        from workforce.leases import register_work_table
+        from workforce.sweepers import register_sweep
+
+        from .chat import register as register_chat
+        from .events import tell_office_safely
+        from .models import ChatRun, MailRun
+        from .store import set_event_listener
+        from .sweeps import do_sweep_mail_and_chats
+        from .tools import mail_send_capability
+
+        register_reasons(REASONS)
+        register_chat()
+        # The vault tells the office through the same handler a forge's webhook uses.
+        set_event_listener(tell_office_safely)
+        # The agent kind offers mail_send to a seat whose WORKER.md grants mail.send.
+        agent = registry.require(AGENT_KIND)
+        capabilities = list(CAPABILITIES.get(agent) or [])
+        if mail_send_capability not in capabilities:
+            CAPABILITIES.set(agent, [*capabilities, mail_send_capability])
+        register_work_table(MailRun, "started_at")
+        register_work_table(ChatRun, "started_at")
+        register_sweep("mail", do_sweep_mail_and_chats)

@@ -1,0 +1,162 @@
+"""Chat beside mail (spec "Mail versus chat"): a person's conversation with one agent,
+started by humans only, stored in the office database, run kind ``chat``.
+
+``POST /api/workers/{worker}/chat`` ``{"userId"?, "message"}`` starts a turn of the
+worker's seat in the person's chat session ``chat:<worker>:<user>``, a session on the
+``chat`` kind, which is private (``private_sessions``: only the person reads it, another
+user gets 404) and which no client creates by an action. Admission needs ``chat`` in
+the worker's ``run: {triggers: [...]}`` (``trigger-not-allowed``, 409, nothing
+written). The turn's request (action ``onChat``, input ``{message, worker, runKind:
+"chat"}``) answers 202 at once, running; the turn runs on the task cluster
+(``mail.tasks.run_chat``) through ``seats.turns`` with the seat's history in that
+session, and the request completes with ``{reply, toolCalls, runKind}``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from seats.agent import agent_tools
+from seats.queries import access_seat, conversation_history
+from seats.turns import TurnLog, run_turn, start_turn
+from seats.workers import run_triggers
+from workforce.dispatch import enqueue
+from workforce.facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
+from workforce.flows import FlowKind, registry
+from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
+from workforce.models import Organization, Request, Session
+from workforce.refusals import Refusal
+
+from .models import ChatRun
+
+logger = logging.getLogger(__name__)
+
+CHAT_KIND = "chat"
+RUN_KIND_CHAT = "chat"
+CHAT_ACTION = "onChat"
+CHAT_TASK = "mail.tasks.run_chat"
+
+
+def build_chat_kind() -> FlowKind:
+    """The ``chat`` kind: sessions only the office creates, private to their owner."""
+    flow = FlowKind(kind=CHAT_KIND, actions={}, internal_actions={})
+    PRIVATE_SESSIONS.set(flow, True)
+    CLIENT_CREATES_SESSIONS.set(flow, False)
+    return flow
+
+
+def register() -> FlowKind:
+    """Register the ``chat`` kind once per process (``MailConfig.ready``)."""
+    return registry.get(CHAT_KIND) or registry.register(build_chat_kind())
+
+
+def chat_session_id(worker: str, user_id: str) -> str:
+    """``chat:<worker>:<user>``: one chat session per person per worker."""
+    return f"{CHAT_KIND}:{worker}:{user_id}"
+
+
+def do_start_chat(org: Organization, *, user_id: str, worker: str, message: object) -> Request:
+    """Start a chat turn of ``worker`` for person ``user_id`` (see the module docstring).
+
+    Returns the turn's request, running.
+
+    Raises:
+        Refusal("invalid-input"): an empty or too long message.
+        Refusal("recipient-not-found"): no worker ``worker`` the person reaches.
+        Refusal("trigger-not-allowed"): the worker's run.triggers lacks ``chat``.
+    """
+    if not isinstance(message, str) or not message.strip():
+        raise Refusal("invalid-input", "message: what to say may not be empty.")
+    if len(message) > settings.WORKFORCE_MAX_TEXT_CHARS:
+        raise Refusal("invalid-input", f"message: at most {settings.WORKFORCE_MAX_TEXT_CHARS} characters.")
+    try:
+        seat = access_seat(org, user_id, worker)
+    except Refusal as refusal:
+        raise Refusal("recipient-not-found", f'No agent "{worker}" is hired here.') from refusal
+    if RUN_KIND_CHAT not in run_triggers(seat.config or {}):
+        raise Refusal("trigger-not-allowed", f"{worker}'s run.triggers does not include {RUN_KIND_CHAT}; it takes no chat.")
+    with transaction.atomic():
+        session, _ = Session.objects.get_or_create(
+            organization=org,
+            session_id=chat_session_id(worker, user_id),
+            defaults={"flow_kind": CHAT_KIND, "user_id": user_id, "state": {"seat": worker, "runKind": RUN_KIND_CHAT}},
+        )
+        log = start_turn(
+            session,
+            org=org,
+            action=CHAT_ACTION,
+            input={"message": message, "worker": worker, "runKind": RUN_KIND_CHAT},
+            user_id=user_id,
+            prompt={"role": "user", "text": message, "runKind": RUN_KIND_CHAT},
+        )
+        run = ChatRun.objects.create(organization=org, request=log.request, seat_id=worker, enqueued_at=timezone.now())
+        enqueue(CHAT_TASK, run.pk)
+    return log.request
+
+
+def _settle(run: ChatRun, token: str, error: Refusal | None) -> None:
+    if not ChatRun.objects.filter(pk=run.pk, claim_token=token, status=ChatRun.Status.RUNNING).update(
+        status=ChatRun.Status.FAILED if error else ChatRun.Status.DONE,
+        finished_at=timezone.now(),
+        error=error.as_error() if error else None,
+    ):
+        raise LeaseLost()
+
+
+def do_run_chat(run_pk: int) -> str:
+    """Run one chat turn, once (the ``run_chat`` task's body). Never raises. Returns
+    ``done``, ``failed``, ``not-claimed`` or ``lease-lost``."""
+    token = claim_lease(ChatRun, run_pk)
+    if token is None:
+        return "not-claimed"
+    run = ChatRun.objects.select_related("organization", "request", "request__session").get(pk=run_pk)
+    request, session, org = run.request, run.request.session, run.organization
+    log = TurnLog(org=org, session=session, request=request)
+    try:
+        try:
+            seat = access_seat(org, session.user_id, run.seat_id)
+        except Refusal as refusal:
+            result = None
+            error = refusal
+        else:
+            result = run_turn(
+                seat,
+                log,
+                text=request.input["message"],
+                history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=request.pk),
+                tools=agent_tools(seat),
+                extras={"idempotency_prefix": f"chat{run.pk}"},
+            )
+            result.output = {"runKind": RUN_KIND_CHAT}
+            error = result.error
+        with transaction.atomic():
+            if result is not None:
+                result.finish()
+            else:
+                Request.objects.filter(pk=request.pk).update(
+                    status=Request.Status.FAILED, error=error.as_error(), finished_at=timezone.now()
+                )
+            _settle(run, token, error)
+        return "failed" if error else "done"
+    except LeaseLost:
+        logger.warning("chat run %s: the claim lapsed and another task took it over", run_pk)
+        return "lease-lost"
+
+
+def do_sweep_chats(*, now=None) -> list[int]:
+    """Enqueue again the chat turns whose task is known lost (``requeue_lost``)."""
+    now = now or timezone.now()
+    lost, waiting_again = lapsed_claim_q(now)
+    return requeue_lost(
+        ChatRun,
+        lost=lost,
+        waiting=Q(status=ChatRun.Status.PENDING) | waiting_again,
+        send=lambda pk: enqueue(CHAT_TASK, pk),
+        task=CHAT_TASK,
+        now=now,
+    ).all

@@ -1,0 +1,39 @@
+"""The vault tells the office (spec "How mail becomes work": "The vault's issue webhook
+tells the office, which queues a mail run"): the one handler of every change a mail
+backend reports, the embedded vault's and a forge webhook's alike."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from workforce.sessions import ensure_organization
+
+from .constants import LABEL_NEW
+from .index import index_issue
+from .runs import admit_mail_run
+from .store import StoreEvent
+
+logger = logging.getLogger(__name__)
+
+
+def do_handle_store_event(event: StoreEvent) -> None:
+    """Index the issue the event carries and, for an issue opened with ``mail:new``,
+    admit its run (``mail.runs.admit_mail_run``: once per mail, so an event told twice
+    starts one run). A mail opened without ``mail:new`` (past the loop guard) is indexed
+    and starts nothing."""
+    org = ensure_organization(event.org_id)
+    with transaction.atomic():
+        thread = index_issue(org, event.vault, event.issue)
+        if event.action == "opened" and LABEL_NEW in event.issue.labels:
+            admit_mail_run(thread)
+
+
+def tell_office_safely(event: StoreEvent) -> None:
+    """``do_handle_store_event``, logging what fails instead of raising: it runs after
+    the writer's commit, and the mail sweep admits what it missed."""
+    try:
+        do_handle_store_event(event)
+    except Exception:
+        logger.exception("the office could not take in %s on %s:%s", event.action, event.vault, event.issue.number)

@@ -1,0 +1,192 @@
+"""The ``forgejo`` mail backend: mail as issues on a Forgejo or Gitea server, which
+share the API (spec "Where mail lives": "Mail is stored on your forge, as an issue on
+the recipient's vault repo, created by the office with its admin token").
+
+It speaks the REST API (``/api/v1``) through httpx with ``Authorization: token
+<WORKFORCE_FORGE_TOKEN>`` at ``WORKFORCE_FORGE_URL``: a vault is the repository the
+naming rule ``WORKFORCE_FORGE_VAULT`` gives (default ``{org}/{agent}``: owner the
+organization's id, repository the agent's slug); ``ensure_vault`` creates it in its
+owner organization when missing and makes sure the four mail labels exist; an issue is
+opened with its labels (by id), commented on, its labels replaced and closed. The forge
+tells the office of each change through its issue webhook (``mail.webhook``), never
+this client, so the office's logic is the one ``mail.events`` handler either way.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import datetime
+
+import httpx
+from django.conf import settings
+
+from workforce.models import DEFAULT_ORG_ID
+
+from .constants import LABEL_COLORS, LABELS
+from .store import Comment, Issue, StoreError
+
+PAGE = 50
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class ForgejoStore:
+    """The ``MailStore`` on a Forgejo or Gitea server.
+
+    Args:
+        base_url: the forge's address (``https://forge.example.org``).
+        token: an access token of the office's account (an administrator of the vaults'
+            owners).
+        vault_rule: ``"{org}/{agent}"``-style format giving ``owner/repository``.
+        timeout: seconds one call may take.
+    """
+
+    def __init__(self, base_url: str, token: str, vault_rule: str = "{org}/{agent}", *, timeout: float = 10.0):
+        if not base_url:
+            raise StoreError("WORKFORCE_FORGE_URL is not set: the forgejo backend needs the forge's address")
+        if vault_rule.count("/") != 1 or "{agent}" not in vault_rule.split("/")[1]:
+            raise StoreError(
+                f"WORKFORCE_FORGE_VAULT={vault_rule!r} must read owner/repository and name {{agent}} in the repository"
+            )
+        self.base = base_url.rstrip("/") + "/api/v1"
+        self.rule = vault_rule
+        self.client = httpx.Client(headers={"Authorization": f"token {token}", "Accept": "application/json"}, timeout=timeout)
+        self._labels: dict[str, dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ naming
+
+    def repo(self, org_id: str, vault: str) -> str:
+        """``owner/repository`` of ``vault`` in ``org_id``."""
+        return self.rule.format(org=org_id, agent=vault)
+
+    def vault_of(self, full_name: str) -> tuple[str, str] | None:
+        """``(org id, agent slug)`` for a repository the rule names; None for another. A
+        rule without ``{org}`` names the default organization's vaults."""
+        pattern = re.escape(self.rule).replace(r"\{org\}", "(?P<org>[^/]+?)").replace(r"\{agent\}", "(?P<agent>[^/]+?)")
+        match = re.fullmatch(pattern, full_name)
+        if match is None:
+            return None
+        return match.groupdict().get("org") or DEFAULT_ORG_ID, match["agent"]
+
+    # ------------------------------------------------------------------ calls
+
+    def _call(self, method: str, path: str, **kwargs):
+        try:
+            response = self.client.request(method, self.base + path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer {method} {path}: {exc}") from exc
+        if response.status_code >= 400:
+            raise StoreError(f"the forge answered {response.status_code} to {method} {path}: {response.text[:300]}")
+        return response.json() if response.content else None
+
+    def _label_ids(self, org_id: str, vault: str) -> dict[str, int]:
+        repo = self.repo(org_id, vault)
+        with self._lock:
+            if repo in self._labels:
+                return self._labels[repo]
+        found = {label["name"]: label["id"] for label in self._call("GET", f"/repos/{repo}/labels", params={"limit": PAGE})}
+        for name in LABELS:
+            if name not in found:
+                label = self._call("POST", f"/repos/{repo}/labels", json={"name": name, "color": LABEL_COLORS[name]})
+                found[name] = label["id"]
+        with self._lock:
+            self._labels[repo] = found
+        return found
+
+    def _ids(self, org_id: str, vault: str, labels: list[str]) -> list[int]:
+        ids = self._label_ids(org_id, vault)
+        return [ids[name] for name in labels]
+
+    def _issue(self, data: dict, comments: list[dict]) -> Issue:
+        return Issue(
+            number=data["number"],
+            title=data["title"],
+            body=data.get("body") or "",
+            labels=tuple(label["name"] for label in data.get("labels") or ()),
+            state=data["state"],
+            created_at=_when(data["created_at"]),
+            comments=tuple(
+                Comment(id=i, body=c.get("body") or "", created_at=_when(c["created_at"])) for i, c in enumerate(comments, 1)
+            ),
+        )
+
+    def _comments(self, repo: str, number: int) -> list[dict]:
+        return sorted(self._call("GET", f"/repos/{repo}/issues/{number}/comments"), key=lambda c: (c["created_at"], c["id"]))
+
+    # ------------------------------------------------------------------ MailStore
+
+    def ensure_vault(self, org_id: str, vault: str) -> None:
+        """The vault's repository (created in its owner organization when missing), with
+        the four labels."""
+        repo = self.repo(org_id, vault)
+        owner, _, name = repo.partition("/")
+        response = self.client.get(self.base + f"/repos/{repo}")
+        if response.status_code == 404:
+            self._call("POST", f"/orgs/{owner}/repos", json={"name": name, "private": True, "description": f"{vault}'s vault"})
+        elif response.status_code >= 400:
+            raise StoreError(f"the forge answered {response.status_code} for {repo}")
+        self._label_ids(org_id, vault)
+
+    def create_issue(self, org_id: str, vault: str, *, title: str, body: str, labels: list[str]) -> Issue:
+        self.ensure_vault(org_id, vault)
+        repo = self.repo(org_id, vault)
+        data = self._call(
+            "POST", f"/repos/{repo}/issues", json={"title": title, "body": body, "labels": self._ids(org_id, vault, labels)}
+        )
+        return self._issue(data, [])
+
+    def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
+        repo = self.repo(org_id, vault)
+        self._call("POST", f"/repos/{repo}/issues/{number}/comments", json={"body": body})
+        return self.get_issue(org_id, vault, number)
+
+    def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
+        repo = self.repo(org_id, vault)
+        self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        return self.get_issue(org_id, vault, number)
+
+    def close(self, org_id: str, vault: str, number: int) -> Issue:
+        repo = self.repo(org_id, vault)
+        data = self._call("PATCH", f"/repos/{repo}/issues/{number}", json={"state": "closed"})
+        return self._issue(data, self._comments(repo, number))
+
+    def get_issue(self, org_id: str, vault: str, number: int) -> Issue:
+        repo = self.repo(org_id, vault)
+        return self._issue(self._call("GET", f"/repos/{repo}/issues/{number}"), self._comments(repo, number))
+
+    def list_issues(self, org_id: str, vault: str) -> list[Issue]:
+        repo = self.repo(org_id, vault)
+        found, page = [], 1
+        while True:
+            batch = self._call(
+                "GET", f"/repos/{repo}/issues", params={"state": "all", "type": "issues", "page": page, "limit": PAGE}
+            )
+            found.extend(batch)
+            if len(batch) < PAGE:
+                break
+            page += 1
+        return [self._issue(data, self._comments(repo, data["number"])) for data in sorted(found, key=lambda d: d["number"])]
+
+    def list_vaults(self) -> list[tuple[str, str]]:
+        found, page = [], 1
+        while True:
+            answer = self._call("GET", "/repos/search", params={"page": page, "limit": PAGE})
+            batch = answer.get("data") or []
+            for repo in batch:
+                vault = self.vault_of(repo["full_name"])
+                if vault is not None:
+                    found.append(vault)
+            if len(batch) < PAGE:
+                break
+            page += 1
+        return sorted(set(found))
+
+
+def forgejo_store() -> ForgejoStore:
+    """``WORKFORCE_MAIL_STORE=mail.forgejo.forgejo_store``: the forge the settings name
+    (``WORKFORCE_FORGE_URL``, ``WORKFORCE_FORGE_TOKEN``, ``WORKFORCE_FORGE_VAULT``)."""
+    return ForgejoStore(settings.WORKFORCE_FORGE_URL, settings.WORKFORCE_FORGE_TOKEN, settings.WORKFORCE_FORGE_VAULT)

@@ -1,0 +1,247 @@
+"""How mail becomes work (spec "How mail becomes work"): admitting a mail's run, and the
+run itself, a turn of the recipient's seat (``seats.turns``), run kind ``mail``.
+
+Admission (``admit_mail_run``) writes one ``MailRun`` per mail that came with
+``mail:new``: ``refused`` when the recipient's WORKER.md ``run: {triggers: [...]}``
+does not include ``mail`` (ledgered ``run.denied``, reason ``trigger-not-allowed``),
+else ``pending`` with a ``mail.tasks.run_mail`` task enqueued. The run
+(``do_run_mail``) claims its row (``workforce.leases.claim_lease``: a redelivered task
+claims nothing), moves the mail to ``mail:working``, and runs the seat's turn in the
+agent's mail session ``mail:<slug>`` (its history is the agent's earlier mail runs):
+the action ``onMail``, input ``{thread, runKind: "mail"}``, the turn text
+``<sender> in <thread>: <subject>`` and the mail, then what was delivered to it
+without ``mail:new`` since its last run. The model is offered the seat's own tools and
+``mail_reply``/``mail_close``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from seats.agent import agent_tools
+from seats.models import Seat
+from seats.queries import conversation_history
+from seats.turns import run_turn, start_turn
+from seats.workers import run_triggers
+from workforce.dispatch import enqueue
+from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import max_attempts as max_run_attempts
+from workforce.models import Organization, Request, Session
+from workforce.refusals import Refusal
+from workforce.sessions import do_abort_request
+
+from .constants import MAIL_RUN_ACTION, RUN_DENIED, RUN_KIND_MAIL
+from .ledger import ledger
+from .models import MailRun, Thread
+from .queries import unseen_threads
+from .services import agent_principal, do_mark_working, recipient_seat
+from .tools import THREAD_EXTRA, mail_run_tools
+
+logger = logging.getLogger(__name__)
+
+RUN_TASK = "mail.tasks.run_mail"
+# A mail indexed new with no run is admitted by the sweep only this long after it was sent:
+# before that, its event may still be on its way (a forge's webhook).
+SWEEP_GRACE_SECONDS = 30
+
+
+def admit_mail_run(thread: Thread) -> MailRun:
+    """Admit (or refuse) the run of a mail that arrived with ``mail:new``, once per mail:
+    a second call answers the first one's row. Call inside a transaction."""
+    existing = MailRun.objects.filter(thread=thread).first()
+    if existing is not None:
+        return existing
+    error = None
+    try:
+        seat = recipient_seat(thread.organization, thread.recipient)
+    except Refusal as refusal:
+        seat, error = None, refusal
+    if seat is not None and RUN_KIND_MAIL not in run_triggers(seat.config or {}):
+        error = Refusal(
+            "trigger-not-allowed",
+            f"{thread.recipient}'s run.triggers does not include {RUN_KIND_MAIL}; the mail waits in its vault.",
+        )
+    status = MailRun.Status.REFUSED if error else MailRun.Status.PENDING
+    try:
+        with transaction.atomic():
+            run = MailRun.objects.create(
+                organization_id=thread.organization_id,
+                thread=thread,
+                recipient=thread.recipient,
+                status=status,
+                error=error.as_error() if error else None,
+                enqueued_at=None if error else timezone.now(),
+                finished_at=timezone.now() if error else None,
+            )
+    except IntegrityError:  # told twice at once: the first one admitted it
+        return MailRun.objects.get(thread=thread)
+    if error is not None:
+        ledger(
+            thread.organization,
+            RUN_DENIED,
+            agent_principal(thread.recipient),
+            thread.thread_id,
+            runKind=RUN_KIND_MAIL,
+            reason=error.reason,
+            error=error.message,
+        )
+        logger.info("mail run of %s refused: %s", thread.thread_id, error.message)
+    else:
+        enqueue(RUN_TASK, run.pk)
+    return run
+
+
+def mail_session(org: Organization, seat: Seat) -> Session:
+    """The agent's mail session ``mail:<slug>``, one per agent per organization, on its
+    seat's kind, owned by the office (``WORKFORCE_OPEN_USER``)."""
+    session, _ = Session.objects.get_or_create(
+        organization=org,
+        session_id=f"{RUN_KIND_MAIL}:{seat.seat_id}",
+        defaults={
+            "flow_kind": seat.kind,
+            "user_id": settings.WORKFORCE_OPEN_USER,
+            "state": {"seat": seat.seat_id, "runKind": RUN_KIND_MAIL},
+        },
+    )
+    return session
+
+
+def _mail_text(thread: Thread) -> str:
+    first = next((m for m in thread.messages.all() if m.position == 0), None)
+    return first.body if first is not None else ""
+
+
+def _turn_line(thread: Thread) -> list[str]:
+    text = _mail_text(thread)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not thread.subject or first.startswith(thread.subject.rstrip("…")):
+        return [f"{thread.sender} in {thread.thread_id}: {text}"]  # the subject is the text's first line
+    return [f"{thread.sender} in {thread.thread_id}: {thread.subject}", "", text]
+
+
+def mail_turn_text(thread: Thread, unseen: list[Thread]) -> str:
+    """What the agent is prompted with: ``<sender> in <thread>: <subject>``, a blank line
+    and the mail's text (``<sender> in <thread>: <text>`` when the subject is the text's
+    first line), then each mail delivered to it without ``mail:new`` that no run showed
+    yet, the same way under ``Also in your inbox, delivered without waking you:``."""
+    lines = _turn_line(thread)
+    for other in unseen:
+        lines += ["", "Also in your inbox, delivered without waking you:", *_turn_line(other)]
+    return "\n".join(lines)
+
+
+def _settle(run: MailRun, token: str, *, error: Refusal | None = None, request: Request | None = None) -> None:
+    updated = MailRun.objects.filter(pk=run.pk, claim_token=token, status=MailRun.Status.RUNNING).update(
+        status=MailRun.Status.FAILED if error else MailRun.Status.DONE,
+        finished_at=timezone.now(),
+        error=error.as_error() if error else None,
+        **({"request": request} if request is not None else {}),
+    )
+    if not updated:
+        raise LeaseLost()
+
+
+def do_run_mail(run_pk: int) -> str:
+    """Run one admitted mail run, once (the ``run_mail`` task's body). Never raises.
+
+    Returns ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
+    """
+    now = timezone.now()
+    token = claim_lease(MailRun, run_pk, now=now)
+    if token is None:
+        return "not-claimed"
+    run = MailRun.objects.select_related("thread", "organization", "request").get(pk=run_pk)
+    if run.request_id and run.request.status == Request.Status.RUNNING:
+        do_abort_request(
+            run.request_id, "the task running this mail stopped before it finished; the mail was run again.", now=now
+        )
+    thread, org = run.thread, run.organization
+    try:
+        try:
+            seat = recipient_seat(org, thread.recipient)
+            if thread.state == Thread.State.NEW:
+                thread = do_mark_working(org, thread)
+        except Refusal as refusal:
+            with transaction.atomic():
+                _settle(run, token, error=refusal)
+            return "failed"
+        with transaction.atomic():
+            session = mail_session(org, seat)
+        unseen = unseen_threads(org, thread.recipient, exclude=thread)
+        text = mail_turn_text(thread, unseen)
+
+        def note(request: Request) -> None:
+            if not MailRun.objects.filter(pk=run.pk, claim_token=token).update(request=request):
+                raise LeaseLost()
+
+        log = start_turn(
+            session,
+            org=org,
+            action=MAIL_RUN_ACTION,
+            input={"thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
+            user_id=session.user_id,
+            prompt={"role": "user", "text": text, "thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
+            on_started=note,
+        )
+        result = run_turn(
+            seat,
+            log,
+            text=text,
+            history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=log.request.pk),
+            tools=agent_tools(seat) + mail_run_tools(),
+            extras={THREAD_EXTRA: thread.thread_id, "idempotency_prefix": f"mail{run.pk}"},
+            reply_data={"thread": thread.thread_id},
+        )
+        result.output = {"thread": thread.thread_id, "runKind": RUN_KIND_MAIL}
+        with transaction.atomic():
+            result.finish()
+            _settle(run, token, error=result.error, request=log.request)
+            if unseen:
+                Thread.objects.filter(pk__in=[t.pk for t in unseen]).update(seen_at=timezone.now())
+        return "done" if result.error is None else "failed"
+    except LeaseLost:
+        logger.warning("mail run %s: the claim lapsed and another task took it over", run_pk)
+        return "lease-lost"
+    except Exception as exc:  # a bug: record it on the run, keep the cluster going
+        logger.exception("mail run %s failed", run_pk)
+        try:
+            with transaction.atomic():
+                _settle(run, token, error=Refusal("internal-error", f"{type(exc).__name__}: {exc}"))
+        except LeaseLost:
+            return "lease-lost"
+        return "failed"
+
+
+def do_sweep_mail(*, now=None) -> list[int]:
+    """Recover mail the office was not told of or whose run was dropped: a mail indexed
+    ``new`` with no run is admitted now (its vault's event was lost with its process);
+    a run whose task is known lost is enqueued again (``workforce.leases.requeue_lost``);
+    a run out of claims is failed (``run-abandoned``). Idempotent. Returns the runs
+    enqueued again."""
+    now = now or timezone.now()
+    for thread in Thread.objects.filter(
+        state=Thread.State.NEW, run__isnull=True, sent_at__lt=now - timedelta(seconds=SWEEP_GRACE_SECONDS)
+    ):
+        with transaction.atomic():
+            admit_mail_run(thread)
+    MailRun.objects.filter(status=MailRun.Status.RUNNING, lease_until__lt=now, attempts__gte=max_run_attempts()).update(
+        status=MailRun.Status.FAILED,
+        finished_at=now,
+        error=Refusal("run-abandoned", "its turn never finished").as_error(),
+    )
+    lost, waiting_again = lapsed_claim_q(now)
+    done = requeue_lost(
+        MailRun,
+        lost=lost,
+        waiting=Q(status=MailRun.Status.PENDING) | waiting_again,
+        send=lambda pk: enqueue(RUN_TASK, pk),
+        task=RUN_TASK,
+        now=now,
+    )
+    return done.all

@@ -1,0 +1,279 @@
+"""Sending, replying to and closing mail (spec "How mail becomes work", "Loop guard"),
+and rebuilding the index from the vaults.
+
+Each call writes the vault first (the mail is the issue), then the index and the ledger,
+in one database transaction whose commit lets the vault tell the office
+(``mail.events``), which admits the mail's run. A refusal is raised before anything is
+written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from seats.models import Seat
+from seats.queries import reachable_seats
+from workforce.models import Organization
+from workforce.refusals import Refusal
+from workforce.sessions import ensure_organization
+
+from .constants import (
+    AGENT,
+    HUMAN,
+    LABEL_CLOSED,
+    LABEL_NEW,
+    LABEL_REPLIED,
+    LABEL_WORKING,
+    MAIL_CLOSED,
+    MAIL_LOOP_GUARD,
+    MAIL_REPLIED,
+    MAIL_SENT,
+    MAX_HOPS,
+)
+from .header import Header, write_header
+from .index import index_issue
+from .ledger import OFFICE, ledger, recorded
+from .models import Thread
+from .store import MailStore, StoreError, current_store
+
+SUBJECT_MAX = 200
+
+
+def human_principal(email_or_user: str) -> str:
+    """``human:<email>`` (the user id in development, where callers name themselves)."""
+    return f"{HUMAN}:{email_or_user}"
+
+
+def agent_principal(slug: str) -> str:
+    """``agent:<slug>``."""
+    return f"{AGENT}:{slug}"
+
+
+def agent_of(principal: str) -> str | None:
+    """The slug of an ``agent:<slug>`` principal; None for anyone else."""
+    kind, _, slug = principal.partition(":")
+    return slug if kind == AGENT and slug else None
+
+
+def recipient_seat(org: Organization, slug: str) -> Seat:
+    """The hired agent ``slug`` that mail in ``org`` reaches (its organization's seat,
+    else a shared one; spec "Waking agent seats").
+
+    Raises:
+        Refusal("recipient-not-found"): no such agent is hired.
+    """
+    seat = reachable_seats(org.pk, settings.WORKFORCE_OPEN_USER, [slug]).get(slug) if isinstance(slug, str) else None
+    if seat is None:
+        raise Refusal("recipient-not-found", f'No agent "{slug}" is hired here; mail goes to a hired agent\'s vault.')
+    return seat
+
+
+def _store_call(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except StoreError as exc:
+        raise Refusal("vault-unavailable", str(exc)) from exc
+
+
+def _subject(subject: object, body: str) -> str:
+    if subject is None or subject == "":
+        first = next((line.strip() for line in body.splitlines() if line.strip()), "")
+        return (first[: SUBJECT_MAX - 1] + "…") if len(first) > SUBJECT_MAX else first
+    if not isinstance(subject, str) or "\n" in subject or len(subject) > SUBJECT_MAX:
+        raise Refusal("invalid-input", f"subject must be one line of at most {SUBJECT_MAX} characters.")
+    return subject.strip()
+
+
+def _body(body: object) -> str:
+    if not isinstance(body, str) or not body.strip():
+        raise Refusal("invalid-input", "body: what the mail says may not be empty.")
+    if len(body) > settings.WORKFORCE_MAX_TEXT_CHARS:
+        raise Refusal("invalid-input", f"body: at most {settings.WORKFORCE_MAX_TEXT_CHARS} characters.")
+    return body
+
+
+def do_send_mail(
+    org: Organization,
+    *,
+    sender: str,
+    to: str,
+    body: str,
+    subject: str | None = None,
+    hops: int = 0,
+    in_reply_to: str = "",
+    store: MailStore | None = None,
+    key: str | None = None,
+) -> Thread:
+    """Send a mail to agent ``to`` (spec "How mail becomes work"): an issue on its vault
+    whose body starts with the office's header (``sender``, ``agent:<to>``, the time,
+    ``hops``), labelled ``mail:new``, indexed, and ledgered ``mail.sent``.
+
+    A reply notification (``hops`` > 0, ``in_reply_to`` the thread replied on) past
+    ``MAX_HOPS`` (3) is delivered without ``mail:new``, so it starts no run, and the
+    office ledgers ``mail.loop_guard`` (spec "Loop guard").
+
+    Args:
+        sender: the principal, ``human:<email>`` or ``agent:<slug>``: the caller's, never
+            the text's.
+        subject: one line (default the body's first line).
+        key: an agent tool call's key (``mail<run>:mail_send:<n>``): a call that already
+            sent answers its thread and sends nothing.
+
+    Raises:
+        Refusal("invalid-input"): an empty body, a subject of more than one line.
+        Refusal("recipient-not-found"): ``to`` is no hired agent.
+        Refusal("vault-unavailable"): the backend failed; nothing was indexed.
+    """
+    body = _body(body)
+    subject = _subject(subject, body)
+    done = _thread_of(recorded(org, key))
+    if done is not None:
+        return done
+    recipient_seat(org, to)
+    store = store or current_store()
+    guarded = hops > MAX_HOPS
+    header = Header(
+        sender=sender, to=agent_principal(to), sent=timezone.now().replace(microsecond=0), hops=hops, in_reply_to=in_reply_to
+    )
+    with transaction.atomic():
+        issue = _store_call(
+            store.create_issue,
+            org.pk,
+            to,
+            title=subject or "(no subject)",
+            body=write_header(header, body),
+            labels=[] if guarded else [LABEL_NEW],
+        )
+        thread = index_issue(org, to, issue)
+        ledger(org, MAIL_SENT, sender, thread.thread_id, key=key, to=agent_principal(to), hops=hops, inReplyTo=in_reply_to)
+        if guarded:
+            ledger(org, MAIL_LOOP_GUARD, OFFICE, thread.thread_id, hops=hops, inReplyTo=in_reply_to, maxHops=MAX_HOPS)
+    return thread
+
+
+def _check_own(thread: Thread, slug: str) -> None:
+    if thread.recipient != slug:
+        raise Refusal("thread-not-found", f"No mail {thread.thread_id} in your vault.")
+
+
+def do_mark_working(org: Organization, thread: Thread, *, store: MailStore | None = None) -> Thread:
+    """The recipient opened the mail: its label moves to ``mail:working`` (spec "Where
+    mail lives")."""
+    store = store or current_store()
+    with transaction.atomic():
+        issue = _store_call(store.set_labels, org.pk, thread.recipient, thread.number, [LABEL_WORKING])
+        return index_issue(org, thread.recipient, issue)
+
+
+def _thread_of(entry) -> Thread | None:
+    if entry is None:
+        return None
+    recipient, _, number = entry.thread.rpartition(":")
+    return Thread.objects.filter(organization_id=entry.organization_id, recipient=recipient, number=int(number or 0)).first()
+
+
+def do_reply_mail(
+    org: Organization, thread: Thread, *, author: str, body: str, store: MailStore | None = None, key: str | None = None
+) -> Thread:
+    """Agent ``author`` (a slug) replies on a mail in its own vault (the ``mail_reply``
+    tool): a comment under the office's header, the label ``mail:replied``, ledgered
+    ``mail.replied``. When the mail's sender was an agent, the reply is also delivered to
+    that agent's inbox as a new mail with one more hop (spec "How mail becomes work",
+    "Loop guard").
+
+    Returns the reply notification's thread when one was sent, else the thread replied on.
+    ``key`` (``mail<run>:mail_reply:<n>``): a call that already replied answers the thread
+    and replies nothing.
+
+    Raises:
+        Refusal("thread-not-found"): the thread is not in ``author``'s vault.
+        Refusal("mail-closed"): the mail was closed.
+        Refusal("invalid-input"), Refusal("vault-unavailable").
+    """
+    body = _body(body)
+    _check_own(thread, author)
+    if recorded(org, key) is not None:
+        return thread
+    if thread.state == Thread.State.CLOSED:
+        raise Refusal("mail-closed", f"{thread.thread_id} was closed; nothing was replied.")
+    store = store or current_store()
+    me = agent_principal(author)
+    header = Header(sender=me, sent=timezone.now().replace(microsecond=0))
+    with transaction.atomic():
+        _store_call(store.comment, org.pk, author, thread.number, write_header(header, body))
+        issue = _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_REPLIED])
+        replied = index_issue(org, author, issue)
+        ledger(org, MAIL_REPLIED, me, thread.thread_id, key=key, to=thread.sender)
+        other = agent_of(thread.sender)
+        if other is None:
+            return replied
+        return do_send_mail(
+            org,
+            sender=me,
+            to=other,
+            subject=_reply_subject(thread.subject),
+            body=body,
+            hops=thread.hops + 1,
+            in_reply_to=thread.thread_id,
+            store=store,
+        )
+
+
+def _reply_subject(subject: str) -> str:
+    text = subject if subject.lower().startswith("re:") else f"Re: {subject}"
+    return text[:SUBJECT_MAX]
+
+
+def do_close_mail(org: Organization, thread: Thread, *, author: str, store: MailStore | None = None) -> Thread:
+    """Agent ``author`` marks a mail in its vault done (the ``mail_close`` tool): the
+    label ``mail:closed``, the issue closed, ledgered ``mail.closed``. Closing a closed
+    mail does nothing.
+
+    Raises:
+        Refusal("thread-not-found"), Refusal("vault-unavailable").
+    """
+    _check_own(thread, author)
+    if thread.state == Thread.State.CLOSED:
+        return thread
+    store = store or current_store()
+    with transaction.atomic():
+        _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_CLOSED])
+        issue = _store_call(store.close, org.pk, author, thread.number)
+        closed = index_issue(org, author, issue)
+        ledger(org, MAIL_CLOSED, agent_principal(author), thread.thread_id)
+        return closed
+
+
+@dataclass
+class Reindexed:
+    """What ``do_reindex_mail`` read: vaults, threads and texts (messages)."""
+
+    vaults: int = 0
+    threads: int = 0
+    messages: int = 0
+
+
+def do_reindex_mail(*, store: MailStore | None = None) -> Reindexed:
+    """Rebuild the index from the vaults (``manage.py reindex_mail``; spec "Where mail
+    lives": "the record survives the office"): every issue of every vault the backend
+    holds is indexed again (upserts; an index already there is left as it is). Runs
+    and the ledger are the office's own record and are not rebuilt.
+
+    Raises:
+        Refusal("vault-unavailable"): the backend could not be read.
+    """
+    store = store or current_store()
+    done = Reindexed()
+    for org_id, vault in _store_call(store.list_vaults):
+        org = ensure_organization(org_id)
+        done.vaults += 1
+        for issue in _store_call(store.list_issues, org_id, vault):
+            with transaction.atomic():
+                index_issue(org, vault, issue)
+            done.threads += 1
+            done.messages += 1 + len(issue.comments)
+    return done

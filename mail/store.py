@@ -1,0 +1,134 @@
+"""Where mail lives: the ``MailStore`` interface (spec "Where mail lives"; see
+``docs/architecture.md``, "Mail").
+
+A mail is an issue on the recipient's vault, created by the office; its state is one of
+four labels and its thread is the issue's comments. A backend speaks the subset of a
+forge's issue API the office needs (``MailStore``); the embedded backend is
+``mail.vault.VaultStore`` (a bare git repository per agent).
+
+Every change a backend makes is told back to the office as a ``StoreEvent``, the same
+shape a forge's issue webhook carries, through the one listener ``set_event_listener``
+installs (``mail.events.tell_office_safely``, around ``do_handle_store_event``, which the
+forge's webhook, ``mail.webhook``, calls too): the office's logic is one code path
+whichever backend wrote the change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+
+@dataclass(frozen=True)
+class Comment:
+    """One comment on an issue: its id (1, 2, ... on a vault), body and time."""
+
+    id: int
+    body: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A snapshot of one issue on a vault: ``number`` (1, 2, ... per vault), ``title``,
+    ``body`` (the office's header, then the sender's text), ``labels`` (names),
+    ``state`` (``open`` or ``closed``), when it was created, and its comments in order."""
+
+    number: int
+    title: str
+    body: str
+    labels: tuple[str, ...]
+    state: str
+    created_at: datetime
+    comments: tuple[Comment, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoreEvent:
+    """What a vault tells the office about one change (a forge's issue webhook):
+
+    Attributes:
+        action: ``opened``, ``commented``, ``label_updated`` or ``closed``.
+        org_id: the organization whose vault changed; vault: the agent's slug.
+        issue: the issue after the change.
+        delivery: an id unique to this change (a commit id, a webhook's delivery id),
+            so a change told twice is acted on once.
+    """
+
+    action: str
+    org_id: str
+    vault: str
+    issue: Issue
+    delivery: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+class MailStore(Protocol):
+    """The issue API a mail backend offers (spec "Where mail lives"). ``org_id`` and
+    ``vault`` (the recipient agent's slug) name the vault; numbers are per vault.
+    Methods raise ``StoreError`` when the backend cannot do what was asked."""
+
+    def ensure_vault(self, org_id: str, vault: str) -> None:
+        """Create the vault when it is missing, with the four mail labels."""
+
+    def create_issue(self, org_id: str, vault: str, *, title: str, body: str, labels: list[str]) -> Issue:
+        """Open an issue with ``labels``; returns it with its number."""
+
+    def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
+        """Add a comment; returns the issue after it."""
+
+    def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
+        """Replace the issue's labels; returns the issue after it."""
+
+    def close(self, org_id: str, vault: str, number: int) -> Issue:
+        """Close the issue; returns it."""
+
+    def get_issue(self, org_id: str, vault: str, number: int) -> Issue:
+        """One issue with its comments (``StoreError`` when there is none)."""
+
+    def list_issues(self, org_id: str, vault: str) -> list[Issue]:
+        """Every issue of a vault, by number, with its comments."""
+
+    def list_vaults(self) -> list[tuple[str, str]]:
+        """Every vault the backend holds, as ``(org_id, vault)`` pairs."""
+
+
+class StoreError(Exception):
+    """A mail backend could not do what was asked (a missing issue, a forge that
+    refused)."""
+
+
+_listener: Callable[[StoreEvent], None] | None = None
+_store: MailStore | None = None
+
+
+def set_event_listener(listener: Callable[[StoreEvent], None] | None) -> None:
+    """Install the office's handler of store events (``MailConfig.ready``)."""
+    global _listener
+    _listener = listener
+
+
+def tell_office(event: StoreEvent) -> None:
+    """Hand ``event`` to the office's listener (nothing when none is installed)."""
+    if _listener is not None:
+        _listener(event)
+
+
+def current_store() -> MailStore:
+    """The configured backend (``WORKFORCE_MAIL_STORE``, a dotted path to a factory;
+    default the embedded vault), built once per process."""
+    global _store
+    if _store is None:
+        _store = import_string(settings.WORKFORCE_MAIL_STORE)()
+    return _store
+
+
+def set_store(store: MailStore | None) -> None:
+    """Use ``store`` in this process (None: build the configured one again on next use)."""
+    global _store
+    _store = store

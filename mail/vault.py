@@ -1,0 +1,377 @@
+"""The embedded mail backend: one bare git repository per agent, written with dulwich
+(spec "Where mail lives"; ``docs/architecture.md``, "Mail").
+
+A vault lives at ``WORKFORCE_VAULT_DIR/<org id>/<agent slug>.git`` with one branch,
+``main`` (``HEAD`` points at it, so ``git log`` and ``git show`` read it as they are).
+Every change is one commit by the office, and its tree holds:
+
+- ``labels.json``: the four mail labels (written by the vault's first commit);
+- ``issues/<number>/body.md``: the issue's body, the office's header first
+  (``mail.header``);
+- ``issues/<number>/meta.json``: ``{number, title, labels, state, createdAt,
+  comments: [{id, createdAt}]}``;
+- ``issues/<number>/comments/<id>.md``: each comment's body, header first.
+
+Numbers are zero-padded to six digits in paths so a listing sorts. The branch moves by
+compare-and-swap (``refs.set_if_equals``, ``refs.add_if_new`` for the first commit):
+a writer builds its commit on the tip it read and moves the branch only if the tip is
+still that one, else reads the new tip and applies its change again, so two writers,
+in two processes or two threads, never lose a commit (and never take the same issue
+number). After each commit the vault tells the office (``mail.store.tell_office``)
+once the caller's database transaction commits, as a forge's webhook would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from dulwich.file import FileLocked
+from dulwich.index import commit_tree
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
+
+from .constants import LABEL_COLORS, LABELS
+from .store import Comment, Issue, StoreError, StoreEvent, tell_office
+
+BRANCH = b"refs/heads/main"
+OFFICE = b"Workforce Office <office@workforce.invalid>"
+FILE_MODE = 0o100644
+# A writer that keeps losing the race gives up after this many tries.
+MAX_TRIES = 500
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def vault_dir() -> Path:
+    """Where the vaults are (``WORKFORCE_VAULT_DIR``; default ``VAR_DIR/vaults``)."""
+    return Path(settings.WORKFORCE_VAULT_DIR)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _issue_dir(number: int) -> str:
+    return f"issues/{number:06d}"
+
+
+def _add_object(repo: Repo, obj) -> None:
+    """Write ``obj`` unless the store has it. Two writers writing the same object (the
+    same text, the same tree) at once meet on its lock file: the second waits until the
+    first has written it."""
+    for _ in range(MAX_TRIES):
+        if obj.id in repo.object_store:
+            return
+        try:
+            repo.object_store.add_object(obj)
+            return
+        except FileLocked:
+            time.sleep(0.001)
+    raise StoreError(f"the object {obj.id.decode()} stayed locked")
+
+
+class _Files:
+    """The branch tip's tree as a flat ``{path: (mode, sha)}`` map, read lazily, plus
+    what a change writes."""
+
+    def __init__(self, repo: Repo, tree_id: bytes | None):
+        self.repo = repo
+        self.entries: dict[bytes, tuple[int, bytes]] = {}
+        if tree_id is not None:
+            self._walk(tree_id, b"")
+
+    def _walk(self, tree_id: bytes, prefix: bytes) -> None:
+        tree = self.repo.object_store[tree_id]
+        assert isinstance(tree, Tree)
+        for entry in tree.items():
+            path = prefix + entry.path
+            if entry.mode & 0o170000 == 0o040000:
+                self._walk(entry.sha, path + b"/")
+            else:
+                self.entries[path] = (entry.mode, entry.sha)
+
+    def get(self, path: str) -> bytes | None:
+        found = self.entries.get(path.encode())
+        return None if found is None else self.repo.object_store[found[1]].data
+
+    def get_json(self, path: str) -> Any:
+        data = self.get(path)
+        return None if data is None else json.loads(data)
+
+    def put(self, path: str, data: bytes | str) -> None:
+        blob = Blob.from_string(data.encode() if isinstance(data, str) else data)
+        _add_object(self.repo, blob)
+        self.entries[path.encode()] = (FILE_MODE, blob.id)
+
+    def put_json(self, path: str, value: Any) -> None:
+        self.put(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+    def names(self, prefix: str) -> list[str]:
+        start = prefix.encode()
+        return sorted({p[len(start) :].split(b"/")[0].decode() for p in self.entries if p.startswith(start)})
+
+    def tree(self) -> bytes:
+        return commit_tree(_LockTolerantStore(self.repo), [(p, sha, mode) for p, (mode, sha) in sorted(self.entries.items())])
+
+
+class _LockTolerantStore:
+    """What ``commit_tree`` writes its trees through: ``_add_object``."""
+
+    def __init__(self, repo: Repo):
+        self.repo = repo
+
+    def add_object(self, obj) -> None:
+        _add_object(self.repo, obj)
+
+
+class VaultStore:
+    """The embedded ``MailStore``: see the module docstring.
+
+    Args:
+        root: the folder the vaults live in (default ``vault_dir()``).
+        notify: tell the office of each change (default True; the reindex test and a
+            bare writer pass False).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, *, notify: bool = True):
+        self.root = Path(root) if root is not None else vault_dir()
+        self.notify = notify
+
+    # ------------------------------------------------------------------ the repository
+
+    def path(self, org_id: str, vault: str) -> Path:
+        """The bare repository of ``vault`` in ``org_id``. Raises StoreError for a name
+        that is not a plain folder name."""
+        for name in (org_id, vault):
+            if not _SAFE.match(name or "") or ".." in name:
+                raise StoreError(f"{name!r} can't name a vault")
+        return self.root / org_id / f"{vault}.git"
+
+    def _repo(self, org_id: str, vault: str, *, create: bool) -> Repo:
+        path = self.path(org_id, vault)
+        if not (path / "HEAD").exists():
+            if not create:
+                raise StoreError(f"there is no vault {vault} in {org_id}")
+            # Made under a temporary name and renamed into place, so two writers
+            # creating the same vault at once never see a half-made repository.
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}"
+            repo = Repo.init_bare(str(tmp), mkdir=True)
+            repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+            repo.close()
+            try:
+                os.rename(tmp, path)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if not (path / "HEAD").exists():
+                    raise
+        return Repo(str(path))
+
+    def _tip(self, repo: Repo) -> bytes | None:
+        try:
+            return repo.refs[BRANCH]
+        except KeyError:
+            return None
+
+    def _files(self, repo: Repo, tip: bytes | None) -> _Files:
+        return _Files(repo, repo.object_store[tip].tree if tip is not None else None)
+
+    def _change(self, org_id: str, vault: str, message: str, mutate: Callable[[_Files], Any]) -> tuple[Any, bytes]:
+        """Apply ``mutate`` to the branch tip as one commit, moved in by
+        compare-and-swap; on a lost race read the new tip and apply it again. Returns
+        ``(what mutate returned, commit id)``."""
+        repo = self._repo(org_id, vault, create=True)
+        try:
+            for attempt in range(MAX_TRIES):
+                tip = self._tip(repo)
+                files = self._files(repo, tip)
+                if not files.get("labels.json"):
+                    files.put_json("labels.json", [{"name": n, "color": LABEL_COLORS[n]} for n in LABELS])
+                result = mutate(files)
+                commit = Commit()
+                commit.tree = files.tree()
+                commit.parents = [tip] if tip is not None else []
+                commit.author = commit.committer = OFFICE
+                commit.author_time = commit.commit_time = int(time.time())
+                commit.author_timezone = commit.commit_timezone = 0
+                commit.encoding = b"UTF-8"
+                commit.message = message.encode() + b"\n"
+                _add_object(repo, commit)
+                try:
+                    if tip is None:
+                        moved = repo.refs.add_if_new(BRANCH, commit.id)
+                    else:
+                        moved = repo.refs.set_if_equals(BRANCH, tip, commit.id)
+                except FileLocked:
+                    moved = False
+                if moved:
+                    return result, commit.id
+                time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
+            raise StoreError(f"the vault {vault} in {org_id} stayed busy through {MAX_TRIES} tries")
+        finally:
+            repo.close()
+
+    def _told(self, action: str, org_id: str, vault: str, issue: Issue, commit: bytes) -> Issue:
+        if self.notify:
+            event = StoreEvent(action=action, org_id=org_id, vault=vault, issue=issue, delivery=commit.decode())
+            transaction.on_commit(lambda: tell_office(event))
+        return issue
+
+    # ------------------------------------------------------------------ issues
+
+    @staticmethod
+    def _read_issue(files: _Files, number: int) -> Issue:
+        base = _issue_dir(number)
+        meta = files.get_json(f"{base}/meta.json")
+        if meta is None:
+            raise StoreError(f"there is no issue #{number}")
+        comments = tuple(
+            Comment(
+                id=c["id"],
+                body=(files.get(f"{base}/comments/{c['id']:06d}.md") or b"").decode(),
+                created_at=datetime.fromisoformat(c["createdAt"]),
+            )
+            for c in meta.get("comments", [])
+        )
+        return Issue(
+            number=meta["number"],
+            title=meta["title"],
+            body=(files.get(f"{base}/body.md") or b"").decode(),
+            labels=tuple(meta["labels"]),
+            state=meta["state"],
+            created_at=datetime.fromisoformat(meta["createdAt"]),
+            comments=comments,
+        )
+
+    def ensure_vault(self, org_id: str, vault: str) -> None:
+        """Create the vault with its four labels when it has no commit yet."""
+        repo = self._repo(org_id, vault, create=True)
+        try:
+            if self._tip(repo) is not None:
+                return
+        finally:
+            repo.close()
+        self._change(org_id, vault, "mail: the vault's labels", lambda files: None)
+
+    def create_issue(self, org_id: str, vault: str, *, title: str, body: str, labels: list[str]) -> Issue:
+        """Open issue ``n + 1`` (n the highest number on the tip the commit lands on)."""
+        created = _now()
+
+        def mutate(files: _Files) -> Issue:
+            numbers = [int(n) for n in files.names("issues/") if n.isdigit()]
+            number = max(numbers, default=0) + 1
+            base = _issue_dir(number)
+            files.put(f"{base}/body.md", body)
+            meta = {
+                "number": number,
+                "title": title,
+                "labels": list(labels),
+                "state": "open",
+                "createdAt": created.isoformat(),
+                "comments": [],
+            }
+            files.put_json(f"{base}/meta.json", meta)
+            return self._read_issue(files, number)
+
+        issue, commit = self._change(org_id, vault, f"mail: open an issue: {' '.join(title.split())[:72]}", mutate)
+        return self._told("opened", org_id, vault, issue, commit)
+
+    def _update(self, org_id: str, vault: str, number: int, message: str, action: str, edit: Callable[[_Files, dict], None]):
+        def mutate(files: _Files) -> Issue:
+            base = _issue_dir(number)
+            meta = files.get_json(f"{base}/meta.json")
+            if meta is None:
+                raise StoreError(f"there is no issue #{number} on {vault}")
+            edit(files, meta)
+            files.put_json(f"{base}/meta.json", meta)
+            return self._read_issue(files, number)
+
+        if not (self.path(org_id, vault) / "HEAD").exists():
+            raise StoreError(f"there is no vault {vault} in {org_id}")
+        issue, commit = self._change(org_id, vault, message, mutate)
+        return self._told(action, org_id, vault, issue, commit)
+
+    def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
+        """Add comment ``k + 1`` to issue ``number``."""
+        created = _now()
+
+        def edit(files: _Files, meta: dict) -> None:
+            comment_id = max((c["id"] for c in meta["comments"]), default=0) + 1
+            files.put(f"{_issue_dir(number)}/comments/{comment_id:06d}.md", body)
+            meta["comments"].append({"id": comment_id, "createdAt": created.isoformat()})
+
+        return self._update(org_id, vault, number, f"mail: comment on #{number}", "commented", edit)
+
+    def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
+        """Replace issue ``number``'s labels."""
+
+        def edit(files: _Files, meta: dict) -> None:
+            meta["labels"] = list(labels)
+
+        return self._update(
+            org_id, vault, number, f"mail: label #{number} {', '.join(labels) or '(none)'}", "label_updated", edit
+        )
+
+    def close(self, org_id: str, vault: str, number: int) -> Issue:
+        """Close issue ``number``."""
+
+        def edit(files: _Files, meta: dict) -> None:
+            meta["state"] = "closed"
+
+        return self._update(org_id, vault, number, f"mail: close #{number}", "closed", edit)
+
+    def get_issue(self, org_id: str, vault: str, number: int) -> Issue:
+        """Issue ``number`` as the branch tip has it."""
+        repo = self._repo(org_id, vault, create=False)
+        try:
+            return self._read_issue(self._files(repo, self._tip(repo)), number)
+        finally:
+            repo.close()
+
+    def list_issues(self, org_id: str, vault: str) -> list[Issue]:
+        """Every issue on the branch tip, by number."""
+        repo = self._repo(org_id, vault, create=False)
+        try:
+            files = self._files(repo, self._tip(repo))
+            numbers = sorted(int(n) for n in files.names("issues/") if n.isdigit())
+            return [self._read_issue(files, n) for n in numbers]
+        finally:
+            repo.close()
+
+    def list_vaults(self) -> list[tuple[str, str]]:
+        """Every ``(org id, agent slug)`` with a vault under the root, sorted."""
+        found = []
+        if not self.root.is_dir():
+            return found
+        for org in sorted(self.root.iterdir()):
+            if not org.is_dir() or org.name.startswith("."):
+                continue
+            for repo in sorted(org.iterdir()):
+                if repo.name.endswith(".git") and not repo.name.startswith(".") and (repo / "HEAD").exists():
+                    found.append((org.name, repo.name[: -len(".git")]))
+        return found
+
+    def commits(self, org_id: str, vault: str) -> int:
+        """How many commits the branch has (for tests and the admin)."""
+        repo = self._repo(org_id, vault, create=False)
+        try:
+            tip = self._tip(repo)
+            return 0 if tip is None else sum(1 for _ in repo.get_walker(include=[tip]))
+        finally:
+            repo.close()
+
+
+def embedded_store() -> VaultStore:
+    """``WORKFORCE_MAIL_STORE``'s default: the embedded vault under ``vault_dir()``."""
+    return VaultStore()

@@ -1,0 +1,113 @@
+"""The forge's issue webhook (``POST /api/mail/webhook``; spec "How mail becomes work":
+"The vault's issue webhook tells the office, which queues a mail run").
+
+A Forgejo or Gitea server signs the raw body with HMAC-SHA256 and the hook's shared
+secret (``WORKFORCE_FORGE_WEBHOOK_SECRET``), hex, in ``X-Forgejo-Signature`` /
+``X-Gitea-Signature``. A call with no secret configured, no signature or a wrong one is
+refused with 401 (``webhook-signature-invalid``) and nothing is written. An ``issues``
+or ``issue_comment`` event on a repository the vault rule names is acted on once per
+delivery id (``X-Forgejo-Delivery`` / ``X-Gitea-Delivery``): the issue is read back from
+the forge (a label change does not say which label changed) and handed to the one
+handler the embedded vault uses too (``mail.events.do_handle_store_event``). Anything
+else answers 202 and is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from dataclasses import replace
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from workforce.refusals import Refusal
+
+from .events import do_handle_store_event
+from .models import WebhookDelivery
+from .store import StoreError, StoreEvent, current_store
+
+logger = logging.getLogger(__name__)
+
+SIGNATURES = ("X-Forgejo-Signature", "X-Gitea-Signature")
+DELIVERIES = ("X-Forgejo-Delivery", "X-Gitea-Delivery")
+EVENTS = ("X-Forgejo-Event", "X-Gitea-Event")
+ACTIONS = {"opened": "opened", "label_updated": "label_updated", "label_cleared": "label_updated", "closed": "closed"}
+
+
+def _header(request: HttpRequest, names: tuple[str, ...]) -> str:
+    return next((request.headers[n] for n in names if request.headers.get(n)), "")
+
+
+def signature_ok(secret: str, body: bytes, signature: str) -> bool:
+    """True when ``signature`` is the hex HMAC-SHA256 of ``body`` with ``secret``; never
+    for an empty secret or signature."""
+    if not secret or not signature:
+        return False
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, signature.strip().lower())
+
+
+def _refused(refusal: Refusal) -> JsonResponse:
+    return JsonResponse({"status": "failed", "error": refusal.as_error()}, status=refusal.http_status)
+
+
+def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
+    """Act on one verified delivery. Returns ``taken``, ``already-taken`` or
+    ``ignored``. Raises Refusal (``invalid-input``, ``vault-unavailable``); nothing is
+    recorded then, so the forge's retry acts."""
+    if event not in ("issues", "issue_comment"):
+        return "ignored"
+    try:
+        payload = json.loads(body)
+        action = payload["action"]
+        number = int(payload["issue"]["number"])
+        full_name = payload["repository"]["full_name"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Refusal("invalid-input", f"not an issue webhook payload: {type(exc).__name__}") from None
+    if payload["issue"].get("pull_request"):
+        return "ignored"
+    kind = "commented" if event == "issue_comment" else ACTIONS.get(action)
+    store = current_store()
+    vault = store.vault_of(full_name) if hasattr(store, "vault_of") else None
+    if kind is None or vault is None:
+        return "ignored"
+    org_id, slug = vault
+    if not delivery:
+        raise Refusal("invalid-input", f"the delivery has no {' or '.join(DELIVERIES)} header.")
+    try:
+        with transaction.atomic():
+            WebhookDelivery.objects.create(delivery=delivery, event=event, action=action, repository=full_name)
+            try:
+                issue = store.get_issue(org_id, slug, number)
+            except StoreError as exc:
+                raise Refusal("vault-unavailable", str(exc)) from exc
+            if kind == "opened":
+                # Admission reads the labels the issue was opened with, not later ones.
+                labels = tuple(label["name"] for label in payload["issue"].get("labels") or ())
+                issue = replace(issue, labels=labels)
+            do_handle_store_event(StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery))
+    except IntegrityError:
+        return "already-taken"
+    return "taken"
+
+
+@csrf_exempt
+@require_POST
+def forge_webhook(request: HttpRequest) -> JsonResponse:
+    """``POST /api/mail/webhook``: see the module docstring."""
+    body = request.body
+    if not signature_ok(settings.WORKFORCE_FORGE_WEBHOOK_SECRET, body, _header(request, SIGNATURES)):
+        return _refused(
+            Refusal("webhook-signature-invalid", "the call is not signed with the hook's secret; nothing was written.")
+        )
+    try:
+        outcome = do_take_webhook(body=body, event=_header(request, EVENTS), delivery=_header(request, DELIVERIES))
+    except Refusal as refusal:
+        return _refused(refusal)
+    return JsonResponse({"status": outcome}, status=200 if outcome != "ignored" else 202)

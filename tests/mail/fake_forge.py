@@ -1,0 +1,224 @@
+"""A fake Forgejo on loopback, used by the tests only: a real HTTP server speaking the
+subset of the Forgejo/Gitea REST API the forgejo backend uses (``/api/v1``: repositories,
+labels, issues, comments, replacing labels, closing, searching repositories), with token
+authentication, and the issue webhook a real forge sends after each change (the payload
+shapes and headers of Forgejo's ``issues`` and ``issue_comment`` events, signed with
+HMAC-SHA256 of the raw body). Webhooks are queued in ``hooks`` for the test to deliver."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import threading
+import uuid
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class FakeForge:
+    """A forge with owner organizations made on first use. ``requests`` records every
+    API call as ``(method, path)``; ``hooks`` the webhooks it would send, as
+    ``(headers, raw body)``."""
+
+    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret"):
+        self.token = token
+        self.secret = secret
+        self.repos: dict[str, dict] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.hooks: list[tuple[dict, bytes]] = []
+        self.lock = threading.Lock()
+        self.ids = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _serve(self, method: str):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                parts = urlsplit(self.path)
+                fake.requests.append((method, parts.path))
+                if self.headers.get("Authorization") != f"token {fake.token}":
+                    return self._send(401, {"message": "token is required"})
+                body = json.loads(raw) if raw else {}
+                with fake.lock:
+                    status, answer = fake.route(method, parts.path, parse_qs(parts.query), body)
+                self._send(status, answer)
+
+            def _send(self, status: int, answer):
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._serve("GET")
+
+            def do_POST(self):
+                self._serve("POST")
+
+            def do_PUT(self):
+                self._serve("PUT")
+
+            def do_PATCH(self):
+                self._serve("PATCH")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # ------------------------------------------------------------------ the API
+
+    def _id(self) -> int:
+        self.ids += 1
+        return self.ids
+
+    def _repo_json(self, full: str) -> dict:
+        owner, name = full.split("/")
+        return {"id": self.repos[full]["id"], "name": name, "full_name": full, "owner": {"login": owner}, "private": True}
+
+    def _issue_json(self, repo: dict, issue: dict) -> dict:
+        labels = [label for label in repo["labels"] if label["id"] in issue["label_ids"]]
+        return {
+            "id": issue["id"],
+            "number": issue["number"],
+            "title": issue["title"],
+            "body": issue["body"],
+            "labels": labels,
+            "state": issue["state"],
+            "created_at": issue["created_at"],
+            "updated_at": issue["updated_at"],
+            "user": {"login": "office"},
+            "pull_request": None,
+            "comments": len(issue["comments"]),
+        }
+
+    def hook(self, event: str, event_type: str, full: str, payload: dict) -> None:
+        payload = {**payload, "repository": self._repo_json(full), "sender": {"login": "office"}}
+        raw = json.dumps(payload).encode()
+        signature = hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
+        delivery = str(uuid.uuid4())
+        headers = {
+            "Content-Type": "application/json",
+            "X-Forgejo-Event": event,
+            "X-Forgejo-Event-Type": event_type,
+            "X-Gitea-Event": event,
+            "X-Gitea-Event-Type": event_type,
+            "X-Forgejo-Delivery": delivery,
+            "X-Gitea-Delivery": delivery,
+            "X-Forgejo-Signature": signature,
+            "X-Gitea-Signature": signature,
+        }
+        self.hooks.append((headers, raw))
+
+    def route(self, method: str, path: str, query: dict, body: dict):
+        if method == "GET" and path == "/api/v1/repos/search":
+            page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
+            names = sorted(self.repos)[(page - 1) * limit : page * limit]
+            return 200, {"ok": True, "data": [self._repo_json(n) for n in names]}
+        if m := re.fullmatch(r"/api/v1/orgs/([^/]+)/repos", path):
+            full = f"{m[1]}/{body['name']}"
+            if full in self.repos:
+                return 409, {"message": "repository already exists"}
+            self.repos[full] = {"id": self._id(), "labels": [], "issues": {}}
+            return 201, self._repo_json(full)
+        m = re.fullmatch(r"/api/v1/repos/([^/]+/[^/]+)(/.*)?", path)
+        if not m or m[1] not in self.repos:
+            return 404, {"message": "The target couldn't be found."}
+        full, rest, repo = m[1], m[2] or "", self.repos[m[1]]
+        if rest == "" and method == "GET":
+            return 200, self._repo_json(full)
+        if rest == "/labels":
+            if method == "GET":
+                return 200, repo["labels"]
+            label = {"id": self._id(), "name": body["name"], "color": body["color"].lstrip("#"), "description": ""}
+            repo["labels"].append(label)
+            return 201, label
+        if rest == "/issues" and method == "GET":
+            issues = [self._issue_json(repo, i) for i in sorted(repo["issues"].values(), key=lambda i: -i["number"])]
+            page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
+            return 200, issues[(page - 1) * limit : page * limit]
+        if rest == "/issues" and method == "POST":
+            known = {label["id"] for label in repo["labels"]}
+            if any(i not in known for i in body.get("labels") or []):
+                return 422, {"message": "label does not exist"}
+            number = len(repo["issues"]) + 1
+            now = _now()
+            issue = {
+                "id": self._id(),
+                "number": number,
+                "title": body["title"],
+                "body": body.get("body") or "",
+                "label_ids": list(body.get("labels") or []),
+                "state": "open",
+                "created_at": now,
+                "updated_at": now,
+                "comments": [],
+            }
+            repo["issues"][number] = issue
+            self.hook("issues", "issues", full, {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)})
+            return 201, self._issue_json(repo, issue)
+        m2 = re.fullmatch(r"/issues/(\d+)(/comments|/labels)?", rest)
+        if not m2 or int(m2[1]) not in repo["issues"]:
+            return 404, {"message": "issue does not exist"}
+        issue = repo["issues"][int(m2[1])]
+        if m2[2] is None and method == "GET":
+            return 200, self._issue_json(repo, issue)
+        if m2[2] is None and method == "PATCH":
+            if body.get("state") in ("open", "closed"):
+                issue["state"] = body["state"]
+            self.hook(
+                "issues",
+                "issues",
+                full,
+                {"action": body.get("state", "edited"), "number": issue["number"], "issue": self._issue_json(repo, issue)},
+            )
+            return 201, self._issue_json(repo, issue)
+        if m2[2] == "/comments" and method == "GET":
+            return 200, issue["comments"]
+        if m2[2] == "/comments" and method == "POST":
+            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": "office"}}
+            issue["comments"].append(comment)
+            self.hook(
+                "issue_comment",
+                "issue_comment",
+                full,
+                {"action": "created", "issue": self._issue_json(repo, issue), "comment": comment, "is_pull": False},
+            )
+            return 201, comment
+        if m2[2] == "/labels" and method == "PUT":
+            known = {label["id"] for label in repo["labels"]}
+            if any(i not in known for i in body.get("labels") or []):
+                return 422, {"message": "label does not exist"}
+            issue["label_ids"] = list(body.get("labels") or [])
+            # A label change does not say which label changed (compare with issue.labels).
+            self.hook(
+                "issues",
+                "issue_label",
+                full,
+                {"action": "label_updated", "number": issue["number"], "issue": self._issue_json(repo, issue)},
+            )
+            return 200, self._issue_json(repo, issue)["labels"]
+        return 405, {"message": "method not allowed"}
