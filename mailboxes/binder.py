@@ -84,6 +84,11 @@ class Roster:
         """The ``mintFor:`` record at mailbox id ``template_id``, or None."""
         return next((t for t in self.templates if t.id and t.id == template_id), None)
 
+    @property
+    def template_ids(self) -> list[str]:
+        """The mailbox ids of the ``mintFor:`` records (never opened, never listed)."""
+        return [t.id for t in self.templates if t.id]
+
     def room_template(self, collection: str = "projects") -> BoundTemplate | None:
         """The template every room of ``collection`` is built from, or None."""
         return next((t for t in self.templates if t.collection == collection), None)

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
-from mailboxes.api import TranscriptView
+from mailboxes.api import MailboxListView, SeatMailboxesView, TranscriptView
 from workforce.api.errors import api_not_found
 from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
 
@@ -16,6 +16,8 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
+    path("api/mailboxes", MailboxListView.as_view(), name="mailbox-list"),
+    path("api/seats/<str:seat_id>/mailboxes", SeatMailboxesView.as_view(), name="seat-mailboxes"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
