@@ -6,7 +6,14 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
-from mailboxes.api import MailboxListView, SeatMailboxesView, TranscriptView
+from mailboxes.api import (
+    MailboxListView,
+    ProjectDetailView,
+    ProjectListView,
+    ProjectMembersView,
+    SeatMailboxesView,
+    TranscriptView,
+)
 from workforce.api.errors import api_not_found
 from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
 
@@ -18,6 +25,9 @@ urlpatterns = [
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/mailboxes", MailboxListView.as_view(), name="mailbox-list"),
     path("api/seats/<str:seat_id>/mailboxes", SeatMailboxesView.as_view(), name="seat-mailboxes"),
+    path("api/projects", ProjectListView.as_view(), name="project-list"),
+    path("api/projects/<str:project_id>", ProjectDetailView.as_view(), name="project-detail"),
+    path("api/projects/<str:project_id>/members", ProjectMembersView.as_view(), name="project-members"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
