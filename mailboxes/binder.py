@@ -179,7 +179,7 @@ def bind_roster(
                         record.id,
                         template,
                         list(members),
-                        charter,
+                        charter.strip(),  # the body, without the blank lines around it
                         description,  # type: ignore[arg-type]
                         f"teams/{record.id.replace('.', '/mailboxes/', 1)}/MAILBOX.md",
                     )
