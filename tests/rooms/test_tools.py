@@ -38,7 +38,10 @@ def test_a_project_created_in_a_turn_readies_the_creators_talk_session(room_tree
     (call,) = [i.data for i in Item.objects.filter(component="tool-call") if i.data["name"] == "create-project"]
     assert call["result"] == {"ok": True, "projectId": project.project_id, "talkSessionId": listing.session.session_id}
     (listed,) = [i.data for i in Item.objects.filter(component="tool-call") if i.data["name"] == "list-mailboxes"]
-    assert listed["result"] == {"ok": True, "mailboxes": [{"id": "eng.plans", "description": "Plans.", "members": ["eng.planner"]}]}
+    assert listed["result"] == {
+        "ok": True,
+        "mailboxes": [{"id": "eng.plans", "description": "Plans.", "members": ["eng.planner"]}],
+    }
 
 
 def test_without_a_template_a_turns_project_gets_no_talk_session(room_tree, act):
