@@ -12,12 +12,13 @@ from functools import partial
 
 from rest_framework import serializers
 
-from workforce.facets import MAILBOX, NOTIFY, ROUTE
+from workforce.facets import MAILBOX, NOTIFY, PRIVATE_SESSION, ROUTE
 from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, registry
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 
 from .board_actions import FileTaskInput, ReadBoardInput, file_task, read_board, resolve_board_action
+from .projects import talk_state
 from .queries import access_mailbox_state, held_boards, list_window_lines
 from .rooms import do_answer_room_post, do_join, do_post_room_line, do_read_room, is_room_session
 from .services import do_answer_post, do_post_line
@@ -109,6 +110,11 @@ def read(ctx: ActionContext, data: dict) -> dict:
     return answer
 
 
+def is_talk_session(session) -> bool:
+    """True for a bound talk session (``PRIVATE_SESSION``: only its owner reads it)."""
+    return talk_state(session) is not None
+
+
 def build_mailbox_kind() -> FlowKind:
     """The built-in mailbox kind, registered once per process."""
     return FlowKind(
@@ -128,7 +134,9 @@ def build_mailbox_kind() -> FlowKind:
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
             "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
         },
-        facets={MAILBOX.key: True, NOTIFY.key: None, ROUTE.key: None},
+        # A talk session is its member's own (and the seats' conversations under it): the
+        # room is read through each member's own session, never through another's.
+        facets={MAILBOX.key: True, NOTIFY.key: None, ROUTE.key: None, PRIVATE_SESSION.key: is_talk_session},
         # boardActions: true -> the eight task tools as <tool>_<suffix> actions.
         resolve=partial(resolve_board_action, KIND),
     )

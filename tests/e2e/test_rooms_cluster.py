@@ -56,8 +56,9 @@ def answers_by_post(lines: list[dict]) -> dict[str, list[dict]]:
     }
 
 
-def turns(server: Server, talk: str, seat: str) -> list[dict]:
-    return session_requests(server, f"{talk}:{seat}", "onMailboxPost")
+def turns(server: Server, talk: str, seat: str, user_id: str) -> list[dict]:
+    """The seat's turns in its conversation for one member (that member's to read)."""
+    return session_requests(server, f"{talk}:{seat}", "onMailboxPost", user_id=user_id)
 
 
 def test_two_members_in_one_room_each_post_woken_once_per_seat_answers_read_by_both(start_server, tmp_path):
@@ -80,9 +81,9 @@ def test_two_members_in_one_room_each_post_woken_once_per_seat_answers_read_by_b
     assert {(ln["author"], ln["userId"]) for ln in lines if ln.get("seatAuthored")} == {
         (seat, user) for seat in SEATS for user in (ALICE, BOB)
     }
-    for talk in (alice, bob):
+    for talk, user in ((alice, ALICE), (bob, BOB)):
         for seat in SEATS:
-            assert [t["status"] for t in turns(server, talk, seat)] == ["completed"]
+            assert [t["status"] for t in turns(server, talk, seat, user)] == ["completed"]
     # Rooms and talk sessions are never inventory rows.
     assert [m["id"] for m in server.call("GET", "/api/mailboxes").body["mailboxes"]] == ["eng.standup"]
 
@@ -103,7 +104,7 @@ def test_a_cluster_killed_mid_fan_out_loses_no_wake_and_runs_none_twice(start_se
         # Each seat's model call on this post waits 3 s: the cluster dies while both turns run.
         act(server, alice, "post", {"body": "first\n/sleep 3000"}, ALICE)
         wait_for(
-            lambda: all(any(t["status"] == "running" for t in turns(server, alice, s)) for s in SEATS),
+            lambda: all(any(t["status"] == "running" for t in turns(server, alice, s, ALICE)) for s in SEATS),
             timeout=30,
             what="both seats' turns on the first post to be running",
             log=cluster.log,
@@ -127,9 +128,9 @@ def test_a_cluster_killed_mid_fan_out_loses_no_wake_and_runs_none_twice(start_se
         for post_id, found in answers_by_post(lines).items():
             assert sorted(a["author"] for a in found) == sorted(SEATS), post_id
         for seat in SEATS:
-            first = [t["status"] for t in turns(server, alice, seat)]
+            first = [t["status"] for t in turns(server, alice, seat, ALICE)]
             assert first.count("completed") == 1 and first.count("aborted") == 1 and "running" not in first, first
-            assert [t["status"] for t in turns(server, bob, seat)] == ["completed"]
+            assert [t["status"] for t in turns(server, bob, seat, BOB)] == ["completed"]
         for talk, user in ((alice, ALICE), (bob, BOB)):
             failed = [r for r in session_requests(server, talk, user_id=user) if r["status"] == "failed"]
             assert failed == [], failed

@@ -8,7 +8,7 @@ import pytest
 from mailboxes.models import Delivery, RoomLine, TalkListing
 from mailboxes.projects import do_create_project
 from workforce.models import Session
-from workforce.refusals import http_status_for
+from workforce.refusals import Refusal, http_status_for
 
 from .conftest import ALICE, BOB, CHARTER, OUTSIDER, SEATS
 
@@ -20,6 +20,12 @@ def refused(request, reason: str, status: int, *words: str) -> None:
     assert http_status_for(reason) == status
     for word in words:
         assert word in request.error["message"]
+
+
+def not_found(call) -> None:
+    with pytest.raises(Refusal) as caught:
+        call()
+    assert caught.value.reason == "session-not-found" and caught.value.http_status == 404
 
 
 def test_join_binds_and_lists_and_answers_the_listed_session(project, act, org):
@@ -43,7 +49,8 @@ def test_join_refusals(project, act, org):
     refused(act("eng.standup", "join", {"projectId": "launch"}, user_id=BOB), "talk-on-a-mailbox", 409, "eng.standup")
     refused(act("eng.elsewhere", "join", {"projectId": "launch"}, user_id=BOB), "talk-on-a-mailbox", 409)
     refused(act("eng.room", "join", {"projectId": "launch"}, user_id=BOB), "mailbox-is-a-template", 409, "eng.room")
-    refused(act(alice, "join", {"projectId": "launch"}, user_id=BOB), "talk-session-not-listed", 403)
+    # Another member's talk session is theirs alone: not found, word for word as a missing id.
+    not_found(lambda: act(alice, "join", {"projectId": "launch"}, user_id=BOB))
     assert Session.objects.get(session_id="eng.standup").state["members"] == SEATS  # untouched
 
 
@@ -66,9 +73,9 @@ def test_a_session_that_is_not_the_listed_one_is_refused_and_wakes_nobody(projec
     act("talk-bob-2", "join", {"projectId": "launch"}, user_id=BOB)
     refused(act("talk-bob-2", "post", {"body": "hi"}, user_id=BOB), "talk-session-not-listed", 403, "talk-bob-2")
     refused(act("talk-bob-2", "read", user_id=BOB), "talk-session-not-listed", 403)
-    # Someone else's listed session is not yours either.
-    refused(act(alice, "post", {"body": "hi"}, user_id=BOB), "talk-session-not-listed", 403)
-    refused(act(alice, "read", user_id=OUTSIDER), "talk-session-not-listed", 403)
+    # Someone else's listed session is not yours either: it is theirs alone, not found.
+    not_found(lambda: act(alice, "post", {"body": "hi"}, user_id=BOB))
+    not_found(lambda: act(alice, "read", user_id=OUTSIDER))
     assert not RoomLine.objects.exists() and not Delivery.objects.exists()
 
 
@@ -110,9 +117,24 @@ def test_the_http_statuses(project, client):
     url = "/api/flows/mailbox/{}/actions/{}"
     answer = client.post(url.format(alice, "post"), {"userId": ALICE, "input": {"body": "hi", "author": "x"}}, format="json")
     assert answer.status_code == 400 and answer.json()["error"]["reason"] == "author-on-a-person-post"
-    answer = client.post(url.format(alice, "post"), {"userId": BOB, "input": {"body": "hi"}}, format="json")
+    client.post(url.format("talk-bob-2", "join"), {"userId": BOB, "input": {"projectId": "launch"}}, format="json")
+    answer = client.post(url.format("talk-bob-2", "post"), {"userId": BOB, "input": {"body": "hi"}}, format="json")
     assert answer.status_code == 403 and answer.json()["error"]["reason"] == "talk-session-not-listed"
+    answer = client.post(url.format(alice, "post"), {"userId": BOB, "input": {"body": "hi"}}, format="json")
+    assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found"
     answer = client.post(url.format("talk-new", "join"), {"userId": BOB, "input": {"projectId": "nope"}}, format="json")
     assert answer.status_code == 404 and answer.json()["error"]["reason"] == "no-such-project"
     answer = client.post(url.format(bob, "post"), {"userId": BOB, "input": {"body": "hello"}}, format="json")
     assert answer.status_code == 202 and answer.json()["output"]["body"] == "hello"
+
+
+def test_a_talk_session_and_its_seats_conversations_are_read_by_their_member_only(project, act, client):
+    _, alice, bob = project
+    act(alice, "post", {"body": "private to the room"}, user_id=ALICE)
+    for path in (f"/api/sessions/{alice}/requests", f"/api/sessions/{alice}:eng.lead/items", f"/api/sessions/{alice}/items"):
+        assert client.get(f"{path}?userId={ALICE}").status_code == 200, path
+        for reader in (f"?userId={BOB}", f"?userId={OUTSIDER}", ""):
+            answer = client.get(path + reader)
+            assert answer.status_code == 404 and answer.json()["error"]["reason"] == "session-not-found", (path, reader)
+    # Bob reads the room through his own session.
+    assert [line["body"] for line in act(bob, "read", user_id=BOB).output["lines"]][0] == "private to the room"
