@@ -185,3 +185,30 @@ def test_no_template_no_wake(room_tree, make_tree, act, org):
     assert not Delivery.objects.exists()
     page = act(talk.session_id, "read", user_id=ALICE).output
     assert (page["seats"], page["charter"], len(page["lines"])) == ([], "", 1)
+
+
+TWICE = (
+    "---\ndescription: Answers twice.\nmodel: embedded/echo\ntools: [post-to-mailbox]\n---\n\nAnswer in the room.\n"
+    '/tool post-to-mailbox {"mailbox": "{mailbox}", "body": "first: {body}"}\n'
+    '/tool post-to-mailbox {"mailbox": "{mailbox}", "body": "second: {body}"}\n'
+)
+
+
+def test_a_seat_that_answers_twice_in_its_turn_lands_one_answer(room_tree, act, org):
+    from mailboxes.projects import do_create_project
+
+    files = dict(ROOM_TREE)
+    files["teams/eng/workers/lead/WORKER.md"] = TWICE
+    room_tree(files)
+    _, talk = do_create_project(org, owner=ALICE, title="Twice", ready_talk=True)
+    post = act(talk.session_id, "post", {"body": "go"}, user_id=ALICE).output
+    landed = [a for a in answers(post["id"]) if a.author == LEAD]
+    assert [a.body for a in landed] == ["first: go"]  # the tool's first call is the answer; the reply is not handed over
+    calls = [
+        i.data
+        for i in Item.objects.filter(session__session_id=f"{talk.session_id}:{LEAD}", component="tool-call").order_by("seq")
+    ]
+    assert calls[0]["result"]["handedOver"] is True
+    assert calls[1]["result"]["reason"] == "already-answered"
+    (turn,) = Request.objects.filter(session__session_id=f"{talk.session_id}:{LEAD}", action=ON_MAILBOX_POST)
+    assert turn.status == "completed"
