@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -55,3 +57,81 @@ def throwaway_database():
             yield connection
         finally:
             connection.close()
+
+
+class ServerDatabase:
+    """A server process's own database, read from the bench with plain SQL (``%s``
+    placeholders): a SQLite file under ``tmp/var``, or a fresh PostgreSQL database on
+    the loopback server ``pg_base`` names, dropped by ``drop``.
+
+    Args:
+        kind: ``"sqlite"`` or ``"postgres"``.
+        tmp: the bench's scratch folder; the server's ``WORKFORCE_VAR_DIR`` is ``tmp/var``.
+        pg_base: a ``postgres://`` URL on loopback (any database: the admin connection
+            goes to ``postgres``).
+        prefix: the PostgreSQL database name's prefix (``wf_breakit``).
+
+    ``env`` is what the server's environment needs to use it.
+
+    Raises:
+        SystemExit: ``pg_base`` is not on loopback.
+    """
+
+    def __init__(self, kind: str, tmp: Path, pg_base: str, *, prefix: str = "wf_bench"):
+        self.kind = kind
+        self.admin = self.url = None
+        var = tmp / "var"
+        if kind == "sqlite":
+            self.path = var / "workforce.sqlite3"
+            self.env = {"WORKFORCE_VAR_DIR": str(var)}
+            return
+        import psycopg
+
+        parts = urlsplit(pg_base)
+        if parts.hostname not in ("127.0.0.1", "::1", "localhost"):
+            raise SystemExit(f"--pg-url must be on loopback, not {parts.hostname}")
+        self.name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+        self.admin = urlunsplit(parts._replace(path="/postgres"))
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        self.url = urlunsplit(parts._replace(path=f"/{self.name}"))
+        self.env = {"DATABASE_URL": self.url, "WORKFORCE_VAR_DIR": str(var)}
+
+    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """The rows ``sql`` selects (none while the SQLite file does not exist yet)."""
+        if self.kind == "sqlite":
+            if not self.path.exists():
+                return []
+            conn = sqlite3.connect(self.path, timeout=30)
+            try:
+                return conn.execute(sql.replace("%s", "?"), params).fetchall()
+            finally:
+                conn.close()
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def drop(self) -> None:
+        """Drop the PostgreSQL database (``WITH (FORCE)``); once; nothing for SQLite."""
+        if self.admin:
+            import psycopg
+
+            with psycopg.connect(self.admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+            self.admin = None
+
+
+def start_cluster(env: dict | None = None) -> tuple[subprocess.Popen, Path]:
+    """Start ``manage.py qcluster`` in its own process group (so a bench can kill the
+    whole cluster), logging to a temp file. Returns the process and the log's path."""
+    log = Path(tempfile.mkdtemp(prefix="wf_bench_log_")) / "cluster.log"
+    cluster = subprocess.Popen(
+        [sys.executable, str(REPO / "manage.py"), "qcluster"],
+        cwd=REPO,
+        env=dict(env if env is not None else os.environ),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return cluster, log

@@ -46,7 +46,6 @@ import re
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -55,7 +54,6 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -75,6 +73,7 @@ from bench._breakit import (  # noqa: E402
     run_fuzz,
     verdict,
 )
+from bench._db import ServerDatabase  # noqa: E402
 
 MAILBOX = "bench.standup"
 SEATS = ("bench.alpha", "bench.beta", "bench.gamma")
@@ -130,50 +129,6 @@ def write_tree(root: Path) -> Path:
 # ----------------------------------------------------------------------------- database and broker
 
 
-class Database:
-    """The server's own database: read with plain SQL (``%s`` placeholders)."""
-
-    def __init__(self, kind: str, tmp: Path, pg_base: str):
-        self.kind = kind
-        self.admin = self.url = None
-        if kind == "sqlite":
-            var = tmp / "var"
-            self.path = var / "workforce.sqlite3"
-            self.env = {"WORKFORCE_VAR_DIR": str(var)}
-        else:
-            import psycopg
-
-            parts = urlsplit(pg_base)
-            if parts.hostname not in (LOOPBACK, "localhost"):
-                raise SystemExit(f"--pg-url must be on loopback, not {parts.hostname}")
-            self.name = f"wf_breakit_{uuid.uuid4().hex[:10]}"
-            self.admin = urlunsplit(parts._replace(path="/postgres"))
-            with psycopg.connect(self.admin, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{self.name}"')
-            self.url = urlunsplit(parts._replace(path=f"/{self.name}"))
-            self.env = {"DATABASE_URL": self.url, "WORKFORCE_VAR_DIR": str(tmp / "var")}
-
-    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        if self.kind == "sqlite":
-            conn = sqlite3.connect(self.path, timeout=30)
-            try:
-                return conn.execute(sql.replace("%s", "?"), params).fetchall()
-            finally:
-                conn.close()
-        import psycopg
-
-        with psycopg.connect(self.url) as conn:
-            return conn.execute(sql, params).fetchall()
-
-    def drop(self) -> None:
-        if self.admin:
-            import psycopg
-
-            with psycopg.connect(self.admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-            self.admin = None
-
-
 def jsonish(value):
     """A JSON column's value: decoded by psycopg on PostgreSQL, text on SQLite."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
@@ -188,7 +143,7 @@ def as_datetime(value) -> datetime:
 class Broker:
     """Where queued tasks wait: the ORM broker's table or the Redis list (db 7 only)."""
 
-    def __init__(self, kind: str, db: Database):
+    def __init__(self, kind: str, db: ServerDatabase):
         self.kind, self.db = kind, db
         self.redis = None
         if kind == "redis":
@@ -421,12 +376,12 @@ def kill_once(server: Server, target: str, t: float, figures: Figures, rng: rand
 # ----------------------------------------------------------------------------- settle and count
 
 
-def mailbox_pk(db: Database, session_id: str) -> int | None:
+def mailbox_pk(db: ServerDatabase, session_id: str) -> int | None:
     found = db.rows("SELECT id FROM workforce_session WHERE session_id = %s", (session_id,))
     return found[0][0] if found else None
 
 
-def deliver_tasks(db: Database) -> tuple[int, int, int]:
+def deliver_tasks(db: ServerDatabase) -> tuple[int, int, int]:
     """``deliver_post`` tasks the cluster finished: (distinct ids, runs, runs that found
     their delivery already taken). django-q2 keeps one row per task id, counting its
     redeliveries in ``attempt_count``; the result is a base64 pickle of the outcome."""
@@ -441,7 +396,7 @@ def deliver_tasks(db: Database) -> tuple[int, int, int]:
     return len(rows), sum(max(1, a or 1) for a, _ in rows), not_claimed
 
 
-def settle(db: Database, broker: Broker, bound: float) -> float:
+def settle(db: ServerDatabase, broker: Broker, bound: float) -> float:
     """Wait until every client post has all its deliveries done or failed, nothing is
     queued and the task table stopped growing (3 s), at most ``bound`` seconds.
     Returns the seconds waited."""
@@ -468,7 +423,7 @@ def settle(db: Database, broker: Broker, bound: float) -> float:
     return time.monotonic() - t0
 
 
-def count(db: Database, broker: Broker, figures: Figures, acked: list[str], log_text: str) -> None:
+def count(db: ServerDatabase, broker: Broker, figures: Figures, acked: list[str], log_text: str) -> None:
     """Read the server's database and fill ``figures``' delivery and task counts."""
     pk = mailbox_pk(db, MAILBOX)
     lines = db.rows("SELECT line_id, body, at, seat_authored, author FROM mailboxes_line WHERE session_id = %s", (pk,))
@@ -618,7 +573,7 @@ def main(argv=None) -> int:
     try:
         root = write_tree(tmp / "tree")
         pg_base = args.pg_url or os.environ.get("BREAKIT_PG_URL") or PG_BASE
-        db = Database(args.db, tmp, pg_base)
+        db = ServerDatabase(args.db, tmp, pg_base, prefix="wf_breakit")
         broker = Broker(args.broker, db)
         env = {
             k: v

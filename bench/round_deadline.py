@@ -53,7 +53,6 @@ import os
 import re
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -63,12 +62,12 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench._breakit import LOOPBACK, call, percentile  # noqa: E402
+from bench._breakit import call, percentile  # noqa: E402
+from bench._db import ServerDatabase  # noqa: E402
 from bench.breakit import Server, as_datetime, jsonish  # noqa: E402
 from tests.fakes import FakeOpenAIServer, chat_completion  # noqa: E402
 
@@ -160,53 +159,6 @@ def serve_env(deadline_s: float, samples: int) -> dict:
 # ----------------------------------------------------------------------------- the database
 
 
-class Database:
-    """The server's own database, read with plain SQL (``%s`` placeholders): a temp
-    SQLite file, or a fresh PostgreSQL database on a loopback server, dropped by ``drop``."""
-
-    def __init__(self, kind: str, tmp: Path, pg_base: str):
-        self.kind = kind
-        self.admin = self.url = None
-        var = tmp / "var"
-        if kind == "sqlite":
-            self.path = var / "workforce.sqlite3"
-            self.env = {"WORKFORCE_VAR_DIR": str(var)}
-            return
-        import psycopg
-
-        parts = urlsplit(pg_base)
-        if parts.hostname not in (LOOPBACK, "localhost"):
-            raise SystemExit(f"--pg-url must be on loopback, not {parts.hostname}")
-        self.name = f"wf_deadline_{uuid.uuid4().hex[:10]}"
-        self.admin = urlunsplit(parts._replace(path="/postgres"))
-        with psycopg.connect(self.admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{self.name}"')
-        self.url = urlunsplit(parts._replace(path=f"/{self.name}"))
-        self.env = {"DATABASE_URL": self.url, "WORKFORCE_VAR_DIR": str(var)}
-
-    def rows(self, sql: str, params: tuple = ()) -> list[tuple]:
-        if self.kind == "sqlite":
-            if not self.path.exists():
-                return []
-            conn = sqlite3.connect(self.path, timeout=30)
-            try:
-                return conn.execute(sql.replace("%s", "?"), params).fetchall()
-            finally:
-                conn.close()
-        import psycopg
-
-        with psycopg.connect(self.url) as conn:
-            return conn.execute(sql, params).fetchall()
-
-    def drop(self) -> None:
-        if self.admin:
-            import psycopg
-
-            with psycopg.connect(self.admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
-            self.admin = None
-
-
 # ----------------------------------------------------------------------------- the machine
 
 
@@ -286,7 +238,7 @@ def open_and_post(server: Server, user: str, message: str) -> str:
     return session_id
 
 
-def rounds_of(db: Database, prefix: str) -> list[tuple]:
+def rounds_of(db: ServerDatabase, prefix: str) -> list[tuple]:
     """Every round of the conversations whose session id starts with
     ``<coordinator>:<prefix>``: (round id, post pk, number, status, deadline_at,
     closed_at, closed_by, session id)."""
@@ -298,7 +250,7 @@ def rounds_of(db: Database, prefix: str) -> list[tuple]:
     )
 
 
-def round_one_deliveries(db: Database) -> list[tuple]:
+def round_one_deliveries(db: ServerDatabase) -> list[tuple]:
     """(post pk, worker, created_at, started_at) of every round-1 delivery."""
     return db.rows("SELECT post_id, worker, created_at, started_at FROM coordinators_delegatedpost WHERE round = 1")
 
@@ -315,7 +267,7 @@ def wait_until(predicate, bound: float, poll: float = 0.25):
     return None
 
 
-def settled(db: Database, prefix: str, expected: int) -> bool:
+def settled(db: ServerDatabase, prefix: str, expected: int) -> bool:
     """Every round 0 of the ``prefix`` conversations closed, and every round-1 delivery
     claimed by a worker."""
     zeros = [r for r in rounds_of(db, prefix) if r[2] == 0]
@@ -325,7 +277,7 @@ def settled(db: Database, prefix: str, expected: int) -> bool:
     return all(started is not None for post, _, _, started in round_one_deliveries(db) if post in posts)
 
 
-def finished(db: Database, prefix: str) -> bool:
+def finished(db: ServerDatabase, prefix: str) -> bool:
     """Every delivery of the ``prefix`` conversations answered or failed."""
     statuses = db.rows(
         "SELECT d.status FROM coordinators_delegatedpost d JOIN coordinators_conversation c ON c.id = d.conversation_id "
@@ -365,7 +317,7 @@ def timer_closed(log_text: str) -> set[int]:
     return {int(x) for m in TIMER_LINE.finditer(log_text) for x in re.findall(r"\d+", m.group(1))}
 
 
-def request_closed(db: Database) -> dict[int, float | None]:
+def request_closed(db: ServerDatabase) -> dict[int, float | None]:
     """Round ids a ``closeRound`` request closed (the timer's, the Schedule's or the
     minute sweep's; a conversation's own activity closes due rounds inside its own
     request instead), each with how long that request ran (ms, started → finished)."""
@@ -381,7 +333,7 @@ def request_closed(db: Database) -> dict[int, float | None]:
     return closed
 
 
-def close_requests(db: Database, prefix: str) -> tuple[int, int]:
+def close_requests(db: ServerDatabase, prefix: str) -> tuple[int, int]:
     """``closeRound`` requests on the ``prefix`` conversations: (all, those that closed
     nothing: a second worker's timer, or the Schedule, finding the round already closed)."""
     rows = db.rows(
@@ -397,7 +349,7 @@ def timer_batches(log_text: str) -> list[int]:
     return [len(re.findall(r"\d+", m.group(1))) for m in TIMER_LINE.finditer(log_text)]
 
 
-def measure(db: Database, log_text: str) -> list[Sample]:
+def measure(db: ServerDatabase, log_text: str) -> list[Sample]:
     """Read every measured round 0 and its round-1 deliveries from the database."""
     by_timer, by_request = timer_closed(log_text), request_closed(db)
     r1: dict[int, list[tuple]] = {}
@@ -546,7 +498,7 @@ def run_deadline(deadline_s: float, args, tmp: Path, cleanup: list) -> Result:
     (callables, run last-first); it runs and pops them itself when it returns."""
     work = tmp / f"d{deadline_s:g}"
     root = write_tree(work / "tree")
-    db = Database(args.db, work, args.pg_url)
+    db = ServerDatabase(args.db, work, args.pg_url, prefix="wf_deadline")
     cleanup.append(db.drop)
     slow = HeldModel(hold_s=deadline_s + 90).start()
     cleanup.append(slow.close)

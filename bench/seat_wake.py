@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings")  # a real cluster, not sync
 os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
 
-from bench._db import throwaway_database  # noqa: E402
+from bench._db import start_cluster, throwaway_database  # noqa: E402
 
 WORKER = "---\ndescription: Listens.\nmodel: embedded/echo\n---\n\nYou listen.\n"
 
@@ -128,15 +128,7 @@ def main() -> None:
         assert not settings.Q_CLUSTER.get("sync"), "the bench needs a real cluster"
         open_roster(boot(root))
         org = ensure_organization(DEFAULT_ORG_ID)
-        log = Path(tempfile.mkdtemp(prefix="wf_bench_log_")) / "cluster.log"
-        cluster = subprocess.Popen(
-            [sys.executable, str(REPO / "manage.py"), "qcluster"],
-            cwd=REPO,
-            env=dict(os.environ),
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        cluster, log = start_cluster()
 
         def one_post(size: int, n: int) -> list[float]:
             stamp: dict = {}

@@ -36,6 +36,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench._db import start_cluster  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench._cluster_settings")  # a real cluster, not sync; every result kept
 os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
 
@@ -118,15 +120,7 @@ def main() -> None:
             get_broker().purge_queue()
         open_roster(boot(root))
         org = ensure_organization(DEFAULT_ORG_ID)
-        log = Path(tempfile.mkdtemp(prefix="wf_bench_log_")) / "cluster.log"
-        cluster = subprocess.Popen(
-            [sys.executable, str(REPO / "manage.py"), "qcluster"],
-            cwd=REPO,
-            env=dict(os.environ),
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        cluster, log = start_cluster()
         stamps: dict[str, object] = {}
 
         def post(n: int) -> str:

@@ -13,9 +13,10 @@ to refuse an ``unknown_assignee``.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from workforce.runtime import Slot
 
 from .naming import split_board_id
 
@@ -161,20 +162,19 @@ def unheld_board_warnings(
     return warnings
 
 
-_lock = threading.Lock()
-_drains: tuple[BoardDrain, ...] = ()
+# This process's drains: set by the boot's hire, so a read before it boots the process.
+BOARD_DRAINS: Slot[tuple[BoardDrain, ...]] = Slot("boards.drains", empty=tuple, after_boot=True)
 
 
 def set_board_drains(drains: Iterable[BoardDrain]) -> None:
     """Record the drains this process's hire declared (replacing any earlier set)."""
-    global _drains
-    with _lock:
-        _drains = tuple(drains)
+    BOARD_DRAINS.set(tuple(drains))
 
 
 def current_board_drains() -> tuple[BoardDrain, ...]:
-    """The drains recorded by ``set_board_drains`` (empty before hiring)."""
-    return _drains
+    """The drains recorded by ``set_board_drains``; a process not booted yet boots first
+    (``workforce.runtime.Slot``); empty when its tree declares none."""
+    return BOARD_DRAINS.get()
 
 
 def board_worker_keys(board_id: str) -> frozenset[str] | None:
@@ -182,7 +182,7 @@ def board_worker_keys(board_id: str) -> frozenset[str] | None:
     board, so an assignee can't be checked (any key is then accepted)."""
     keys: set[str] = set()
     found = False
-    for drain in _drains:
+    for drain in current_board_drains():
         if drain.board_id == board_id:
             found = True
             keys.update(drain.worker_keys)

@@ -42,6 +42,12 @@ class CoordinatorsConfig(AppConfig):
         # 30 s cadence (the Schedule and the minute sweep stay as fallbacks).
         register_sweep("round-deadlines", do_close_overdue_rounds, every=ROUND_TIMER_SECONDS)
         register_reasons(REASONS)
+        from workforce.cancelling import register_cancel_listener
+
+        from .delivery import report_cancelled_run
+
+        # A delegate's cancelled run reports at once, so its round doesn't wait (spec 004).
+        register_cancel_listener("coordinators.delegated-runs", report_cancelled_run)
         # Delegated posts, jobs and round deadlines a crashed worker or the broker dropped,
         # by hand (`manage.py sweep`); the cluster runs it from its own django-q2 Schedule
         # (coordinators.services.ensure_sweep_schedule), not from the sweeper thread.

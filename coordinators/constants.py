@@ -114,6 +114,7 @@ def nobody_judgment(error: str) -> str:
     return f"Nobody took this post: the coordinator's own turn failed: {error}."
 
 
+DELEGATE_CANCELLED = "its turn failed: its run was cancelled"  # a cancelled delegate's report
 ANSWERED_ITSELF = "the coordinator handed it to no delegate"
 ALREADY_HANDED = "it was already handed this post in this round"
 

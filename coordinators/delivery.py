@@ -13,7 +13,9 @@ one delivery once:
 4. in one transaction, settles that request and reports to the conversation
    (``onDelegateReport``, a request of its own): the answer lands there under the
    delegate's worker id, once per delivery. A failed turn reports at once; a cancelled
-   one reports at once only when the flow sets ``delegated_post_on_finished``.
+   one reports at once only when the flow sets ``delegated_post_on_finished``. A run
+   cancelled by ``POST /api/requests/{id}/cancel`` is reported by the cancel itself
+   (``report_cancelled_run``), before its worker reaches a safe point.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.cancelling import CANCELLED, cancelled_refusal, is_cancelled
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
 from workforce.dispatch import dispatch
 from workforce.flows import registry
@@ -34,7 +37,7 @@ from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
 
 from .config import current_setup, takes_posts
-from .constants import REPORT, cannot_take_post, no_worker_on_roster
+from .constants import DELEGATE_CANCELLED, REPORT, cannot_take_post, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
 from .queries import delegate_session_id
 
@@ -208,20 +211,26 @@ def _run(delivery: DelegatedPost, token: str) -> str:
         text = reply_text(output)
         if not text.strip():
             error = Refusal("empty-reply", f"{delivery.worker} answered the delegated post with nothing; nothing is answered.")
-    except DelegatedRunCancelled as exc:
+    except DelegatedRunCancelled:
         cancelled = True
-        error = Refusal("cancelled", str(exc) or f"{delivery.worker}'s delegated run was cancelled.")
     except Refusal as refusal:
         error = refusal
     except Exception as exc:  # the door's bug fails the turn, not the cluster
         logger.exception("the delegated-post entry of %s failed", seat.kind)
         error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
-    if not cancelled and Request.objects.filter(pk=request.pk, status=Request.Status.ABORTED).exists():
-        cancelled = True  # someone cancelled the run while it ran
-        error = error or Refusal("cancelled", f"{delivery.worker}'s delegated run was cancelled.")
+    if cancelled or is_cancelled(request.pk):
+        cancelled, text, error = True, "", delegate_cancelled()  # someone cancelled the run while it ran
     try:
         with transaction.atomic():
-            _finish(request, text=text, error=error, cancelled=cancelled)
+            if not _finish(request, text=text, error=error, cancelled=cancelled):
+                cancelled, text, error = True, "", delegate_cancelled()  # cancelled as it finished
+            if (
+                cancelled
+                and not DelegatedPost.objects.filter(
+                    pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING
+                ).exists()
+            ):
+                return "cancelled"  # the cancel reported it already (report_cancelled_run)
             if cancelled and not reports_cancellation(seat.kind):
                 # Its flow doesn't say so: the round waits for its deadline.
                 if not DelegatedPost.objects.filter(
@@ -237,17 +246,59 @@ def _run(delivery: DelegatedPost, token: str) -> str:
         raise
 
 
-def _finish(request: Request, *, text: str, error: Refusal | None, cancelled: bool) -> None:
+def _finish(request: Request, *, text: str, error: Refusal | None, cancelled: bool) -> bool:
+    """Settle the delegate's request (running -> aborted, failed or completed); a request
+    cancelled meanwhile stays aborted. Returns False when it was cancelled first."""
     now = timezone.now()
     if cancelled:
-        fields = {"status": Request.Status.ABORTED, "error": (error or Refusal("cancelled", "cancelled")).as_error()}
-    elif error is not None:
+        Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(
+            status=Request.Status.ABORTED, finished_at=now, error=cancelled_refusal().as_error()
+        )
+        return True
+    if error is not None:
         fields = {"status": Request.Status.FAILED, "error": error.as_error()}
     else:
         fields = {"status": Request.Status.COMPLETED, "output": {"text": text}}
-    Request.objects.filter(pk=request.pk).exclude(status__in=[Request.Status.COMPLETED, Request.Status.FAILED]).update(
-        finished_at=now, **fields
+    if Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(finished_at=now, **fields):
+        return True
+    return not is_cancelled(request.pk)
+
+
+def delegate_cancelled() -> Refusal:
+    """What a delegate whose run was cancelled reports, at once, so its round does not
+    wait (spec 004 "A round closes…", ``delegatedPostOnFinished``):
+    ``cancelled: its turn failed: its run was cancelled``."""
+    return Refusal(CANCELLED, DELEGATE_CANCELLED)
+
+
+def report_cancelled_run(request: Request) -> None:
+    """The cancel listener (``workforce.cancelling.register_cancel_listener``, from
+    ``CoordinatorsConfig.ready``): when ``request`` is the run of a delegated post still
+    running, the delegate reports it at once, in the cancel's transaction, so its round
+    does not wait for its worker to reach a safe point; the delivery is ``cancelled``
+    with the error ``cancelled: its turn failed: its run was cancelled``. A flow that
+    does not set ``delegated_post_on_finished`` is settled ``cancelled`` without a
+    report (its round waits for its deadline). Anything else is left alone."""
+    if request.action != DELEGATED_POST_ENTRY:
+        return
+    delivery = (
+        DelegatedPost.objects.select_related("conversation__session__organization", "post")
+        .filter(turn_request=request, status=DelegatedPost.Status.RUNNING)
+        .first()
     )
+    if delivery is None:
+        return
+    error = delegate_cancelled()
+    if not reports_cancellation(request.session.flow_kind):
+        DelegatedPost.objects.filter(pk=delivery.pk, status=DelegatedPost.Status.RUNNING).update(
+            status=DelegatedPost.Status.CANCELLED, finished_at=timezone.now(), error=error.as_error()
+        )
+        return
+    try:
+        with transaction.atomic():
+            _report(delivery, delivery.claim_token, "cancelled", error=error, parent=request)
+    except LeaseLost:
+        pass  # its worker reported first
 
 
 def do_abandon_delivery(delivery_id: int) -> bool:

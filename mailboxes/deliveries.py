@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
+from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
@@ -37,6 +38,7 @@ from workforce.sessions import do_abort_request, do_record_failed_request, ensur
 
 from .models import Delivery
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
+from .routing import do_finish_fan_out
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +52,8 @@ def do_deliver(delivery_id: int) -> str:
     lease, and fewer than ``max_delivery_attempts()`` claims); a delivery that is done,
     failed or held by a live claim is left alone, so a redelivered task never runs a
     seat's turn twice. A turn left running by a crashed worker is marked ``aborted``
-    before the delivery runs again.
+    before the delivery runs again; one that was cancelled is not run again (the
+    delivery fails ``cancelled``).
 
     Returns:
         ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
@@ -60,6 +63,13 @@ def do_deliver(delivery_id: int) -> str:
     if token is None:
         return "not-claimed"
     delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
+    if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
+        # Its turn was cancelled and its worker stopped before settling: the cancel holds.
+        try:
+            _settle(delivery, token, error=cancelled_refusal())
+        except LeaseLost:
+            return "lease-lost"
+        return "failed"
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
         do_abort_request(
             delivery.turn_request_id,
@@ -103,6 +113,8 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
             raise LeaseLost()
         if error is not None:
             record_failed_delivery(delivery, error)
+        if delivery.notify_input.get("routed"):
+            do_finish_fan_out(delivery.mailbox, delivery.post_id)
 
 
 def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
@@ -302,6 +314,8 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
                 record_failed_delivery(
                     delivery, Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts")
                 )
+                if delivery.notify_input.get("routed"):
+                    do_finish_fan_out(delivery.mailbox, delivery.post_id, now=now)
                 result.abandoned.append(delivery.pk)
     lost, waiting_again = lapsed_claim_q(now)
     done = requeue_lost(

@@ -3,22 +3,19 @@ not do yet": no watching), and the registered mailbox kinds the binder checks ag
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from django.conf import settings
 
 from workforce.facets import MAILBOX, NOTIFY, ROUTE
 from workforce.flows import registry
+from workforce.runtime import Slot
 from workforce.tree import LoadError
 
 from .binder import BUILTIN_KIND, MailboxKindSpec, Roster, RosterRefused, bind_roster
 from .notify import WakeMemberSeats
 from .reader import read_mailboxes_directory
 from .templates import read_org_resources
-
-_lock = threading.Lock()
-_current: Roster | None = None
 
 
 class TreeError(Exception):
@@ -84,19 +81,28 @@ def load_roster(root: str | Path) -> Roster:
     return roster
 
 
+def _load_current() -> Roster:
+    return load_roster(settings.WORKFORCE_ROOT)
+
+
+# The roster this process serves. Not a boot-filled slot: ``check`` and
+# ``open_mailboxes`` bind the tree before (and without) booting.
+ROSTER: Slot[Roster] = Slot("mailboxes.roster", load=_load_current)
+
+
 def current_roster() -> Roster:
-    """The roster this process serves, bound from ``WORKFORCE_ROOT`` on first use."""
-    global _current
-    if _current is None:
-        with _lock:
-            if _current is None:
-                _current = load_roster(settings.WORKFORCE_ROOT)
-    return _current
+    """The roster this process serves, bound from ``WORKFORCE_ROOT`` on first use.
+
+    Raises:
+        TreeError: on that first use, the tree did not load or bind.
+    """
+    return ROSTER.get()
 
 
 def set_current_roster(roster: Roster | None) -> None:
     """Replace the served roster (``serve`` after binding; tests). ``None`` re-reads
     ``WORKFORCE_ROOT`` on next use."""
-    global _current
-    with _lock:
-        _current = roster
+    if roster is None:
+        ROSTER.clear()
+    else:
+        ROSTER.set(roster)

@@ -19,7 +19,11 @@ composition root does at boot). Then, for every line posted on a mailbox of that
    called outside any transaction. It records the decision (one ``mailbox-route`` item
    and one ``route`` request on the mailbox's session) and hands the post to the chosen
    member only, through the notify facet's ``deliver_routed`` with ``routed: true`` and
-   the recent lines.
+   the recent lines. The fan-out is the ``route`` request, written running with the
+   post (the poster's) and completed when the member's delivery settles; cancelled
+   (``workforce.cancelling``) before the route is recorded, it wakes nobody (``failed``,
+   reason ``cancelled`` when it was cancelled before the evaluator was asked); after,
+   the member still answers and the request stays ``aborted``.
 4. **The answer** comes back through the internal ``answer`` entry
    (``mailboxes.services.do_answer_post``): at most one answer line per post, enforced
    by a unique constraint.
@@ -83,6 +87,7 @@ FALLBACK_UNREACHABLE = "fallback-unreachable"
 FALLBACK_CANNOT_HEAR = "fallback-cannot-hear"
 FALLBACK_NOT_A_MEMBER = "fallback-not-a-member"
 ROUTE_NOT_CONFIGURED = "route-not-configured"
+FAN_OUT_CANCELLED = "cancelled"  # the fan-out was cancelled before its route was recorded
 
 # ----------------------------------------------------------------------------- the route
 
@@ -138,12 +143,23 @@ class MailboxRoute:
             )
             _record_route_request(ctx.session, line.line_id, error=refusal.as_error(), parent=ctx.request)
             return True
+        # The fan-out is a request of the poster's from now on, running until its member's
+        # delivery settles, so the poster can cancel it (workforce.cancelling).
+        fan_out = do_record_request(
+            ctx.session,
+            action=ROUTE_ACTION,
+            input={"postId": line.line_id},
+            user_id=ctx.user_id,
+            parent=ctx.request,
+            running=True,
+        )
         route = Route.objects.create(
             session=ctx.session,
             post=line,
             previous=previous,
             recent=recent,
             fallback=routing["fallback"],
+            request=fan_out,
             enqueued_at=timezone.now(),
         )
         enqueue(ROUTE_TASK, route.pk)
@@ -422,13 +438,16 @@ def do_route_post(route_id: int) -> str:
     Returns:
         ``"held"``, ``"evaluated"``, ``"fallback"``, ``"failed"`` or ``"not-claimed"``.
     """
-    route = Route.objects.select_related("session", "post", "previous").filter(pk=route_id).first()
+    route = Route.objects.select_related("session", "post", "previous", "request").filter(pk=route_id).first()
     if route is None or route.decided_at is not None:
         return "not-claimed"
     started = timezone.now()
     flow = registry.get(route.session.flow_kind)
     router = ROUTE.get(flow)
-    if not isinstance(router, MailboxRoute):
+    if route.request is not None and route.request.status == Request.Status.ABORTED:
+        # A safe point: a fan-out cancelled before it was decided asks no evaluator.
+        decision = RouteDecision(None, Route.By.FAILED, FAN_OUT_CANCELLED, "the fan-out was cancelled before a member was picked")
+    elif not isinstance(router, MailboxRoute):
         decision = RouteDecision(
             None, Route.By.FAILED, ROUTE_NOT_CONFIGURED, "this process runs the mailbox kind without a route"
         )
@@ -451,18 +470,39 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
         if not claimed:
             return "not-claimed"
         output = decision.as_item(route.post.line_id)
-        request = _record_route_request(session, route.post.line_id, output=output, started=started)
+        if route.request_id is None:  # a route written before fan-outs were requests of their own
+            request = _record_route_request(session, route.post.line_id, output=output, started=started)
+        else:
+            # Locked: a cancel either committed before (nobody is woken, the fallback
+            # included) or waits for this commit (the member is woken and answers, and
+            # the fan-out ends aborted). Spec "What routing can't do".
+            request = Request.objects.select_for_update().get(pk=route.request_id)
+        cancelled = request.status == Request.Status.ABORTED
         emit_item(session, ROUTE_ITEM, output, request=request)
         delivered = "none"
         notify = NOTIFY.get(flow)
-        if decision.member and notify is not None and hasattr(notify, "deliver_routed"):
+        if not cancelled and decision.member and notify is not None and hasattr(notify, "deliver_routed"):
             ctx = ActionContext(org=session.organization, session=session, request=request, user_id=session.user_id, flow=flow)
             recent = [recent_entry(entry) for entry in route.recent]
             delivered = notify.deliver_routed(ctx, route.post, decision.member, recent) or "none"
-        request.output = {**output, "delivery": delivered}
-        request.save(update_fields=["output"])
+        fields: dict[str, Any] = {"output": {**output, "delivery": delivered}}
+        if delivered == "none" and request.status == Request.Status.RUNNING:
+            fields.update(status=Request.Status.COMPLETED, finished_at=timezone.now())  # nobody to wait for
+        Request.objects.filter(pk=request.pk).update(**fields)
         Route.objects.filter(pk=route.pk).update(request=request, delivery=delivered)
     return decision.by
+
+
+def do_finish_fan_out(mailbox: Session, post_id: str, *, now=None) -> bool:
+    """Complete the fan-out request of routed post ``post_id`` on ``mailbox`` once its
+    member's delivery settled (done or failed); a cancelled one stays aborted. Call
+    inside the transaction that settles the delivery. Returns True when it completed it."""
+    request_ids = Route.objects.filter(session=mailbox, post__line_id=post_id).values("request_id")
+    return bool(
+        Request.objects.filter(pk__in=request_ids, status=Request.Status.RUNNING).update(
+            status=Request.Status.COMPLETED, finished_at=now or timezone.now()
+        )
+    )
 
 
 def _record_route_request(session: Session, post_id: str, *, output=None, error=None, started=None, parent=None) -> Request:

@@ -327,6 +327,8 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     if result.error is not None:
         raise result.error
     result.finish()
+    if result.error is not None:  # cancelled before it settled
+        raise result.error
     return {"text": result.reply}
 
 

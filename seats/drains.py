@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -55,12 +54,14 @@ from boards.naming import split_board_id
 from boards.queries import claimable_tasks
 from boards.services import Settled, do_settle_claim
 from boards.tasks import drain_board
+from workforce.cancelling import CANCELLED
 from workforce.dispatch import enqueue
 from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
 from workforce.flows import registry
 from workforce.leases import lease_seconds, requeue_lost
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
+from workforce.runtime import Slot
 
 from .boards import default_worker_key, seat_boards
 from .models import DrainWake, Seat
@@ -73,8 +74,8 @@ ROW_RUNNER = "seats.drains.run_board_row"
 RUN_TASK_ACTION = "runTask"
 RUN_ID_MAX = 200  # BoardTask.run
 
-_lock = threading.Lock()
-_warnings: tuple[BoardWarning, ...] = ()
+# The warnings of this process's hire (serve prints them): set by the boot.
+BOARD_WARNINGS: Slot[tuple[BoardWarning, ...]] = Slot("seats.board_warnings", empty=tuple, after_boot=True)
 
 
 # ----------------------------------------------------------------------------- hiring
@@ -154,7 +155,6 @@ def configure_board_drains(
         (``unknown-board-drain``), task tools of such a board (``unknown-board-tools``),
         held boards no hired seat drains (``unattended-board``). Nothing is refused.
     """
-    global _warnings
     seats = list(seats)
     drains = seat_board_drains(seats)
     set_board_drains(drains)
@@ -162,14 +162,13 @@ def configure_board_drains(
     warnings = board_problems(seats, held_board_ids)
     for warning in warnings if log else ():
         logger.warning("%s", warning.message)
-    with _lock:
-        _warnings = tuple(warnings)
+    BOARD_WARNINGS.set(tuple(warnings))
     return warnings
 
 
 def board_warnings() -> list[BoardWarning]:
     """The board warnings of this process's last ``configure_board_drains``."""
-    return list(_warnings)
+    return list(BOARD_WARNINGS.get())
 
 
 # ----------------------------------------------------------------------------- waking drains
@@ -388,7 +387,8 @@ def run_board_row(task: BoardTask) -> Settled:
     the turn and settle the row in one transaction, as a delivery settles with its turn:
     the ``runTask`` request completed (the reply as an assistant message) and the row
     completed with the reply as its output; or the request failed and the row failed
-    (``TurnFailed: <the turn's refusal>``). A crash before the commit leaves both as they
+    (``TurnFailed: <the turn's refusal>``); a turn whose request was cancelled parks the
+    row (reason ``its run <request id> was cancelled``). A crash before the commit leaves both as they
     were (the request running, the row claimed): the row's lease lapses, it is claimed
     again and the dead request is aborted. There is no moment at which the turn is
     recorded and the row not settled.
@@ -419,6 +419,10 @@ def run_board_row(task: BoardTask) -> Settled:
         turn.finish()
         if turn.error is None:
             settled = do_settle_claim(task, output=turn.reply)
+        elif turn.error.reason == CANCELLED:
+            # Its run was cancelled (POST /api/requests/{id}/cancel): the row waits, parked,
+            # for resumeTask or cancelTask instead of going straight back to the drain.
+            settled = do_settle_claim(task, park=f"its run {turn.request.request_id} was cancelled")
         else:
             settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {turn.error.message}")
     return Settled(settled)

@@ -20,7 +20,10 @@ a board row, a delegated post, a coordinator's own turn):
 A turn fails, with a named reason, when the provider fails or times out
 (``model-error``), the turn passes its deadline (``turn-timeout``), the model keeps
 calling tools past ``WORKFORCE_TURN_MAX_STEPS`` (``turn-step-limit``), or it answers
-nothing at all (``empty-reply``).
+nothing at all (``empty-reply``). A turn whose request was cancelled
+(``workforce.cancelling``) stops at its next safe point (before a model call, between
+tool calls, before it settles) with the ``cancelled`` refusal, and its request stays
+``aborted``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, Organization, Request, Session
 from workforce.refusals import Refusal
@@ -180,10 +184,11 @@ class TurnResult:
         work item): the reply as an assistant message item (``agentName`` and
         ``reply_data``), when the turn answered; then, when the log owns its request,
         the request completed with ``output`` (default ``default_output()``) or failed
-        with ``error``; then the ``after`` hooks."""
+        with ``error``; then the ``after`` hooks. A turn whose request was cancelled
+        meanwhile (``workforce.cancelling``) writes no reply and no status: its request
+        stays ``aborted`` and ``error`` becomes the ``cancelled`` refusal, which the
+        caller settles its work item with, and the hooks see."""
         log = self.log
-        if self.error is None and self.reply.strip():
-            log.message({"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data})
         if log.owns_request:
             request = log.request
             request.finished_at = timezone.now()
@@ -193,7 +198,11 @@ class TurnResult:
             else:
                 request.status = Request.Status.FAILED
                 request.error = self.error.as_error()
-            request.save(update_fields=["status", "output", "error", "finished_at"])
+            _settle_unless_cancelled(self, request)
+        elif is_cancelled(log.request.pk):
+            self.error = cancelled_refusal()  # the run that owns the request leaves it aborted
+        if self.error is None and self.reply.strip():
+            log.message({"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data})
         for hook in self.after:
             hook(self)
 
@@ -254,6 +263,7 @@ def run_turn(
     try:
         model = current_resolver().resolve(model_id, block=seat.seat_id)
         for _ in range(max_steps()):
+            _stop_if_cancelled(log)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise Refusal("turn-timeout", f"{seat.seat_id}'s turn passed its deadline before the model answered.")
@@ -272,7 +282,9 @@ def run_turn(
                     "tool_calls": [c.as_message_part() for c in reply.tool_calls],
                 }
             )
-            for call in reply.tool_calls:
+            for index, call in enumerate(reply.tool_calls):
+                if index:
+                    _stop_if_cancelled(log)
                 outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
                 record = {"name": call.name, "arguments": call.arguments, "result": outcome}
                 result.tool_calls.append(record)
@@ -285,6 +297,27 @@ def run_turn(
     except Refusal as refusal:
         result.error = refusal
     return result
+
+
+# ----------------------------------------------------------------------------- cancelling
+
+
+def _stop_if_cancelled(log: TurnLog) -> None:
+    """A safe point: raise the ``cancelled`` refusal when the turn's request was
+    cancelled (``workforce.cancelling``), possibly from another process."""
+    if is_cancelled(log.request.pk):
+        raise cancelled_refusal()
+
+
+def _settle_unless_cancelled(result: TurnResult, request: Request) -> None:
+    """Write the turn's end on its request unless it was cancelled first: one
+    conditional UPDATE (running -> completed/failed), so a cancel and the settle decide
+    once. A cancelled request stays aborted and the turn ends with ``cancelled``."""
+    fields = {"status": request.status, "output": request.output, "error": request.error, "finished_at": request.finished_at}
+    if not Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(**fields):
+        request.refresh_from_db(fields=["status", "output", "error", "finished_at"])
+        if request.status == Request.Status.ABORTED:
+            result.error = cancelled_refusal()
 
 
 def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> dict:

@@ -14,7 +14,7 @@ itself is checked by the lookup, never here. A reader of None (no authentication
 from __future__ import annotations
 
 from .facets import PRIVATE_SESSION, PRIVATE_SESSIONS
-from .models import Session
+from .models import Request, Session
 
 # Sessions nest a level or two (mailbox > seat conversation, conversation > delegate,
 # mailbox > board run): lookups that follow this rule join this many ancestors in one
@@ -53,3 +53,11 @@ def may_read(session: Session, reader: str | None) -> bool:
     if owner is None:
         return True
     return reader is not None and owner is not _UNREADABLE and owner == reader
+
+
+def may_cancel(request: Request, reader: str | None) -> bool:
+    """True when ``reader`` may cancel ``request`` (``POST /api/requests/{id}/cancel``):
+    it is the request's owner (the user it runs as, ``Request.user_id``) and may read
+    its session (``may_read``). Load the request with ``select_related("session__" +
+    PARENT_JOIN)`` to check it without further queries."""
+    return reader is not None and request.user_id == reader and may_read(request.session, reader)

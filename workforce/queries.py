@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from .models import Item, Organization, Request, Session
-from .privacy import PARENT_JOIN, may_read
+from .privacy import PARENT_JOIN, may_cancel, may_read
 from .refusals import Refusal
 from .sessions import history_window
 
@@ -50,6 +50,26 @@ def access_request(org: Organization, request_id: str, *, reader: str | None) ->
     """
     row = Request.objects.select_related(f"session__{PARENT_JOIN}").filter(organization=org, request_id=request_id).first()
     if row is None or not may_read(row.session, reader):
+        raise Refusal("request-not-found", f'No request "{request_id}" exists.')
+    return row
+
+
+def access_request_to_cancel(org: Organization, request_id: str, *, reader: str | None) -> Request:
+    """The request ``request_id`` in ``org``, when ``reader`` may cancel it
+    (``workforce.privacy.may_cancel``: its owner, who may read it), its row locked
+    until the transaction ends (``SELECT … FOR UPDATE``).
+
+    Raises:
+        Refusal("request-not-found"): no such request, or one ``reader`` may not cancel
+            (word for word as a request that does not exist: ids don't leak).
+    """
+    row = (
+        Request.objects.select_for_update(of=("self",))
+        .select_related(f"session__{PARENT_JOIN}")
+        .filter(organization=org, request_id=request_id)
+        .first()
+    )
+    if row is None or not may_cancel(row, reader):
         raise Refusal("request-not-found", f'No request "{request_id}" exists.')
     return row
 

@@ -26,6 +26,7 @@ KERNEL_REASONS = {
     "not-authenticated": 401,
     "forbidden": 403,  # a CSRF failure with session auth
     "session-not-addressable": 409,
+    "request-finished": 409,  # cancelling a request that already completed or failed
     "external-dispatcher": 503,
     "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 _sweeps: dict[str, Callable[[], Any]] = {}
 _every: dict[str, float] = {}  # a sweep's own cadence, seconds, when it has one
 _by_hand_only: set[str] = set()  # sweeps the cluster runs on a schedule of their own
-_started = False
+_started = threading.Event()  # this process's sweeper threads are running
 _lock = threading.Lock()
 
 
@@ -121,11 +121,10 @@ def start_sweeper(interval: float | None = None) -> bool:
     cadence of their own every ``interval`` seconds (default ``sweep_interval()``),
     and one per sweep registered with ``every`` (a timer), so a slow sweep never delays
     a deadline. Returns True when this call started them."""
-    global _started
     with _lock:
-        if _started:
+        if _started.is_set():
             return False
-        _started = True
+        _started.set()
     plain = [name for name in _sweeps if name not in _every and name not in _by_hand_only]
     groups = [("sweeper", plain, interval or sweep_interval())]
     groups += [(f"sweeper-{name}", [name], every) for name, every in _every.items()]

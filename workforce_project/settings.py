@@ -145,6 +145,9 @@ WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
 WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
 WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")
 WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
+# With the ORM broker on PostgreSQL, an idle cluster is woken by NOTIFY at each enqueue's
+# commit and looks anyway after this long (seconds; workforce.broker).
+WORKFORCE_BROKER_IDLE_SECONDS = _env_number("WORKFORCE_BROKER_IDLE_SECONDS", 1.0, float)
 # Seats (spec "Waking agent seats"). Each model call and each whole turn has a deadline; the turn's must
 # stay below Q_CLUSTER["timeout"] (a system check says so).
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
@@ -203,6 +206,8 @@ if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswit
     )
 else:
     Q_CLUSTER["orm"] = "default"
+    # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).
+    Q_CLUSTER["broker_class"] = "workforce.broker.ListeningORM"
 
 # --- REST framework ---------------------------------------------------------------------
 REST_FRAMEWORK = {

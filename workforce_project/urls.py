@@ -15,11 +15,12 @@ from mailboxes.api import (
     TranscriptView,
 )
 from workforce.api.errors import api_not_found
-from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
+from workforce.api.views import FlowActionView, RequestCancelView, RequestDetailView, SessionItemsView, SessionRequestsView
 
 urlpatterns = [
     path("api/flows/<str:kind>/<str:session_id>/actions/<str:action>", FlowActionView.as_view(), name="flow-action"),
     path("api/requests/<str:request_id>", RequestDetailView.as_view(), name="request-detail"),
+    path("api/requests/<str:request_id>/cancel", RequestCancelView.as_view(), name="request-cancel"),
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),

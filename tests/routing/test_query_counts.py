@@ -13,10 +13,11 @@ from workforce.testing import mock_evaluation_model
 
 from .conftest import DESK, MEMBER, desk_md, worker_md
 
-# A routed post: the post's own queries, the ledger (read, write), the Route row and its
-# task. Its decision: read the route, the hold check, the decision's conditional UPDATE,
-# the route request and item, the one delivery and its task.
-EXPECTED_POST, EXPECTED_DECIDE = 18, 12
+# A routed post: the post's own queries, the ledger (read, write), the fan-out's running
+# route request, the Route row and its task. Its decision: read the route (with its
+# request), the hold check, the decision's conditional UPDATE, the route request locked
+# and updated, the item, the one delivery and its task.
+EXPECTED_POST, EXPECTED_DECIDE = 19, 12
 
 
 def big_desk(n: int) -> dict[str, str]:

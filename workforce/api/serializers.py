@@ -14,9 +14,23 @@ class ActionCallSerializer(serializers.Serializer):
     input = serializers.JSONField(required=False, help_text="The action's input object.")
 
 
+class CancelCallSerializer(serializers.Serializer):
+    """Body of ``POST /api/requests/{request_id}/cancel``."""
+
+    userId = serializers.CharField(required=False, help_text="The caller, when no authentication is configured.")
+
+
 class ErrorSerializer(serializers.Serializer):
     reason = serializers.CharField()
     message = serializers.CharField()
+
+
+class RefusalSerializer(serializers.Serializer):
+    """A refusal's answer: ``{requestId, status: "failed", error: {reason, message}}``."""
+
+    requestId = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    error = ErrorSerializer()
 
 
 class RequestSerializer(serializers.Serializer):

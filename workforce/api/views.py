@@ -11,13 +11,21 @@ from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from workforce.cancelling import do_cancel_request
 from workforce.principals import resolve_principal
 from workforce.queries import access_request, access_session, list_items, list_requests
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
 
 from .errors import refusal_response
-from .serializers import ActionCallSerializer, ItemPageSerializer, RequestPageSerializer, RequestSerializer
+from .serializers import (
+    ActionCallSerializer,
+    CancelCallSerializer,
+    ItemPageSerializer,
+    RefusalSerializer,
+    RequestPageSerializer,
+    RequestSerializer,
+)
 
 T = TypeVar("T")
 
@@ -132,6 +140,40 @@ class RequestDetailView(APIView):
     def get(self, request: HttpRequest, request_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         return Response(RequestSerializer(access_request(principal.org, request_id, reader=principal.reader)).data)
+
+
+class RequestCancelView(APIView):
+    """Cancel a running request (its owner only; README "Cancelling")."""
+
+    @extend_schema(
+        request=CancelCallSerializer,
+        responses={
+            200: RequestSerializer,
+            400: OpenApiResponse(RefusalSerializer, description="invalid-input"),
+            404: OpenApiResponse(RefusalSerializer, description="request-not-found: no such request, or not yours"),
+            409: OpenApiResponse(RefusalSerializer, description="request-finished: it already completed or failed"),
+        },
+        summary="Cancel a running request",
+        description=(
+            "Marks a running request (a routed post's fan-out, a seat's turn, a delegate's run, a board "
+            "row's run) aborted at once; the work stops at its next safe point. Cancelling an aborted "
+            "request again answers it unchanged."
+        ),
+    )
+    def post(self, request: HttpRequest, request_id: str) -> Response:
+        body = request.data if request.data is not None else {}
+        if not isinstance(body, dict):
+            return refusal_response(Refusal("invalid-input", "The body must be a JSON object."))
+        unknown = sorted(set(body) - {"userId"})
+        if unknown:
+            return refusal_response(Refusal("invalid-input", f"Unknown body keys: {', '.join(unknown)}; send userId."))
+        principal = resolve_principal(request, body.get("userId") or request.query_params.get("userId"))
+        try:
+            row = do_cancel_request(principal.org, request_id, user_id=principal.user_id)
+        except Refusal as refusal:
+            known = request_id if refusal.reason != "request-not-found" else None
+            return refusal_response(refusal, request_id=known)
+        return Response(RequestSerializer(row).data, status=200)
 
 
 class SessionItemsView(APIView):

@@ -16,8 +16,9 @@ every other known id gives a model that cannot evaluate and fails every call.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
+
+from workforce.runtime import Slot
 
 from .base import ChatModel, ModelCall, ModelError, ModelReply, ModelResolver, ToolCall, parse_arguments
 from .embedded import EMBEDDED_MODELS, EchoModel
@@ -106,27 +107,27 @@ class DefaultModelResolver:
         return OpenAIEvaluationModel(name)
 
 
-_default = DefaultModelResolver()
-_override: ModelResolver | None = None
-_lock = threading.Lock()
+# The resolver agent turns use: the default one, unless a test put its own in place.
+RESOLVER: Slot[ModelResolver] = Slot("workforce.model_resolver", load=DefaultModelResolver)
 
 
 def current_resolver() -> ModelResolver:
     """The resolver agent turns use now (a test's, or the default)."""
-    return _override or _default
+    return RESOLVER.get()
 
 
 def set_model_resolver(resolver: ModelResolver | None) -> None:
     """Put ``resolver`` in place for the whole process (``None`` restores the default)."""
-    global _override
-    with _lock:
-        _override = resolver
+    if resolver is None:
+        RESOLVER.clear()
+    else:
+        RESOLVER.set(resolver)
 
 
 @contextlib.contextmanager
 def use_model_resolver(resolver: ModelResolver) -> Iterator[ModelResolver]:
     """``with use_model_resolver(mock): ...``: ``resolver`` for the block, then back."""
-    previous = _override
+    previous = RESOLVER.get() if RESOLVER.is_set() else None
     set_model_resolver(resolver)
     try:
         yield resolver
