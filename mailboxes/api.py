@@ -177,6 +177,7 @@ class ProjectListView(APIView):
             OpenApiParameter("limit", int, description="At most this many (1-1000, default 100)"),
         ],
         responses={200: inline_serializer("ProjectPage", {"projects": serializers.ListField(child=serializers.DictField())})},
+        operation_id="projects_list",
         summary="List the projects you are a member of",
     )
     def get(self, request: HttpRequest) -> Response:

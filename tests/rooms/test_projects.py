@@ -117,3 +117,17 @@ def test_the_template_is_never_opened_and_never_listed(room_tree, client, org):
     assert current_roster().room_template().id == "eng.room"
     assert not Session.objects.filter(session_id="eng.room").exists()
     assert [m["id"] for m in client.get("/api/mailboxes").json()["mailboxes"]] == ["eng.standup"]
+
+
+def test_the_schema_documents_projects_and_the_inventory_without_warnings(db, capsys):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("spectacular", stdout=out)
+    err = capsys.readouterr().err
+    for path in ("/api/projects:", "/api/projects/{project_id}:", "/api/projects/{project_id}/members:", "/api/mailboxes:"):
+        assert path in out.getvalue(), path
+    assert "/api/seats/{seat_id}/mailboxes:" in out.getvalue()
+    assert "operationId" not in err and "Warning" not in err, err
