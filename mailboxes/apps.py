@@ -12,6 +12,16 @@ REASONS = {
     "mailbox-is-a-template": 409,
     # fileTask naming a worker key no drain of the board declares: the board's state, not the schema.
     "unknown-assignee": 409,
+    # The inventory (GET /api/seats/{seat}/mailboxes) and rooms (spec "A room per project").
+    "seat-not-found": 404,
+    "no-such-project": 404,
+    "talk-not-bound": 404,
+    "talk-bound-elsewhere": 409,
+    "talk-on-a-mailbox": 409,
+    "project-exists": 409,
+    "author-on-a-person-post": 400,
+    "not-project-owner": 403,
+    "answer-token-refused": 403,
 }
 
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boards.naming import RESERVED_BOARD_NAMES, board_id_for, board_name_problem, tool_suffix  # noqa: F401
-from workforce.tree import is_seat_id, name_problem
+from workforce.tree import NAME_RULE, is_seat_id, name_problem
 
 from .reader import MailboxManifest
+from .templates import ResourceDeclaration
 
 BUILTIN_KIND = "mailbox"
 DECLARABLE_KEYS = ("flow", "description", "members", "boards", "instructions", "routing", "boardActions", "mintFor")
@@ -30,6 +31,9 @@ class MailboxKindSpec:
     # What the kind's route knows of the hired seats: why a member can't be a routed
     # mailbox's fallback (its seat can't hear a post), or None. Absent: not checked.
     fallback_problem: Callable[[str], str | None] | None = field(default=None, compare=False)
+    # Whether a post can wake seats (a wake_member_seats notify block): a room template
+    # naming seats needs it (spec "A room per project"). None: not checked.
+    wakes_seats: bool | None = None
 
 
 @dataclass
@@ -53,13 +57,17 @@ class BoundMailbox:
 
 @dataclass
 class BoundTemplate:
-    """A ``mintFor:`` record: a room template, never opened (spec "A room per project")."""
+    """A room template, never opened (spec "A room per project"): a ``mintFor:`` record
+    (``id`` its mailbox id, ``site`` its ``MAILBOX.md``) or ``org/resources/projects.yaml``
+    (``id`` empty, ``site`` the file). ``seats`` are who a post wakes, ``charter`` what
+    they work under."""
 
     id: str
     collection: str
     seats: list[str]
     charter: str
     description: str
+    site: str = ""
 
 
 @dataclass
@@ -73,27 +81,45 @@ class Roster:
         return next((m for m in self.mailboxes if m.id == mailbox_id), None)
 
     def template(self, template_id: str) -> BoundTemplate | None:
-        return next((t for t in self.templates if t.id == template_id), None)
+        """The ``mintFor:`` record at mailbox id ``template_id``, or None."""
+        return next((t for t in self.templates if t.id and t.id == template_id), None)
+
+    @property
+    def template_ids(self) -> list[str]:
+        """The mailbox ids of the ``mintFor:`` records (never opened, never listed)."""
+        return [t.id for t in self.templates if t.id]
+
+    def room_template(self, collection: str = "projects") -> BoundTemplate | None:
+        """The template every room of ``collection`` is built from, or None."""
+        return next((t for t in self.templates if t.collection == collection), None)
 
 
 class RosterRefused(Exception):
-    """The roster was refused; ``problems`` lists ``(mailbox id, sentence)`` for every
-    problem found. The message reads ``refused N of M mailboxes`` and then each problem."""
+    """The roster was refused; ``problems`` lists ``(site, sentence)`` for every problem
+    found, the site being a mailbox id or a resource file's path. The message reads
+    ``refused N of M declarations`` and then each problem."""
 
     def __init__(self, problems: list[tuple[str, str]], total: int):
         self.problems = problems
         self.total = total
         refused = len({mailbox_id for mailbox_id, _ in problems})
         lines = [f"  {mailbox_id}: {message}" for mailbox_id, message in problems]
-        super().__init__(f"refused {refused} of {total} mailboxes\n" + "\n".join(lines))
+        super().__init__(f"refused {refused} of {total} declarations\n" + "\n".join(lines))
 
 
-def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKindSpec]) -> Roster:
-    """Bind every record against the closed key list and the registered kinds.
+def bind_roster(
+    mailboxes: Iterable[MailboxManifest],
+    kinds: dict[str, MailboxKindSpec],
+    resources: Iterable[ResourceDeclaration] = (),
+) -> Roster:
+    """Bind every record against the closed key list and the registered kinds, and the
+    room template (spec "A room per project") from a ``mintFor:`` record or the
+    organization's resource file.
 
     Args:
         mailboxes: records from ``read_mailboxes_directory``.
         kinds: the registered mailbox kinds by name (``"mailbox"`` is the built-in).
+        resources: ``mailboxes.templates.read_org_resources`` (``org/resources/projects.yaml``).
 
     Returns:
         Roster with the mailboxes to open and the room templates.
@@ -102,9 +128,18 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
         RosterRefused: any record was refused; nothing may be opened then.
     """
     records = list(mailboxes)
+    resources = list(resources)
     problems: list[tuple[str, str]] = []
     roster = Roster()
     seen: set[str] = set()
+    for resource in resources:
+        found = _resource_problems(resource, kinds.get(BUILTIN_KIND))
+        if not found:
+            talk = resource.declared["talk"]  # type: ignore[index]
+            roster.templates.append(
+                BoundTemplate("", resource.collection, list(talk.get("seats", [])), talk.get("charter", ""), "", resource.site)
+            )
+        problems.extend((resource.site, message) for message in found)
     for record in records:
         found: list[str] = []
         if record.id in seen:
@@ -127,24 +162,35 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
         if "instructions" in declared and record.body.strip():
             found.append("a body and instructions: are both given; the charter is one or the other")
         members = declared.get("members", [])
+        charter = instructions if isinstance(instructions, str) else record.body
+        if "mintFor" in declared:
+            template = declared["mintFor"]
+            found.extend(_template_problems(declared, template))
+            found.extend(_seat_problems("members:", members, kinds.get(BUILTIN_KIND)))
+            first = next((t for t in roster.templates if t.collection == template), None)
+            if first is not None:
+                found.append(
+                    f"mintFor: a second template for {template}: {_site(first)} already declares it, and so does "
+                    f"{record.id} (teams/{record.id.replace('.', '/mailboxes/', 1)}/MAILBOX.md); a collection has one template"
+                )
+            if not found:
+                roster.templates.append(
+                    BoundTemplate(
+                        record.id,
+                        template,
+                        list(members),
+                        charter.strip(),  # the body, without the blank lines around it
+                        description,  # type: ignore[arg-type]
+                        f"teams/{record.id.replace('.', '/mailboxes/', 1)}/MAILBOX.md",
+                    )
+                )
+            problems.extend((record.id, message) for message in found)
+            continue
         if not isinstance(members, list) or not all(isinstance(m, str) and is_seat_id(m) for m in members):
             found.append("members: must be a list of names (seat ids such as team.name)")
             members = []
         elif len(set(members)) != len(members):
             found.append("members: names a member twice")
-        charter = instructions if isinstance(instructions, str) else record.body
-        template = declared.get("mintFor")
-        if template is not None:
-            found.extend(_template_problems(declared, template))
-            first = next((t for t in roster.templates if t.collection == template), None)
-            if first is not None:
-                found.append(f"mintFor: {first.id} is already the template for {template}; a collection has one template")
-            if not found:
-                roster.templates.append(
-                    BoundTemplate(record.id, template, list(members), charter, description)  # type: ignore[arg-type]
-                )
-            problems.extend((record.id, message) for message in found)
-            continue
         kind_name = declared.get("flow", BUILTIN_KIND)
         kind = None
         if not isinstance(kind_name, str) or name_problem(kind_name):
@@ -176,7 +222,7 @@ def bind_roster(mailboxes: Iterable[MailboxManifest], kinds: dict[str, MailboxKi
         problems.extend((record.id, message) for message in found)
     problems.extend(_tool_name_clashes(roster.mailboxes))
     if problems:
-        raise RosterRefused(problems, len(records))
+        raise RosterRefused(problems, len(records) + len(resources))
     return roster
 
 
@@ -237,9 +283,67 @@ def _bind_boards(declared: dict, kind: MailboxKindSpec | None, found: list[str])
     return names
 
 
+SEAT_ID_RULE = f"a seat is named by its full id, team.name, or by an organization-level seat's own name, each part {NAME_RULE}"
+
+
+def _site(template: BoundTemplate) -> str:
+    """Where a template is declared, for a message: ``eng.room (teams/eng/mailboxes/room/MAILBOX.md)``
+    or ``org/resources/projects.yaml``."""
+    return f"{template.id} ({template.site})" if template.id else template.site
+
+
+def _seat_problems(label: str, seats: Any, kind: MailboxKindSpec | None) -> list[str]:
+    """A template's seats checked (spec "A room per project"): a list of seat ids, none
+    listed twice, and a kind that can wake them when there are any."""
+    if not isinstance(seats, list):
+        return [f"{label} must be a list of seat ids, not {seats!r}; {SEAT_ID_RULE}"]
+    found = []
+    for seat in seats:
+        if not is_seat_id(seat):
+            found.append(f"{label} {seat!r} is not a seat id; {SEAT_ID_RULE}")
+    twice = sorted({s for s in seats if isinstance(s, str) and seats.count(s) > 1})
+    for seat in twice:
+        found.append(f'{label} "{seat}" is listed twice; a seat is woken once per post')
+    if seats and kind is not None and kind.wakes_seats is False:
+        found.append(
+            f"{label} names seats, and the {kind.kind} kind cannot wake them: give it a notify block that wakes "
+            "member seats (wake_member_seats), or no post would wake them"
+        )
+    return found
+
+
+RESOURCE_KEYS = ("talk",)
+TALK_KEYS = ("seats", "charter")
+
+
+def _resource_problems(resource: ResourceDeclaration, kind: MailboxKindSpec | None) -> list[str]:
+    """``org/resources/projects.yaml`` checked: ``{talk: {seats: [...], charter: "..."}}``."""
+    declared = resource.declared
+    if not isinstance(declared, dict):
+        return [f"the file must be a mapping with talk: {{seats, charter}}, not {declared!r}"]
+    found = [f'"{key}" is not a key of the projects collection; its one key is talk' for key in declared if key != "talk"]
+    if "talk" not in declared:
+        return found + ["talk: is missing: the room template, {seats, charter}"]
+    talk = declared["talk"]
+    if not isinstance(talk, dict):
+        return found + [f"talk: must be a mapping with seats: and charter:, not {talk!r}"]
+    for key in talk:
+        if key in TEMPLATE_FORBIDDEN_KEYS:
+            found.append(f"talk: {key}: a room template holds no board, routes no post and picks no kind")
+        elif key not in TALK_KEYS:
+            found.append(f'talk: "{key}" is not a template key; the keys are seats and charter')
+    found.extend(_seat_problems("talk: seats:", talk.get("seats", []), kind))
+    charter = talk.get("charter", "")
+    if not isinstance(charter, str):
+        found.append(f"talk: charter: must be text, not {charter!r}")
+    return found
+
+
 def _template_problems(declared: dict, collection: Any) -> list[str]:
     found = []
-    if collection not in TEMPLATE_COLLECTIONS:
+    if not isinstance(collection, str) or name_problem(collection):
+        found.append(f"mintFor: must name a collection, such as projects, and {collection!r} is not a collection name")
+    elif collection not in TEMPLATE_COLLECTIONS:
         found.append(f"mintFor: names {collection!r}, and the only collection a room template serves is projects")
     for key in TEMPLATE_FORBIDDEN_KEYS:
         if key in declared:

@@ -228,8 +228,12 @@ def _deliver_wake(delivery: Delivery, token: str) -> str:
 
 def answer_slot(delivery: Delivery) -> AnswerSlot | None:
     """The delivery's answer slot: for a routed post, ``{postId, token}`` (the turn's
-    reply is the post's answer, handed over keyed by ``token``, ``dlv<id>``); None
-    otherwise."""
+    reply is the post's answer, handed over keyed by ``token``, ``dlv<id>``); for a room
+    post, ``{postId, token}`` with the seat's recorded ``answerToken``, which the answer
+    hands back (spec "A room per project"); None otherwise."""
+    token = delivery.notify_input.get("answerToken")
+    if token:
+        return AnswerSlot(postId=delivery.post_id, token=token)
     if not delivery.notify_input.get("routed"):
         return None
     return AnswerSlot(postId=delivery.post_id, token=f"dlv{delivery.pk}")

@@ -1,4 +1,6 @@
-"""The built-in ``mailbox`` kind: ``post`` and ``read`` (spec "Posting and reading").
+"""The built-in ``mailbox`` kind: ``post`` and ``read`` (spec "Posting and reading"),
+and on a project's talk session ``join``, ``post`` and ``read`` as the room's
+(``mailboxes.rooms``; spec "A room per project").
 
 Other apps extend the kind through its facets rather than by being imported here: a
 ``notify`` block (seats waking members), a ``route`` (routing), more actions (boards).
@@ -10,8 +12,9 @@ from functools import partial
 
 from rest_framework import serializers
 
-from workforce.facets import ACTION_FAMILIES, MAILBOX, NOTIFY, ROUTE
+from workforce.facets import ACTION_FAMILIES, MAILBOX, NOTIFY, PRIVATE_SESSION, ROUTE
 from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, registry
+from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 
 from .board_actions import (
@@ -22,7 +25,9 @@ from .board_actions import (
     read_board,
     resolve_board_action,
 )
+from .projects import talk_state
 from .queries import access_mailbox_state, held_boards, list_window_lines
+from .rooms import do_answer_room_post, do_join, do_post_room_line, do_read_room, is_room_session
 from .services import do_answer_post, do_post_line
 
 KIND = "mailbox"
@@ -36,8 +41,22 @@ class PostInput(serializers.Serializer):
 
 
 def post(ctx: ActionContext, data: dict) -> dict:
-    """Post one line; answers the line as stored."""
+    """Post one line; answers the line as stored. On a talk session, a person's post in
+    the project's room (``mailboxes.rooms.do_post_room_line``)."""
+    if is_room_session(ctx.session):
+        return do_post_room_line(ctx, body=data["body"], author=data.get("author"))
     return do_post_line(ctx, body=data["body"], author=data.get("author")).as_wire()
+
+
+class JoinInput(serializers.Serializer):
+    """``join {projectId}``: bind this session to the project as the caller's talk session."""
+
+    projectId = StrictCharField(max_length=64)
+
+
+def join(ctx: ActionContext, data: dict) -> dict:
+    """Bind the session to a project and list it (``mailboxes.rooms.do_join``)."""
+    return do_join(ctx, project_id=data["projectId"])
 
 
 class SeatPostInput(serializers.Serializer):
@@ -55,24 +74,40 @@ def seat_post(ctx: ActionContext, data: dict) -> dict:
 
 
 class AnswerInput(serializers.Serializer):
-    """Internal ``answer``: ``{postId, body, author}``: a routed member's answer to the
-    client post ``postId``; author is the seat's id, set by the server, never a model."""
+    """Internal ``answer``: ``{postId, body, author, token?}``: a woken member's answer to
+    the post ``postId``; author is the seat's id, set by the server, never a model;
+    ``token`` is the delivery's answer token (a room's ``answerToken``)."""
 
     postId = StrictCharField()
     body = StrictCharField()
     author = StrictCharField()
+    token = StrictCharField(required=False)
 
 
 def answer(ctx: ActionContext, data: dict) -> dict:
     """A routed member's answer (spec "The answer lands in the mailbox"): the seat's line,
     at most one per post. Internal: only a dispatch reaches it, so no client can answer
-    for a member. See ``mailboxes.services.do_answer_post``."""
+    for a member. See ``mailboxes.services.do_answer_post``. On a talk session, a seat's
+    answer to a room post, with its token (``mailboxes.rooms.do_answer_room_post``)."""
+    if is_room_session(ctx.session):
+        return do_answer_room_post(ctx, post_id=data["postId"], body=data["body"], author=data["author"], token=data.get("token"))
     return do_answer_post(ctx, post_id=data["postId"], body=data["body"], author=data["author"])
+
+
+def _cursor(raw: object) -> int:
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise Refusal("invalid-input", f"after: a cursor is a whole number of at least 0 (a read's nextCursor), not {raw!r}.")
+    return raw
 
 
 def read(ctx: ActionContext, data: dict) -> dict:
     """The mailbox: ``{id, description, members, boards?, transcript}``. The transcript
-    holds the lines inside the history window; ``boards`` only when it holds one."""
+    holds the lines inside the history window; ``boards`` only when it holds one. On a
+    talk session, the room's lines after ``after`` (``mailboxes.rooms.do_read_room``)."""
+    if is_room_session(ctx.session):
+        return do_read_room(ctx, after=_cursor(ctx.request.input.get("after")))
     state = access_mailbox_state(ctx.session)
     answer: dict = {"id": ctx.session.session_id, "description": state["description"], "members": list(state["members"])}
     boards = held_boards(ctx.session)
@@ -82,12 +117,18 @@ def read(ctx: ActionContext, data: dict) -> dict:
     return answer
 
 
+def is_talk_session(session) -> bool:
+    """True for a bound talk session (``PRIVATE_SESSION``: only its owner reads it)."""
+    return talk_state(session) is not None
+
+
 def build_mailbox_kind() -> FlowKind:
     """The built-in mailbox kind, registered once per process."""
     return FlowKind(
         kind=KIND,
         actions={
-            "post": Action("post", post, PostInput, description="Post a line to the mailbox."),
+            "post": Action("post", post, PostInput, description="Post a line to the mailbox (or a project's room)."),
+            "join": Action("join", join, JoinInput, description="Bind this session to a project: your talk session."),
             # read takes no input; an ``after`` cursor is accepted and ignored on a mailbox.
             "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
             # A mailbox holding no board refuses both (board-not-declared).
@@ -100,7 +141,15 @@ def build_mailbox_kind() -> FlowKind:
             "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
             "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
         },
-        facets={MAILBOX.key: True, NOTIFY.key: None, ROUTE.key: None, ACTION_FAMILIES.key: board_action_families()},
+        # A talk session is its member's own (and the seats' conversations under it): the
+        # room is read through each member's own session, never through another's.
+        facets={
+            MAILBOX.key: True,
+            NOTIFY.key: None,
+            ROUTE.key: None,
+            PRIVATE_SESSION.key: is_talk_session,
+            ACTION_FAMILIES.key: board_action_families(),
+        },
         # boardActions: true -> the eight task tools as <tool>_<suffix> actions.
         resolve=partial(resolve_board_action, KIND),
     )

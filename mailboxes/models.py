@@ -190,3 +190,183 @@ class Delivery(LeasedWork):
 
     def __str__(self) -> str:
         return f"{self.post_id} -> {self.member} ({self.mode}, {self.status})"
+
+
+# ----------------------------------------------------------------------------- the inventory
+
+
+class InventorySeat(models.Model):
+    """The inventory's row for one seat a mailbox lists (spec "What a mailbox is": the
+    inventory row, "only for finding which mailboxes a seat is in"): ``{id, kind,
+    hired}``, written when the mailboxes are opened. ``kind`` is the hired seat's kind
+    (empty when no seat by that id is hired)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    seat_id = models.CharField(max_length=200)
+    kind = models.CharField(max_length=100, blank=True, default="")
+    hired = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "seat_id"], name="inventoryseat_unique_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.organization_id}:{self.seat_id}"
+
+    def as_wire(self) -> dict:
+        """``{id, kind, hired}``; ``kind`` is None for a seat nobody hired."""
+        return {"id": self.seat_id, "kind": self.kind or None, "hired": self.hired}
+
+
+class InventoryMailbox(models.Model):
+    """The inventory's row for one opened mailbox: ``{id, kind, members, openedAt}``
+    (``openedAt``, milliseconds since the epoch, is set when the row is created and
+    never again). A mailbox id that is now a room template keeps its row, retired
+    (``retired_at``), and is listed no more. Rooms and talk sessions are never rows."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    mailbox_id = models.CharField(max_length=300)
+    kind = models.CharField(max_length=100)
+    description = models.TextField(blank=True, default="")
+    members = models.JSONField(default=list, blank=True)
+    opened_at = models.BigIntegerField(help_text="Milliseconds since the epoch; set on create only.")
+    retired_at = models.DateTimeField(null=True, blank=True, help_text="Set when the id became a room template.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "mailbox_id"], name="inventorymailbox_unique_per_org")]
+        verbose_name_plural = "inventory mailboxes"
+
+    def __str__(self) -> str:
+        return f"{self.organization_id}:{self.mailbox_id}"
+
+    def as_wire(self) -> dict:
+        """``{id, kind, description, members, openedAt}``."""
+        return {
+            "id": self.mailbox_id,
+            "kind": self.kind,
+            "description": self.description,
+            "members": list(self.members),
+            "openedAt": self.opened_at,
+        }
+
+
+class InventoryMembership(models.Model):
+    """One (seat, mailbox) pair of the inventory: the seat is a member of the mailbox.
+    Written before the mailbox's own row, so a listed mailbox always has its members."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    seat_id = models.CharField(max_length=200)
+    mailbox_id = models.CharField(max_length=300)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "seat_id", "mailbox_id"], name="inventorymembership_unique")
+        ]
+        indexes = [models.Index(fields=["organization", "mailbox_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.seat_id} in {self.mailbox_id}"
+
+
+# ----------------------------------------------------------------------------- projects and rooms
+
+
+class Project(models.Model):
+    """A project (spec "A room per project"): its members are the people who can read
+    and post in its room; the room's seats come from the template, not from here.
+
+    The row is also the room's lock: a room line's ``seq`` is assigned under this row's
+    ``SELECT … FOR UPDATE``, so the room's sequence is gap-free.
+    """
+
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        ARCHIVED = "archived"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="projects")
+    project_id = models.CharField(max_length=64)
+    title = models.CharField(max_length=200)
+    brief = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.ACTIVE)
+    owner_user_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "project_id"], name="project_unique_id_per_org")]
+
+    def __str__(self) -> str:
+        return f"{self.organization_id}:{self.project_id}"
+
+
+class ProjectMember(models.Model):
+    """A person who can read and post in a project's room (the owner is one)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="members")
+    user_id = models.CharField(max_length=200)
+    added_by = models.CharField(max_length=200, blank=True, default="")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user_id"], name="projectmember_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.project}"
+
+
+class TalkListing(models.Model):
+    """The one talk session a project lists for one member: the session ``join``
+    returns, the only one that member posts and reads through (spec "A room per
+    project": "any other session is refused with talk-session-not-listed")."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="talk_listings")
+    user_id = models.CharField(max_length=200)
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="talk_listing")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user_id"], name="talklisting_one_per_member")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}'s talk in {self.project}: {self.session.session_id}"
+
+
+class RoomLine(models.Model):
+    """One line of a project's room. A person's post has ``user_id`` (the poster) and no
+    author; a seat's answer has ``author`` (the seat id), ``seat_authored`` and
+    ``user_id`` (whose post it answers), and names the post in ``answer_to``: at most
+    one answer per seat per post (unique). ``seq`` is gap-free per project, assigned
+    under the project's row lock. Room lines are in no session's history."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="lines")
+    seq = models.BigIntegerField()
+    line_id = models.CharField(max_length=64, unique=True)
+    at = models.BigIntegerField(help_text="Milliseconds since the epoch.")
+    user_id = models.CharField(max_length=200)
+    author = models.CharField(max_length=200, null=True, blank=True)
+    seat_authored = models.BooleanField(default=False)
+    body = models.TextField()
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    answer_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "seq"], name="roomline_unique_seq_per_project"),
+            models.UniqueConstraint(
+                fields=["answer_to", "author"], condition=models.Q(answer_to__isnull=False), name="roomline_one_answer_per_seat"
+            ),
+        ]
+        ordering = ["project", "seq"]
+
+    def __str__(self) -> str:
+        return f"{self.project}#{self.seq}"
+
+    def as_wire(self) -> dict:
+        """``{id, seq, at, userId, author?, body, seatAuthored?}``."""
+        line: dict = {"id": self.line_id, "seq": self.seq, "at": self.at, "userId": self.user_id}
+        if self.author is not None:
+            line["author"] = self.author
+        line["body"] = self.body
+        if self.seat_authored:
+            line["seatAuthored"] = True
+        return line

@@ -235,7 +235,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
             )
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
-            deliveries.append(_delivery(mailbox, line, member, plan, notify_input, now))
+            deliveries.append(_delivery(mailbox, line.line_id, member, plan, notify_input, now))
     Delivery.objects.bulk_create(deliveries)
     do_record_request(
         mailbox,
@@ -280,21 +280,88 @@ def do_routed_delivery(
         plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
     if plan is None:
         return "none"
-    delivery = _delivery(mailbox, line, member, plan, notify_input, timezone.now())
+    delivery = _delivery(mailbox, line.line_id, member, plan, notify_input, timezone.now())
     delivery.save(force_insert=True)
     enqueue(DELIVER_TASK, delivery.pk)
     return plan.mode
 
 
-def _delivery(mailbox: Session, line: Any, member: str, plan: Plan, notify_input: dict, now) -> Delivery:
-    """One post's delivery to ``member`` as ``plan`` says, enqueued ``now`` (not saved)."""
+def _delivery(mailbox: Session, post_id: str, member: str, plan: Plan, notify_input: dict, now) -> Delivery:
+    """Post ``post_id``'s delivery to ``member`` as ``plan`` says, enqueued ``now`` (not saved)."""
     return Delivery(
         organization_id=mailbox.organization_id,
         mailbox=mailbox,
-        post_id=line.line_id,
+        post_id=post_id,
         member=member,
         mode=plan.mode,
         seat=plan.seat,
         notify_input=notify_input,
         enqueued_at=now,
     )
+
+
+def do_wake_seats(
+    ctx: ActionContext,
+    post_id: str,
+    fan_out: NotifyFanOut,
+    *,
+    seats: list[str],
+    notify_input: Callable[[str], dict],
+) -> list[Delivery]:
+    """Wake each of ``seats`` once for the post ``post_id`` (a room's post; spec "A room
+    per project": "A post wakes each seat once, as the person who posted"), inside the
+    post's transaction: the seat the session's owner reaches, when its kind hears posts
+    (``fan_out.plan``), gets one ``wake`` delivery with ``notify_input(seat)``. Records
+    one ``notify`` request on ``ctx.session`` listing ``{member, outcome}``.
+
+    Idempotent: a delivery already written for ``(post, seat)`` is kept with its input
+    (its answer token), so a fan-out run again wakes each seat once; a delivery that is
+    still pending is enqueued again (a redelivered task claims nothing twice).
+
+    Returns:
+        The post's pending deliveries (none under an external dispatcher: the fan-out
+        request is failed with ``external-dispatcher`` and the post stays).
+    """
+    session = ctx.session
+    if external_dispatcher():
+        refusal = Refusal(
+            "external-dispatcher",
+            f"post {post_id} was written, but no seat was woken: this deployment hands dispatch to an "
+            "external queue whose workers share no lease backend.",
+        )
+        do_record_request(
+            session,
+            action=FAN_OUT_ACTION,
+            input={"postId": post_id},
+            user_id=ctx.user_id,
+            error=refusal.as_error(),
+            parent=ctx.request,
+        )
+        return []
+    now = timezone.now()
+    outcomes: list[dict] = []
+    planned: list[Delivery] = []
+    for seat_id in seats:
+        data = notify_input(seat_id)
+        plan = fan_out.plan(seat_id, data, org_id=session.organization_id, principal=session.user_id)
+        wake = plan is not None and plan.mode == Delivery.Mode.WAKE
+        outcomes.append({"member": seat_id, "outcome": plan.mode if wake else "none"})
+        if wake:
+            planned.append(_delivery(session, post_id, seat_id, plan, data, now))
+    Delivery.objects.bulk_create(planned, ignore_conflicts=True)
+    do_record_request(
+        session,
+        action=FAN_OUT_ACTION,
+        input={"postId": post_id},
+        user_id=ctx.user_id,
+        output={"postId": post_id, "deliveries": outcomes},
+        parent=ctx.request,
+    )
+    pending = list(
+        Delivery.objects.filter(post_id=post_id, member__in=[d.member for d in planned], status=Delivery.Status.PENDING).order_by(
+            "pk"
+        )
+    )
+    for delivery in pending:
+        enqueue(DELIVER_TASK, delivery.pk)
+    return pending

@@ -7,13 +7,15 @@ from pathlib import Path
 
 from django.conf import settings
 
-from workforce.facets import MAILBOX, ROUTE
+from workforce.facets import MAILBOX, NOTIFY, ROUTE
 from workforce.flows import registry
 from workforce.runtime import Slot
 from workforce.tree import LoadError
 
 from .binder import BUILTIN_KIND, MailboxKindSpec, Roster, RosterRefused, bind_roster
+from .notify import WakeMemberSeats
 from .reader import read_mailboxes_directory
+from .templates import read_org_resources
 
 
 class TreeError(Exception):
@@ -49,11 +51,13 @@ def mailbox_kind_specs() -> dict[str, MailboxKindSpec]:
         if MAILBOX.get(flow):
             route = ROUTE.get(flow)
             planned = name == BUILTIN_KIND and bool(settings.WORKFORCE_ROUTE_MODEL)
+            notify = NOTIFY.get(flow)
             specs[name] = MailboxKindSpec(
                 kind=name,
                 builtin=name == BUILTIN_KIND,
                 has_route=route is not None or planned,
                 fallback_problem=getattr(route, "fallback_problem", None),
+                wakes_seats=isinstance(notify, WakeMemberSeats) or (notify is None and name == BUILTIN_KIND),
             )
     return specs
 
@@ -66,8 +70,10 @@ def load_roster(root: str | Path) -> Roster:
         workforce.tree.WorkforceRootError: the root itself is unreadable or a symlink.
     """
     mailboxes, errors = read_mailboxes_directory(root)
+    resources, resource_errors = read_org_resources(root)
+    errors = sorted(errors + resource_errors, key=lambda error: (error.path, error.kind))
     try:
-        roster = bind_roster(mailboxes, mailbox_kind_specs())
+        roster = bind_roster(mailboxes, mailbox_kind_specs(), resources)
     except RosterRefused as refused:
         raise TreeError(str(root), errors, refused) from None
     if errors:

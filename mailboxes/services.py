@@ -10,16 +10,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from workforce.facets import NOTIFY, ROUTE
-from workforce.models import Organization, OrgRecord, Session
+from workforce.models import Organization, Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, now_ms
 
 from .binder import BoundMailbox
+from .inventory import do_register_inventory, do_retire_templates
 from .models import Line
 from .queries import access_mailbox_state, is_mailbox_state
 
 OLD_KIND = "channel"
-INVENTORY_PREFIX = "inventory/mailboxes/"
 
 
 @dataclass(frozen=True)
@@ -105,26 +105,32 @@ def _occupant_problem(session: Session, mailbox: BoundMailbox, user_id: str) -> 
     return None
 
 
-def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_id: str) -> list[OpenOutcome]:
+def do_open_mailboxes(
+    org: Organization, mailboxes: list[BoundMailbox], *, user_id: str, template_ids: list[str] | tuple[str, ...] = ()
+) -> list[OpenOutcome]:
     """Open one session per bound record, at the record's id (spec "Opening it").
 
     Idempotent: an open mailbox is left alone (members, charter and description keep
     what they were opened with); its outcome's ``drift`` names what its file changed. An empty session on the mailbox's kind (a premature
     post, by whichever user) is adopted and from then on owned by ``user_id``. Each
-    opened mailbox gets its inventory row (``inventory/mailboxes/<id>``). All or
-    nothing, in one transaction.
+    opened mailbox gets its inventory rows (``mailboxes.inventory``: memberships first,
+    the mailbox row last), with what it was opened with; the rows of ``template_ids``
+    are retired. All or nothing, in one transaction.
 
     Args:
         org: the organization the sessions are created in (fixed from then on).
         mailboxes: the roster's bound mailboxes (templates are never passed here).
         user_id: the owner of the sessions; every line's principal.
+        template_ids: the ids of the tree's ``mintFor:`` records (``Roster.templates``).
 
     Raises:
         OpenRefused: an id is held by another kind, another user, unreadable state, or
             a session on the old ``channel`` kind. Nothing is opened then.
+        Refusal("mailbox-is-a-template"): a mailbox passed is a template's id.
     """
     outcomes: list[OpenOutcome] = []
     with transaction.atomic():
+        do_retire_templates(org, template_ids)
         existing = {
             s.session_id: s
             for s in Session.objects.select_for_update()
@@ -154,10 +160,13 @@ def do_open_mailboxes(org: Organization, mailboxes: list[BoundMailbox], *, user_
                 outcome = "already open"
                 drift = mailbox_drift(session.state, mailbox)
                 state = session.state
-            OrgRecord.objects.get_or_create(
-                organization=org,
-                key=f"{INVENTORY_PREFIX}{mailbox.id}",
-                defaults={"data": {"id": mailbox.id, "members": state["members"], "description": state["description"]}},
+            do_register_inventory(
+                org,
+                mailbox,
+                members=list(state["members"]),
+                description=state["description"],
+                opened_by=user_id,
+                template_ids=template_ids,
             )
             outcomes.append(OpenOutcome(mailbox.id, outcome, drift if outcome == "already open" else ()))
     return outcomes

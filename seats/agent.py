@@ -141,7 +141,10 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
     seat = access_seat(ctx.org, session.user_id, seat_id)
     text = turn_text(data)
-    answer = AnswerSlot(postId=data["postId"], token="") if data.get("routed") else None
+    if data.get("answerToken"):  # a room's post: the answer hands the seat's token back
+        answer = AnswerSlot(postId=data["postId"], token=data["answerToken"])
+    else:
+        answer = AnswerSlot(postId=data["postId"], token="") if data.get("routed") else None
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
     log = adopt_turn(ctx, prompt=_post_prompt(text, data))
     result = run_turn(
@@ -192,6 +195,7 @@ def _answers_routed_post(result: TurnResult, seat: Seat, mailbox: Session | None
                 seat_id=seat.seat_id,
                 parent_request=turn.request,
                 idempotency_key=f"{answer['token']}:answer:reply" if answer["token"] else None,
+                token=answer["token"] or None,
             )
 
     result.after.append(hand_over)
@@ -206,19 +210,21 @@ def hand_over_answer(
     seat_id: str,
     parent_request: Request | None,
     idempotency_key: str | None = None,
+    token: str | None = None,
 ) -> Request | None:
     """Hand a routed member's answer to its mailbox's internal ``answer`` entry, by
     dispatch (author = the seat's id). With ``idempotency_key`` a repeated hand-over
     (a redelivered task) answers the first one's request. The mailbox decides whether
     it lands (one answer line per post); a refusal is a failed request on the mailbox's
-    session and the seat is not told. Returns the mailbox's request, or None when the
-    dispatch itself was refused (logged)."""
+    session and the seat is not told. ``token`` is the delivery's answer token, handed
+    back with the answer (a room checks it: spec "A room per project"). Returns the
+    mailbox's request, or None when the dispatch itself was refused (logged)."""
     kwargs = dict(
         org=org,
         kind=mailbox.flow_kind,
         session_id=mailbox.session_id,
         action="answer",
-        payload={"postId": post_id, "body": body, "author": seat_id},
+        payload={"postId": post_id, "body": body, "author": seat_id, **({"token": token} if token else {})},
         user_id=mailbox.user_id,
         parent_request=parent_request,
     )

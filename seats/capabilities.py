@@ -85,6 +85,8 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
             slot = ctx.extras[ANSWER_EXTRA]
             key = f"{slot.get('token') or prefix}:{POST_TO_MAILBOX}:answer"
             action, payload = "answer", {"postId": slot["postId"], "body": body, "author": ctx.seat_id}
+            if slot.get("token"):  # handed back: a room checks it is this seat's for this post
+                payload["token"] = slot["token"]
         else:
             count = ctx.extras.get("post_count", 0) + 1
             ctx.extras["post_count"] = count

@@ -12,10 +12,12 @@ e.g. ``[post-to-mailbox]``), ``instructions`` or a body (the system prompt, one 
 other), the coordinator keys ``delegates``, ``routing``, ``fallback`` and
 ``rounds``, which the coordinator flow reads, and the board keys ``drains`` and
 ``boardTools`` (the boards it drains and the boards whose task tools it holds, as
-ledger ids; see ``seats.boards``), and the run keys ``capabilities`` (a mapping from a
-capability's name to its argument: ``mail.send: ["*"]`` or a list of worker ids, the
-agents it may mail) and ``run`` (``triggers:``, the kinds of run that may start it, such
-as ``[mail]``; spec "How mail becomes work"). Anything else is refused by name.
+ledger ids; see ``seats.boards``), ``discover: [mailboxes]`` (the seat's tool that
+lists the mailboxes it is a member of, from the inventory), and the run keys
+``capabilities`` (a mapping from a capability's name to its argument: ``mail.send:
+["*"]`` or a list of worker ids, the agents it may mail) and ``run`` (``triggers:``, the
+kinds of run that may start it, such as ``[mail]``; spec "How mail becomes work").
+Anything else is refused by name.
 """
 
 from __future__ import annotations
@@ -54,7 +56,11 @@ RUN_KEYS = (CAPABILITIES_KEY, RUN_KEY)
 # The capabilities a WORKER.md can grant, with what each takes.
 MAIL_SEND = "mail.send"
 RUN_TRIGGERS = "triggers"
-WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS + RUN_KEYS + BOARD_KEYS
+# discover: [mailboxes] gives the seat the inventory's list-mailboxes tool (spec
+# "Upgrading from channels": a seat's discover: was channels).
+DISCOVER_KEYS = ("discover",)
+DISCOVERABLE = ("mailboxes",)
+WORKER_KEYS = AGENT_KEYS + COORDINATOR_KEYS + DISCOVER_KEYS + RUN_KEYS + BOARD_KEYS
 
 
 @dataclass
@@ -255,6 +261,18 @@ def check_worker_declared(declared: dict, body: str, folder_rel: str, file_rel: 
         bad(problem)
     for problem in check_run_keys(declared):
         bad(problem)
+    if "discover" in declared:
+        discover = declared["discover"]
+        if not isinstance(discover, list) or not all(isinstance(d, str) for d in discover):
+            bad("discover: must be a list of what the seat finds, such as [mailboxes]")
+        else:
+            for name in discover:
+                if name == "channels":
+                    bad(
+                        'discover: "channels" is the name from before mailboxes were renamed, and it is not read; write mailboxes'
+                    )
+                elif name not in DISCOVERABLE:
+                    bad(f'discover: "{name}" is not something a seat discovers; the one it can is mailboxes')
     return found
 
 

@@ -60,7 +60,7 @@ def open_mailboxes(root: Path, org: Organization, *, user_id: str = OWNER) -> Ro
     """Read the tree at ``root``, open its mailboxes in ``org`` as ``user_id`` and serve
     its roster; returns the roster."""
     roster = load_roster(root)
-    do_open_mailboxes(org, roster.mailboxes, user_id=user_id)
+    do_open_mailboxes(org, roster.mailboxes, user_id=user_id, template_ids=roster.template_ids)
     set_current_roster(roster)
     return roster
 

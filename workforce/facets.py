@@ -187,6 +187,11 @@ VALIDATE_WORKER: Facet[ValidateWorker] = Facet("validate_worker", ValidateWorker
 COORDINATOR: Facet[Any] = Facet("coordinator", object, None, "a coordinator kind's CoordinatorSetup")
 STATE_FIELDS: Facet[tuple] = Facet("state_fields", tuple, (), "session state only the kind writes")
 PRIVATE_SESSIONS: Facet[bool] = Facet("private_sessions", bool, False, "a session is its owner's only")
+# A kind whose sessions are private one by one, by what they hold (a mailbox kind's talk
+# session is its member's own; its mailboxes are the organization's): ``(Session) -> bool``.
+PRIVATE_SESSION: Facet[Callable[[Any], bool]] = Facet(
+    "private_session", object, None, "which of the kind's sessions are their owner's only"
+)
 CLIENT_CREATES_SESSIONS: Facet[bool] = Facet(
     "client_creates_sessions", bool, True, "an action call naming a new id creates the session"
 )
@@ -211,6 +216,7 @@ ALL_FACETS: tuple[Facet, ...] = (
     COORDINATOR,
     STATE_FIELDS,
     PRIVATE_SESSIONS,
+    PRIVATE_SESSION,
     CLIENT_CREATES_SESSIONS,
     ACTION_FAMILIES,
 )

@@ -1,9 +1,12 @@
 """The input a mailbox's notify block gets, once per declared member per post (spec
 "Waking members": ``mailboxNotifyInputSchema``).
 
-``{mailboxId, member, postId, body, principal, author?, seatAuthored?, routed?, recent?}``:
+``{mailboxId, member, postId, body, principal, author?, seatAuthored?, routed?, recent?,
+projectId?, answerToken?}``:
 ``postId`` is the line's id; ``principal`` the mailbox session's user (the same on every
-line, so it does not name the poster); ``author`` the line's unverified label;
+line, so it does not name the poster; on a room's post, the person who posted);
+``author`` the line's unverified label; ``projectId`` and ``answerToken`` (the seat's
+token, which its answer hands back as ``token``) on a room's post;
 ``seatAuthored`` is ``true`` on a seat's own line and absent otherwise. A kind hears
 posts by declaring an internal action ``onMailboxPost`` that takes this input (spec
 "Making a kind of your own hear posts").
@@ -32,6 +35,8 @@ class MailboxNotifyInput(serializers.Serializer):
     seatAuthored = serializers.BooleanField(required=False)
     routed = serializers.BooleanField(required=False)
     recent = serializers.ListField(child=serializers.DictField(), required=False)
+    projectId = StrictCharField(required=False)
+    answerToken = StrictCharField(required=False)
 
 
 def build_notify_input(

@@ -2,7 +2,8 @@
 runs and streams, and of a request goes through.
 
 A session is *private* when it, or any session above it in its ``parent`` chain, runs on
-a kind with the ``private_sessions`` facet (a coordinator conversation): then only the
+a kind with the ``private_sessions`` facet (a coordinator conversation), or is one its
+kind's ``private_session`` rule says is private (a project's talk session): then only the
 owner of that private session reads it, and everything under it (a delegate's session
 in the conversation). Any other session (a mailbox, a seat's conversation in it, a
 board's run session) is readable by everyone in its organization; the organization
@@ -12,7 +13,7 @@ itself is checked by the lookup, never here. A reader of None (no authentication
 
 from __future__ import annotations
 
-from .facets import PRIVATE_SESSIONS
+from .facets import PRIVATE_SESSION, PRIVATE_SESSIONS
 from .models import Request, Session
 
 # Sessions nest a level or two (mailbox > seat conversation, conversation > delegate,
@@ -31,6 +32,9 @@ def _private_owner(session: Session) -> object:
     node: Session | None = session
     for _ in range(MAX_DEPTH):
         if PRIVATE_SESSIONS.of(node.flow_kind):
+            return node.user_id
+        rule = PRIVATE_SESSION.of(node.flow_kind)
+        if rule is not None and rule(node):
             return node.user_id
         if node.parent_id is None:
             return None

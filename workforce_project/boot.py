@@ -73,4 +73,9 @@ def boot_process() -> None:
 def open_roster(roster: Roster, *, org_id: str = DEFAULT_ORG_ID, user_id: str | None = None) -> list[OpenOutcome]:
     """Open the roster's mailboxes in ``org_id`` as ``user_id`` (default
     ``WORKFORCE_OPEN_USER``). Raises ``mailboxes.services.OpenRefused``."""
-    return do_open_mailboxes(ensure_organization(org_id), roster.mailboxes, user_id=user_id or settings.WORKFORCE_OPEN_USER)
+    return do_open_mailboxes(
+        ensure_organization(org_id),
+        roster.mailboxes,
+        user_id=user_id or settings.WORKFORCE_OPEN_USER,
+        template_ids=roster.template_ids,
+    )

@@ -8,7 +8,15 @@ from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
 from mail.api import MailLedgerView, MailThreadView, MailView, WorkerChatView
 from mail.webhook import forge_webhook
-from mailboxes.api import BoardListView, TranscriptView
+from mailboxes.api import (
+    BoardListView,
+    MailboxListView,
+    ProjectDetailView,
+    ProjectListView,
+    ProjectMembersView,
+    SeatMailboxesView,
+    TranscriptView,
+)
 from seats.api import WorkerDetailView, WorkerForkView, WorkersView
 from workforce.api.errors import api_not_found
 from workforce.api.index import ApiIndexView
@@ -23,6 +31,11 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
+    path("api/mailboxes", MailboxListView.as_view(), name="mailbox-list"),
+    path("api/seats/<str:seat_id>/mailboxes", SeatMailboxesView.as_view(), name="seat-mailboxes"),
+    path("api/projects", ProjectListView.as_view(), name="project-list"),
+    path("api/projects/<str:project_id>", ProjectDetailView.as_view(), name="project-detail"),
+    path("api/projects/<str:project_id>/members", ProjectMembersView.as_view(), name="project-members"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),
     # A person's own roster (seats.api): list and hire, read and fire, fork.

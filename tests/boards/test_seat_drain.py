@@ -358,11 +358,11 @@ def test_a_tools_line_cannot_grant_them(db, make_tree):
     assert refused.value.problems == [
         (
             "eng.analyst",
-            'tools: names "listTasks_eng_incidents_followups", which the agent kind does not offer (it offers post-to-mailbox)',
+            'tools: names "listTasks_eng_incidents_followups", which the agent kind does not offer (it offers create-project, post-to-mailbox)',
         ),
         (
             "eng.lead",
-            'tools: names "addTask_eng_incidents_followups", which the agent kind does not offer (it offers post-to-mailbox)',
+            'tools: names "addTask_eng_incidents_followups", which the agent kind does not offer (it offers create-project, post-to-mailbox)',
         ),
     ]
     # a seat row whose tools list names one anyway (not hired from a file) is offered nothing for it

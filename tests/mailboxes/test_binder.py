@@ -150,7 +150,7 @@ def test_the_builtin_kind_is_built_with_a_route_when_a_route_model_is_set(settin
 def test_a_mailbox_id_declared_twice_is_refused():
     exc = refused(record("eng.standup"), record("eng.standup"))
     assert any("declared twice" in m and "eng.standup" in m for m in messages(exc))
-    assert str(exc).startswith("refused 1 of 2 mailboxes")
+    assert str(exc).startswith("refused 1 of 2 declarations")
 
 
 # --- boards --------------------------------------------------------------------------------
@@ -302,7 +302,7 @@ def test_every_problem_is_reported_at_once():
         record("eng.fine"),
     )
     text = str(exc)
-    assert text.startswith("refused 2 of 4 mailboxes\n")
+    assert text.startswith("refused 2 of 4 declarations\n")
     assert {mailbox_id for mailbox_id, _ in exc.problems} == {"eng.bad", "eng.worse"}
     assert len(exc.problems) == 4
     assert '"member"' in text and "system:" in text and "description:" in text and "boards:" in text
@@ -319,6 +319,6 @@ def test_nothing_is_opened_when_any_record_is_refused(make_tree, org):
     )
     with pytest.raises(CommandError) as caught:
         call_command("open_mailboxes", root=str(root), user="u_owner")
-    assert "refused 2 of 3 mailboxes" in str(caught.value)
+    assert "refused 2 of 3 declarations" in str(caught.value)
     assert "eng.bad" in str(caught.value) and "ops.oncall" in str(caught.value)
     assert not Session.objects.exists()

@@ -36,7 +36,7 @@ def test_a_kind_of_your_own_cannot_hold_a_board(make_tree, custom_kind):
     with pytest.raises(TreeError) as refused:
         load_roster(make_tree({"teams/eng/mailboxes/odd/MAILBOX.md": mailbox_md(flow="my-mailbox", boards="[work]")}))
     assert "cannot hold a board" in str(refused.value)
-    assert "refused 1 of 1 mailboxes" in str(refused.value)
+    assert "refused 1 of 1 declarations" in str(refused.value)
 
 
 def test_a_kind_not_registered_is_refused_by_name_never_the_builtin(make_tree):

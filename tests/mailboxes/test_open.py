@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from mailboxes.models import Line
+from mailboxes.models import InventoryMailbox, InventoryMembership, Line
 from mailboxes.roster import load_roster, set_current_roster
 from mailboxes.services import OpenRefused, do_open_mailboxes
 from tests.conftest import MEMBER, OWNER, STANDARD_TREE, mailbox_md
@@ -153,10 +153,12 @@ def test_an_id_held_on_the_old_channel_kind_tells_to_start_from_an_empty_store(m
 
 def test_each_opened_mailbox_gets_its_inventory_row(open_tree, org):
     open_tree()
-    rows = {r.key: r.data for r in OrgRecord.objects.filter(organization=org)}
-    assert set(rows) == {"inventory/mailboxes/eng.standup", "inventory/mailboxes/eng.incidents"}
-    assert rows["inventory/mailboxes/eng.standup"]["id"] == "eng.standup"
-    assert rows["inventory/mailboxes/eng.standup"]["members"] == ["eng.lead", "eng.analyst"]
+    rows = {r.mailbox_id: r.as_wire() for r in InventoryMailbox.objects.filter(organization=org)}
+    assert set(rows) == {"eng.standup", "eng.incidents"}
+    assert rows["eng.standup"]["id"] == "eng.standup"
+    assert rows["eng.standup"]["members"] == ["eng.lead", "eng.analyst"]
+    # Real tables, not JSON under a key.
+    assert not OrgRecord.objects.filter(organization=org).exists()
 
 
 def test_a_template_is_never_opened_and_never_in_the_inventory(open_tree, org):
@@ -165,6 +167,8 @@ def test_a_template_is_never_opened_and_never_in_the_inventory(open_tree, org):
     open_tree(files)
     assert not Session.objects.filter(session_id="eng.room").exists()
     assert not OrgRecord.objects.filter(key__contains="eng.room").exists()
+    assert not InventoryMailbox.objects.filter(mailbox_id="eng.room").exists()
+    assert not InventoryMembership.objects.filter(mailbox_id="eng.room").exists()
 
 
 def test_a_second_organization_gets_its_own_sessions(make_tree, org, other_org):
@@ -174,7 +178,7 @@ def test_a_second_organization_gets_its_own_sessions(make_tree, org, other_org):
     assert {o.outcome for o in outcomes} == {"opened"}
     assert Session.objects.filter(session_id="eng.standup").count() == 2
     assert Session.objects.get(organization=other_org, session_id="eng.standup").organization_id == "acme"
-    assert OrgRecord.objects.filter(organization=other_org, key="inventory/mailboxes/eng.standup").exists()
+    assert InventoryMailbox.objects.filter(organization=other_org, mailbox_id="eng.standup").exists()
 
 
 # --- the command ---------------------------------------------------------------------------

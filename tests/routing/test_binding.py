@@ -91,7 +91,7 @@ def test_every_problem_is_named_at_once_and_nothing_is_opened(make_tree, db, qui
         }
     )
     message = refusal(make_tree, files)
-    assert "refused 2 of 3 mailboxes" in message
+    assert "refused 2 of 3 declarations" in message
     assert '"extra" is not a routing key' in message and 'fallback "support.lead" is not a member' in message
     assert "support.help: routing: must be a mapping" in message
     assert not Session.objects.exists()

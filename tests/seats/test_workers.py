@@ -118,7 +118,7 @@ def test_every_problem_is_collected_and_the_rest_load(tmp_path):
     assert errors["teams/support/workers/extra"] == (
         REFUSED_DECLARATION,
         'teams/support/workers/extra/WORKER.md: declares "system", which a worker cannot declare; the keys are '
-        "description, flow, model, tools, instructions, delegates, routing, fallback, rounds, capabilities, run, drains, boardTools",
+        "description, flow, model, tools, instructions, delegates, routing, fallback, rounds, discover, capabilities, run, drains, boardTools",
     )
     assert "both given" in errors["teams/support/workers/both"][1]
     assert "UTF-8" in errors["teams/support/workers/latin1"][1]

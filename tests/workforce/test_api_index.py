@@ -60,7 +60,7 @@ def test_the_index_lists_each_kind_s_actions_as_the_schema_names_them(client, db
         assert actions[("mailbox", name)]["path"] == f"/api/flows/mailbox/{{session_id}}/actions/{name}"
     for name in ("run", "addDelegate", "removeDelegate", "setFallback", "listDelegates"):
         assert ("coordinator", name) in actions
-    assert actions[("mailbox", "post")]["summary"] == "Post a line to the mailbox."
+    assert actions[("mailbox", "post")]["summary"] == "Post a line to the mailbox (or a project's room)."
     assert ("mailbox", "seatPost") not in actions and ("mailbox", "answer") not in actions  # internal
     schema = SchemaGenerator().get_schema(request=None, public=True)
     assert all("post" in schema["paths"][a["path"]] for a in index["actions"])

@@ -47,7 +47,7 @@ def test_a_bad_tree_reports_every_problem_at_once(tmp_path, settings):
     assert "pre-rename-record" in text and "CHANNEL.md" in text
     assert '"member"' in text and "eng.typo" in text
     assert "eng.boards" in text and "a.b" in text and "lock" in text
-    assert "refused 2 of 3 mailboxes" in text  # eng.standup binds; the check still fails
+    assert "refused 2 of 3 declarations" in text  # eng.standup binds; the check still fails
 
 
 def test_load_errors_alone_fail_the_check(tmp_path, settings):

@@ -67,6 +67,15 @@ def test_the_kernel_holds_only_its_own_codes():
         "talk-session-not-listed": 403,
         "mailbox-is-a-template": 409,
         "unknown-assignee": 409,
+        "seat-not-found": 404,
+        "no-such-project": 404,
+        "talk-not-bound": 404,
+        "talk-bound-elsewhere": 409,
+        "talk-on-a-mailbox": 409,
+        "project-exists": 409,
+        "author-on-a-person-post": 400,
+        "not-project-owner": 403,
+        "answer-token-refused": 403,
     }
     assert BOARD_REASONS == {"task_not_found": 404, "unknown_assignee": 400, "invalid_arguments": 400}
     assert len(COORDINATOR_REASONS) == 8

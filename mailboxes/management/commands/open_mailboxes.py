@@ -29,7 +29,9 @@ class Command(BaseCommand):
         except (TreeError, WorkforceRootError) as exc:
             raise CommandError(str(exc)) from None
         try:
-            outcomes = do_open_mailboxes(ensure_organization(org), roster.mailboxes, user_id=user)
+            outcomes = do_open_mailboxes(
+                ensure_organization(org), roster.mailboxes, user_id=user, template_ids=roster.template_ids
+            )
         except OpenRefused as exc:
             for mailbox in roster.mailboxes:
                 if mailbox.id == exc.mailbox_id:
