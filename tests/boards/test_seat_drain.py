@@ -19,6 +19,7 @@ from boards.tools import TOOL_NAMES
 from seats.agent import agent_tools
 from seats.boards import board_id_problem, seat_boards
 from seats.drains import (
+    SEAT_DRAIN_TASK,
     board_run_id,
     board_warnings,
     configure_board_drains,
@@ -27,7 +28,8 @@ from seats.drains import (
     row_turn_text,
 )
 from seats.hiring import HireRefused, hire_workforce
-from seats.models import Seat
+from seats.models import Seat, TurnWait
+from seats.turns import Wake, free_turn_slot, take_turn_slot
 from seats.workers import WORKER_KEYS, WORKER_LOAD_FAILED, read_workforce
 from workforce.flows import FlowKind, registry
 from workforce.llm import set_model_resolver
@@ -511,6 +513,25 @@ def test_a_drain_step_runs_one_row_and_enqueues_the_next_while_rows_remain(
     assert [r["taskIds"] for r in reports[:3]] == [[t.task_id] for t in rows]
     assert all(r["run"] == LEAD_RUN and r["seat"] == "eng.lead" for r in reports)
     assert set(BoardTask.objects.values_list("status", flat=True)) == {"completed"}
+
+
+def test_a_drain_step_whose_seat_has_a_turn_running_in_its_board_session_claims_nothing_and_waits(
+    hired, file_task, django_capture_on_commit_callbacks
+):
+    """One turn of a seat at a time in a session (``seats.turns``), board rows included:
+    the step waits, and runs when the turn that holds the slot ends."""
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    file_task("first")  # drained at once; its run made the board session
+    session = Session.objects.get(session_id=LEAD_RUN)
+    holder = take_turn_slot(session, "eng.lead", wake=Wake("tests.holder"))  # a row's turn still running
+    filed = file_task("second")
+    assert (row(filed).status, row(filed).attempts) == ("pending", 0)
+    [wait] = TurnWait.objects.all()
+    assert (wait.task, wait.args) == (SEAT_DRAIN_TASK, [str(row(filed).organization_id), FOLLOWUPS, "eng.lead", "lead"])
+    with django_capture_on_commit_callbacks(execute=True):
+        free_turn_slot(session, "eng.lead", holder)
+    assert row(filed).status == "completed"
+    assert [r.status for r in Request.objects.filter(session=session).order_by("pk")] == ["completed", "completed"]
 
 
 def test_a_redelivered_drain_runs_no_row_twice(hired, org, file_task, django_capture_on_commit_callbacks):
