@@ -43,7 +43,9 @@ def test_two_posts_a_moment_apart_run_as_two_turns_one_after_the_other(start_ser
         turns = session_requests(server, CONVERSATION, "onMailboxPost")
         return turns if len(turns) == 2 and all(t["status"] == "completed" for t in turns) else None
 
-    first, second = sorted(wait_for(both_turns, timeout=60, what="both turns of eng.alpha", log=server.log), key=lambda t: t["createdAt"])
+    first, second = sorted(
+        wait_for(both_turns, timeout=60, what="both turns of eng.alpha", log=server.log), key=lambda t: t["createdAt"]
+    )
     assert datetime.fromisoformat(second["createdAt"]) >= datetime.fromisoformat(first["finishedAt"])  # never at once
 
     messages = [(i["data"]["role"], i["data"]["text"]) for i in session_items(server, CONVERSATION) if i["type"] == "message"]
