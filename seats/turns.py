@@ -115,6 +115,14 @@ class Wake:
         return hashlib.sha256(json.dumps([self.task, list(self.args)]).encode()).hexdigest()
 
 
+def slot_hold_seconds() -> float:
+    """How long a turn slot is held before it lapses: a second less than a claim's lease
+    (``workforce.leases.lease_seconds()``, the cluster's ``timeout`` plus a margin), and
+    still past the moment the cluster kills a task. A holder that died has lost its slot
+    by the time another task can claim its work again."""
+    return lease_seconds() - 1
+
+
 def take_turn_slot(
     session: Session,
     seat_id: str,
@@ -127,7 +135,7 @@ def take_turn_slot(
 
     One short transaction under the slot's row lock (created on first use): a slot that
     is free, or whose holder's hold lapsed (``held_until`` passed), is taken for
-    ``workforce.leases.lease_seconds()`` (the task cluster kills a task by then) and
+    ``slot_hold_seconds()`` and
     ``wake``'s own wait, if any, is dropped. A slot another turn holds gets a
     ``TurnWait`` for ``wake`` (once per caller) and ``on_wait()`` runs in the same
     transaction: the caller hands its claim back there, so the task the holder enqueues
@@ -143,7 +151,7 @@ def take_turn_slot(
         if not slot.holder or slot.held_until is None or slot.held_until < now:
             token = uuid.uuid4().hex
             TurnSlot.objects.filter(pk=slot.pk).update(
-                holder=token, held_until=now + timedelta(seconds=lease_seconds()), taken_at=now
+                holder=token, held_until=now + timedelta(seconds=slot_hold_seconds()), taken_at=now
             )
             TurnWait.objects.filter(slot=slot, key=wake.key).delete()
             return token

@@ -23,11 +23,10 @@ from seats import turns
 from seats.models import TurnSlot, TurnWait
 from tests.conftest import MEMBER, mailbox_md, run_in_threads
 from tests.seats.conftest import ECHO_LISTENER
-from workforce.llm import set_model_resolver
+from workforce.llm import ModelReply, set_model_resolver
 from workforce.models import Item, Request, Session
 from workforce.notify import ON_MAILBOX_POST
 from workforce.sessions import do_run_action
-from workforce.testing import create_mock_model_resolver
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -40,19 +39,24 @@ TURN_SECONDS = 1.0
 
 
 class SlowModel:
-    """eng.lead's model: each call takes ``TURN_SECONDS`` and notes when it ran."""
+    """eng.lead's model and its resolver: each call takes ``TURN_SECONDS`` and notes
+    when it ran. Calls run side by side (the mock resolver of ``workforce.testing``
+    answers one call at a time, which would hide an overlap)."""
 
     def __init__(self):
         self.spans: list[tuple[float, float, str]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, call) -> str:
+    def resolve(self, model_id: str, *, block: str = "") -> SlowModel:
+        return self
+
+    def complete(self, call) -> ModelReply:
         turn = next(m["content"] for m in reversed(call.messages) if m["role"] == "user")
         start = time.monotonic()
         time.sleep(TURN_SECONDS)
         with self.lock:
             self.spans.append((start, time.monotonic(), turn))
-        return f"reply to {turn.rsplit(': ', 1)[-1]}"
+        return ModelReply(text=f"reply to {turn.rsplit(': ', 1)[-1]}")
 
     def overlapped(self) -> bool:
         (a0, a1, _), (b0, b1, _) = sorted(self.spans)
@@ -62,7 +66,7 @@ class SlowModel:
 @pytest.fixture
 def model():
     slow = SlowModel()
-    set_model_resolver(create_mock_model_resolver({"eng.lead": slow}))
+    set_model_resolver(slow)
     return slow
 
 
