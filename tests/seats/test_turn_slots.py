@@ -147,3 +147,13 @@ def test_a_delivery_frees_its_seats_slot_when_its_turn_fails(conversation, post,
 @pytest.fixture
 def resolver_that_fails():
     set_model_resolver(create_mock_model_resolver({"eng.lead": [RuntimeError("down")]}))
+
+
+def test_taking_and_freeing_a_slot_costs_a_few_queries_whatever_came_before(conversation, django_assert_num_queries):
+    """The slot is on every wake's path: a fixed few queries to take it (lock, take, drop
+    this caller's wait) and to free it (lock, free, look for a wait), savepoints included."""
+    for _ in range(3):
+        with django_assert_num_queries(5):
+            token = take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop"))
+        with django_assert_num_queries(5):
+            free_turn_slot(conversation, "eng.lead", token)
