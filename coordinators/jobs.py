@@ -57,9 +57,9 @@ def handing_of(job: Job) -> Handing:
 def do_run_job(job_id: int) -> str:
     """Run job ``job_id`` once (the ``run_job`` task's body). Never raises.
 
-    The coordinator's own turn takes its turn slot in the conversation first
-    (``seats.turns.turn_slot``); while another of its turns runs there, the job hands
-    its claim back and waits, and runs again when that turn ends.
+    The job takes the coordinator's turn slot in the conversation first
+    (``seats.turns.turn_slot``): while another of its turns (or another job's call) runs
+    there, the job hands its claim back and waits, and runs again when that one ends.
 
     Returns:
         The record's ``by`` (``evaluated``, ``fallback``, ``judgment``, ``unplaced``),
@@ -75,13 +75,10 @@ def do_run_job(job_id: int) -> str:
     setup = current_setup(conv.session.flow_kind)
     outcome: TurnOutcome | None = None
     try:
-        pick = None
-        if job.kind == Job.Kind.PLACE:
-            pick = policies.best_fit_pick(conv, setup, handing_of(job))
-        if pick is not None and pick.worker is not None:
-            return _record(job, token, pick, None)
         # One turn of the coordinator at a time in its conversation (seats.turns): a
-        # turn still running on the last post or round gets this one after it.
+        # turn still running on the last post or round gets this one after it. Taken
+        # before best fit's call, so a job that waits has made no call yet and a post
+        # costs at most one evaluator call per round.
         with turn_slot(
             conv.session,
             conv.worker,
@@ -90,6 +87,11 @@ def do_run_job(job_id: int) -> str:
         ) as held:
             if held is None:
                 return "waiting"
+            pick = None
+            if job.kind == Job.Kind.PLACE:
+                pick = policies.best_fit_pick(conv, setup, handing_of(job))
+            if pick is not None and pick.worker is not None:
+                return _record(job, token, pick, None)
             outcome = run_own_turn(
                 conv,
                 policies.coordinator_seat(conv),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from coordinators.models import Job
 from seats.models import TurnWait
 from seats.turns import Wake, free_turn_slot, take_turn_slot
-from tests.coordinators.conftest import CONVERSATION, DEVICES, HELP
+from tests.coordinators.conftest import CONVERSATION, DEVICES, HELP, choose
 from workforce.models import Item, Request, Session
 
 DELEGATE_SESSION = f"{CONVERSATION}:{DEVICES}"
@@ -50,3 +50,19 @@ def test_the_coordinators_own_turn_waits_while_another_of_its_turns_runs(desk):
     assert [r["by"] for r in d.records(post.request_id)] == ["judgment"]
     assert Request.objects.get(session=session, action="judgment").status == "completed"
     assert len(d.answers()) == 1 and d.answers()[0][0].startswith("coordinator-judgment")
+
+
+def test_best_fits_call_waits_too_so_a_post_costs_one_evaluator_call(desk):
+    """Spec 004 "What it costs": best fit adds at most one evaluator call per round. A
+    placement that waits for the coordinator's slot has made no call yet."""
+    d = desk(routing="best-fit", answers=[choose(DEVICES)])
+    session = Session.objects.get(session_id=CONVERSATION)
+    holder = take_turn_slot(session, HELP, wake=Wake("tests.holder"))
+    post = d.run("My laptop won't charge.")
+    assert Job.objects.get(post__post_id=post.request_id).status == "pending"
+    assert d.route.calls == [] and d.records(post.request_id) == []
+    with d.capture(execute=True):
+        free_turn_slot(session, HELP, holder)
+    assert len(d.route.calls) == 1
+    assert d.records(post.request_id)[0]["by"] == "evaluated"
+    assert [a for a, _ in d.answers()] == [DEVICES]
