@@ -5,6 +5,7 @@ task tools as a seat's capability, and rows drained by seats on the (sync) clust
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -742,8 +743,10 @@ def test_the_example_desk_holds_escalations_and_the_lead_drains_them(db, setting
 @pytest.mark.django_db(transaction=True)
 def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(make_tree, org, monkeypatch):
     import seats.drains
+    import seats.turns
 
     monkeypatch.setattr(seats.drains, "enqueue", lambda *args, **kwargs: None)  # each thread drives its own steps
+    monkeypatch.setattr(seats.turns, "enqueue", lambda *args, **kwargs: None)  # a step that waited is retried below
     root = make_tree(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]"), analyst=worker_md(drains=f"[{FOLLOWUPS}]")))
     open_mailboxes(root, org)
     configure_board_drains("mailbox", hire_workforce(read_workforce(root).workers), [FOLLOWUPS])
@@ -754,11 +757,24 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
     def drain(i: int) -> int:
         seat, key = ("eng.lead", "lead") if i % 2 else ("eng.analyst", "analyst")
         steps = 0
-        while do_seat_drain(org.pk, FOLLOWUPS, seat, key)["claimed"]:
+        while True:
+            report = do_seat_drain(org.pk, FOLLOWUPS, seat, key)
+            if report.get("waiting"):  # another step of this seat runs a row's turn: it is woken later
+                time.sleep(0.01)
+                continue
+            if not report["claimed"]:
+                return steps
             steps += 1
-        return steps
 
     assert sum(run_in_threads(drain, 6)) == len(rows)
+    # One seat's rows ran one at a time (seats.turns): its turns never overlapped.
+    for seat in ("eng.lead", "eng.analyst"):
+        spans = sorted(
+            Request.objects.filter(action="runTask", session__session_id=board_run_id(FOLLOWUPS, seat)).values_list(
+                "started_at", "finished_at"
+            )
+        )
+        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), seat
     done = list(BoardTask.objects.filter(board_id=FOLLOWUPS))
     assert {(t.status, t.attempts) for t in done} == {("completed", 1)}
     assert all(t.output == f"{t.run.rpartition(':')[2]} did it" for t in done)
