@@ -9,7 +9,8 @@ one delivery once:
 2. finds the delegate's own session for this conversation (by worker and filing session
    id; created on its first post, a child of the conversation's session);
 3. runs the delegate flow's delegated-post entry on it, outside any transaction, in a
-   request of the delegate's session (``onDelegatedPost``, input ``{message}``);
+   request of the delegate's session (``onDelegatedPost``, input ``{message}``), one
+   run of the delegate there at a time (``seats.turns.turn_slot``);
 4. in one transaction, settles that request and reports to the conversation
    (``onDelegateReport``, a request of its own): the answer lands there under the
    delegate's worker id, once per delivery. A failed turn reports at once; a cancelled
@@ -27,11 +28,12 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from seats.turns import Wake, turn_slot
 from workforce.cancelling import CANCELLED, cancelled_refusal, is_cancelled
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
 from workforce.dispatch import dispatch
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease
+from workforce.leases import LeaseLost, claim_lease, give_back_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
@@ -39,6 +41,7 @@ from workforce.sessions import ActionContext, do_abort_request, do_record_reques
 from .config import current_setup, takes_posts
 from .constants import DELEGATE_CANCELLED, REPORT, cannot_take_post, no_worker_on_roster
 from .models import DelegatedPost, DelegateSession
+from .policies import DELIVER_TASK
 from .queries import delegate_session_id
 
 logger = logging.getLogger(__name__)
@@ -106,9 +109,12 @@ def report(
 def do_deliver_delegated(delivery_id: int) -> str:
     """Run delivery ``delivery_id`` once (see the module docstring). Never raises.
 
+    A delegate still running a turn in its session for this conversation: the claim is
+    handed back and the delivery waits (``seats.turns.turn_slot``) until that turn ends.
+
     Returns:
-        ``"answered"``, ``"failed"``, ``"cancelled"``, ``"not-claimed"`` or
-        ``"lease-lost"``.
+        ``"answered"``, ``"failed"``, ``"cancelled"``, ``"waiting"``, ``"not-claimed"``
+        or ``"lease-lost"``.
     """
     token = claim_lease(DelegatedPost, delivery_id)
     if token is None:
@@ -177,6 +183,21 @@ def _run(delivery: DelegatedPost, token: str) -> str:
         with transaction.atomic():
             _report(delivery, token, "failed", error=problem)
         return "failed"
+    # One turn of a delegate at a time in its session (seats.turns): a delegate still
+    # working this conversation's last post gets this one once it is done.
+    with turn_slot(
+        session,
+        seat.seat_id,
+        wake=Wake(DELIVER_TASK, (delivery.pk,)),
+        on_wait=lambda: give_back_lease(DelegatedPost, delivery.pk, token),
+    ) as held:
+        if held is None:
+            return "waiting"
+        return _run_entry(delivery, token, seat, session)
+
+
+def _run_entry(delivery: DelegatedPost, token: str, seat: Seat, session: Session) -> str:
+    conv_session = delivery.conversation.session
     flow = registry.require(seat.kind)
     action = flow.internal_actions[DELEGATED_POST_ENTRY]
     payload = {"message": delivery.message}

@@ -19,7 +19,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from seats.queries import reachable_seats
-from workforce.leases import claim_lease
+from seats.turns import Wake, turn_slot
+from workforce.leases import LeaseLost, claim_lease, give_back_lease
 from workforce.models import Request
 from workforce.sessions import do_abort_request, do_record_request
 
@@ -56,9 +57,13 @@ def handing_of(job: Job) -> Handing:
 def do_run_job(job_id: int) -> str:
     """Run job ``job_id`` once (the ``run_job`` task's body). Never raises.
 
+    The job takes the coordinator's turn slot in the conversation first
+    (``seats.turns.turn_slot``): while another of its turns (or another job's call) runs
+    there, the job hands its claim back and waits, and runs again when that one ends.
+
     Returns:
         The record's ``by`` (``evaluated``, ``fallback``, ``judgment``, ``unplaced``),
-        ``"not-claimed"`` or ``"lease-lost"``.
+        ``"waiting"``, ``"not-claimed"`` or ``"lease-lost"``.
     """
     token = claim_lease(Job, job_id, stamp_started=False)
     if token is None:
@@ -70,10 +75,23 @@ def do_run_job(job_id: int) -> str:
     setup = current_setup(conv.session.flow_kind)
     outcome: TurnOutcome | None = None
     try:
-        pick = None
-        if job.kind == Job.Kind.PLACE:
-            pick = policies.best_fit_pick(conv, setup, handing_of(job))
-        if pick is None or pick.worker is None:
+        # One turn of the coordinator at a time in its conversation (seats.turns): a
+        # turn still running on the last post or round gets this one after it. Taken
+        # before best fit's call, so a job that waits has made no call yet and a post
+        # costs at most one evaluator call per round.
+        with turn_slot(
+            conv.session,
+            conv.worker,
+            wake=Wake(policies.JOB_TASK, (job.pk,)),
+            on_wait=lambda: give_back_lease(Job, job.pk, token),
+        ) as held:
+            if held is None:
+                return "waiting"
+            pick = None
+            if job.kind == Job.Kind.PLACE:
+                pick = policies.best_fit_pick(conv, setup, handing_of(job))
+            if pick is not None and pick.worker is not None:
+                return _record(job, token, pick, None)
             outcome = run_own_turn(
                 conv,
                 policies.coordinator_seat(conv),
@@ -82,8 +100,8 @@ def do_run_job(job_id: int) -> str:
                 job.round,
                 on_started=lambda request: Job.objects.filter(pk=job.pk, claim_token=token).update(request=request),
             )
-        return _record(job, token, pick, outcome)
-    except JobLeaseLost:
+            return _record(job, token, pick, outcome)
+    except (JobLeaseLost, LeaseLost):
         if outcome is not None:
             do_abort_request(outcome.request.pk)
         logger.warning("coordinator job %s: the claim lapsed and another task took it over", job_id)

@@ -7,7 +7,8 @@ Who gets a post, per the conversation's ``routing:``:
   no call), else one evaluator call over the delegates' notes or descriptions, else the
   fallback, else the coordinator's own turn, else nobody (``best_fit_pick``,
   ``hold``);
-- ``round-robin``: the next delegate in the list after the last one (``round_robin``);
+- ``round-robin``: the next delegate in the list after the one the person's last post
+  went to; an answer, the next after its author (``round_robin``);
 - ``everyone``: every delegate (``everyone``; and ``everyone_pass_on`` for rounds).
 
 Every policy checks each delegate when the post arrives: one that was fired or whose
@@ -329,17 +330,28 @@ def queue_job(desk: Desk, post: Post, number: int, kind: str, source: Answer | N
 
 
 def round_robin(desk: Desk, handing: Handing) -> Record:
-    """Round robin: the next delegate in the list after the one the last post (or
-    answer) went to, passing over the ones that can't take it (skipped, with why) and
-    the answer's own author. Concurrent posts go to different delegates: the cursor is
-    read and moved under the conversation's row lock."""
+    """Round robin (spec 004 "Choosing how it routes", "Letting delegates answer each
+    other"): the person's post (round 0) goes to the next delegate in the list after the
+    one the person's last post went to; a delegate's answer going back out goes to the
+    next delegate after its author, never to the author. Delegates that can't take it
+    are passed over (skipped, with why).
+
+    Only the person's posts move the cursor (``Conversation.rr_last_worker``): routing
+    answers on never moves the person's turn, so post 1 to A, A's answer to B in round
+    1, and post 2 still goes to B. Concurrent posts go to different delegates: the
+    cursor is read and moved under the conversation's row lock."""
     conv = desk.conv
     delegates = [d.worker for d in list_delegates(conv)]
     seats = reachable_seats(conv.session.organization_id, desk.owner, delegates)
     entries: list[dict] = []
     rounds: list[Round] = []
     count = len(delegates)
-    if conv.rr_last_worker in delegates:
+    person = handing.round == 0
+    if not person and handing.writer in delegates:
+        start = delegates.index(handing.writer) + 1
+    elif not person:  # its author was removed since: go on from the person's turn
+        start = delegates.index(conv.rr_last_worker) + 1 if conv.rr_last_worker in delegates else 0
+    elif conv.rr_last_worker in delegates:
         start = delegates.index(conv.rr_last_worker) + 1
     else:  # the last one was removed: its successor moved into its place
         start = conv.rr_last_index if conv.rr_last_index >= 0 else 0
@@ -354,8 +366,9 @@ def round_robin(desk: Desk, handing: Handing) -> Record:
         delivered, round_row = offered
         rounds.append(round_row)
         if delivered:
-            conv.rr_last_worker, conv.rr_last_index = worker, index
-            Conversation.objects.filter(pk=conv.pk).update(rr_last_worker=worker, rr_last_index=index)
+            if person:
+                conv.rr_last_worker, conv.rr_last_index = worker, index
+                Conversation.objects.filter(pk=conv.pk).update(rr_last_worker=worker, rr_last_index=index)
             break
     return _placed_or_unplaced(
         desk, Record(handing.post.post_id, handing.round, desk.policy, BY_ROUND_ROBIN, entries, note=note_for(rounds))
@@ -382,9 +395,13 @@ def everyone(desk: Desk, handing: Handing) -> Record:
 
 def _placed_or_unplaced(desk: Desk, record: Record) -> Record:
     """Record ``record`` as it is when it delivered to anyone, else as unplaced with
-    nobody reachable."""
+    nobody reachable; for the person's post (round 0) the conversation then says so too
+    (spec 004 "Choosing how it routes": round-robin and everyone say the same as best
+    fit). An answer routed on to nobody already landed: only its record says so."""
     if not record.delivered():
         record.by, record.none = BY_UNPLACED, NOBODY_REACHABLE
+        if record.round == 0:
+            say_nobody_took_it(desk, record.post_id, record.round, NOBODY_REACHABLE)
     return desk.record(record)
 
 
@@ -545,19 +562,27 @@ def record_pick(desk: Desk, handing: Handing, pick: Pick) -> Record:
     return desk.record(record)
 
 
-def record_failed(desk: Desk, handing_post: Post, number: int, by: str, entries: list[dict], none: str) -> Record:
-    """Nobody took it: the record, and a line in the conversation that says so."""
-    desk.emit(
+def say_nobody_took_it(desk: Desk, post_id: str, number: int, text: str):
+    """The conversation's line that nobody took post ``post_id`` (``Nobody took this
+    post: …``): an assistant ``message`` item the coordinator writes itself (``agentName``
+    ``coordinator-judgment:<worker>``, with ``postId`` and ``round``), on the desk's
+    request."""
+    return desk.emit(
         "",
         {
             "role": "assistant",
-            "text": none,
+            "text": text,
             "agentName": judgment_agent_name(desk.conv.worker),
-            "postId": handing_post.post_id,
+            "postId": post_id,
             "round": number,
         },
         type=MESSAGE,
     )
+
+
+def record_failed(desk: Desk, handing_post: Post, number: int, by: str, entries: list[dict], none: str) -> Record:
+    """Nobody took it: the record, and a line in the conversation that says so."""
+    say_nobody_took_it(desk, handing_post.post_id, number, none)
     return desk.record(Record(handing_post.post_id, number, desk.policy, by, entries, none=none))
 
 

@@ -23,12 +23,12 @@ from django.utils import timezone
 
 from seats.agent import agent_tools
 from seats.queries import access_seat, conversation_history
-from seats.turns import TurnLog, run_turn, start_turn
+from seats.turns import MESSAGE, TurnLog, Wake, run_turn, start_turn, turn_slot
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
 from workforce.facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
 from workforce.flows import FlowKind, registry
-from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
 
@@ -92,7 +92,7 @@ def do_start_chat(org: Organization, *, user_id: str, worker: str, message: obje
             action=CHAT_ACTION,
             input={"message": message, "worker": worker, "runKind": RUN_KIND_CHAT},
             user_id=user_id,
-            prompt={"role": "user", "text": message, "runKind": RUN_KIND_CHAT},
+            prompt=None,  # written when the turn runs, so one turn's items never interleave another's
         )
         run = ChatRun.objects.create(organization=org, request=log.request, seat_id=worker, enqueued_at=timezone.now())
         enqueue(CHAT_TASK, run.pk)
@@ -108,9 +108,23 @@ def _settle(run: ChatRun, token: str, error: Refusal | None) -> None:
         raise LeaseLost()
 
 
+def _finish(run: ChatRun, token: str, request: Request, result, error: Refusal | None) -> str:
+    with transaction.atomic():
+        if result is not None:
+            result.finish()
+        else:
+            Request.objects.filter(pk=request.pk).update(
+                status=Request.Status.FAILED, error=error.as_error(), finished_at=timezone.now()
+            )
+        _settle(run, token, error)
+    return "failed" if error else "done"
+
+
 def do_run_chat(run_pk: int) -> str:
     """Run one chat turn, once (the ``run_chat`` task's body). Never raises. Returns
-    ``done``, ``failed``, ``not-claimed`` or ``lease-lost``."""
+    ``done``, ``failed``, ``waiting`` (the agent is still answering this person's last
+    message: the run is enqueued again when that turn ends), ``not-claimed`` or
+    ``lease-lost``."""
     token = claim_lease(ChatRun, run_pk)
     if token is None:
         return "not-claimed"
@@ -124,25 +138,29 @@ def do_run_chat(run_pk: int) -> str:
             result = None
             error = refusal
         else:
-            result = run_turn(
-                seat,
-                log,
-                text=request.input["message"],
-                history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=request.pk),
-                tools=agent_tools(seat),
-                extras={"idempotency_prefix": f"chat{run.pk}"},
-            )
-            result.output = {"runKind": RUN_KIND_CHAT}
-            error = result.error
-        with transaction.atomic():
-            if result is not None:
-                result.finish()
-            else:
-                Request.objects.filter(pk=request.pk).update(
-                    status=Request.Status.FAILED, error=error.as_error(), finished_at=timezone.now()
+            # One turn at a time per seat per conversation: a message sent while the agent
+            # still answers the last one runs when that turn ends.
+            with turn_slot(
+                session,
+                seat.seat_id,
+                wake=Wake(CHAT_TASK, (run.pk,)),
+                on_wait=lambda: give_back_lease(ChatRun, run.pk, token),
+            ) as held:
+                if held is None:
+                    return "waiting"
+                if not request.items.filter(type=MESSAGE).exists():  # once, also when run again after a crash
+                    log.message({"role": "user", "text": request.input["message"], "runKind": RUN_KIND_CHAT})
+                result = run_turn(
+                    seat,
+                    log,
+                    text=request.input["message"],
+                    history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=request.pk),
+                    tools=agent_tools(seat),
+                    extras={"idempotency_prefix": f"chat{run.pk}"},
                 )
-            _settle(run, token, error)
-        return "failed" if error else "done"
+                result.output = {"runKind": RUN_KIND_CHAT}
+                return _finish(run, token, request, result, result.error)
+        return _finish(run, token, request, result, error)
     except LeaseLost:
         logger.warning("chat run %s: the claim lapsed and another task took it over", run_pk)
         return "lease-lost"

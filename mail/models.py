@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from workforce.models import Organization, Request
+from workforce.models import LeasedWork, Organization, Request
 
 from .constants import LEDGER_EVENTS
 
@@ -84,7 +84,7 @@ class Message(models.Model):
         return f"message {self.position} of thread {self.thread_id} by {self.author}"
 
 
-class MailRun(models.Model):
+class MailRun(LeasedWork):
     """The run one mail starts on its recipient (spec "How mail becomes work"): admitted
     (``pending``, then ``running`` under a claim, ``done`` or ``failed``), or
     ``refused`` by admission (``error`` says why). One per thread: a mail told to the
@@ -103,14 +103,8 @@ class MailRun(models.Model):
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     error = models.JSONField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=64, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    requeues = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["status"])]
@@ -158,7 +152,7 @@ class WebhookDelivery(models.Model):
         return f"{self.event} {self.action} {self.repository} ({self.delivery})"
 
 
-class ChatRun(models.Model):
+class ChatRun(LeasedWork):
     """One chat turn a person asked of an agent (spec "Mail versus chat": run kind
     ``chat``, stored in the office database): the turn's ``request`` on the person's chat
     session with the agent, run once on the task cluster under a claim."""
@@ -174,14 +168,8 @@ class ChatRun(models.Model):
     seat_id = models.CharField(max_length=200)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.JSONField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=64, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
-    enqueued_at = models.DateTimeField(null=True, blank=True)
-    requeues = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["status"])]

@@ -27,10 +27,10 @@ from django.utils import timezone
 from seats.agent import agent_tools
 from seats.models import Seat
 from seats.queries import conversation_history
-from seats.turns import run_turn, start_turn
+from seats.turns import Wake, run_turn, start_turn, turn_slot
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
-from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_run_attempts
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
@@ -150,7 +150,9 @@ def _settle(run: MailRun, token: str, *, error: Refusal | None = None, request: 
 def do_run_mail(run_pk: int) -> str:
     """Run one admitted mail run, once (the ``run_mail`` task's body). Never raises.
 
-    Returns ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
+    Returns ``"done"``, ``"failed"``, ``"waiting"`` (its agent is running a turn in its
+    mail session: the run is enqueued again when that turn ends), ``"not-claimed"`` or
+    ``"lease-lost"``.
     """
     now = timezone.now()
     token = claim_lease(MailRun, run_pk, now=now)
@@ -165,46 +167,23 @@ def do_run_mail(run_pk: int) -> str:
     try:
         try:
             seat = recipient_seat(org, thread.recipient)
-            if thread.state == Thread.State.NEW:
-                thread = do_mark_working(org, thread)
         except Refusal as refusal:
             with transaction.atomic():
                 _settle(run, token, error=refusal)
             return "failed"
         with transaction.atomic():
             session = mail_session(org, seat)
-        unseen = unseen_threads(org, thread.recipient, exclude=thread)
-        text = mail_turn_text(thread, unseen)
-
-        def note(request: Request) -> None:
-            if not MailRun.objects.filter(pk=run.pk, claim_token=token).update(request=request):
-                raise LeaseLost()
-
-        log = start_turn(
+        # One turn at a time per seat per conversation: a second mail to a busy agent
+        # hands its claim back and runs when the turn ahead of it ends.
+        with turn_slot(
             session,
-            org=org,
-            action=MAIL_RUN_ACTION,
-            input={"thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
-            user_id=session.user_id,
-            prompt={"role": "user", "text": text, "thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
-            on_started=note,
-        )
-        result = run_turn(
-            seat,
-            log,
-            text=text,
-            history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=log.request.pk),
-            tools=agent_tools(seat) + mail_run_tools(),
-            extras={THREAD_EXTRA: thread.thread_id, "idempotency_prefix": f"mail{run.pk}"},
-            reply_data={"thread": thread.thread_id},
-        )
-        result.output = {"thread": thread.thread_id, "runKind": RUN_KIND_MAIL}
-        with transaction.atomic():
-            result.finish()
-            _settle(run, token, error=result.error, request=log.request)
-            if unseen:
-                Thread.objects.filter(pk__in=[t.pk for t in unseen]).update(seen_at=timezone.now())
-        return "done" if result.error is None else "failed"
+            seat.seat_id,
+            wake=Wake(RUN_TASK, (run.pk,)),
+            on_wait=lambda: give_back_lease(MailRun, run.pk, token),
+        ) as held:
+            if held is None:
+                return "waiting"
+            return _run_mail_turn(run, token, thread, org, seat, session)
     except LeaseLost:
         logger.warning("mail run %s: the claim lapsed and another task took it over", run_pk)
         return "lease-lost"
@@ -216,6 +195,48 @@ def do_run_mail(run_pk: int) -> str:
         except LeaseLost:
             return "lease-lost"
         return "failed"
+
+
+def _run_mail_turn(run: MailRun, token: str, thread: Thread, org: Organization, seat: Seat, session: Session) -> str:
+    try:
+        if thread.state == Thread.State.NEW:
+            thread = do_mark_working(org, thread)
+    except Refusal as refusal:
+        with transaction.atomic():
+            _settle(run, token, error=refusal)
+        return "failed"
+    unseen = unseen_threads(org, thread.recipient, exclude=thread)
+    text = mail_turn_text(thread, unseen)
+
+    def note(request: Request) -> None:
+        if not MailRun.objects.filter(pk=run.pk, claim_token=token).update(request=request):
+            raise LeaseLost()
+
+    log = start_turn(
+        session,
+        org=org,
+        action=MAIL_RUN_ACTION,
+        input={"thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
+        user_id=session.user_id,
+        prompt={"role": "user", "text": text, "thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
+        on_started=note,
+    )
+    result = run_turn(
+        seat,
+        log,
+        text=text,
+        history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=log.request.pk),
+        tools=agent_tools(seat) + mail_run_tools(),
+        extras={THREAD_EXTRA: thread.thread_id, "idempotency_prefix": f"mail{run.pk}"},
+        reply_data={"thread": thread.thread_id},
+    )
+    result.output = {"thread": thread.thread_id, "runKind": RUN_KIND_MAIL}
+    with transaction.atomic():
+        result.finish()
+        _settle(run, token, error=result.error, request=log.request)
+        if unseen:
+            Thread.objects.filter(pk__in=[t.pk for t in unseen]).update(seen_at=timezone.now())
+    return "done" if result.error is None else "failed"
 
 
 def do_sweep_mail(*, now=None) -> list[int]:

@@ -6,7 +6,7 @@ delivery with a conditional UPDATE (``workforce.leases.claim_lease``: pending, o
 running with a lapsed lease), so a redelivered task does nothing, then runs what the
 member gets. A ``wake`` runs the seat's turn through its kind's ``post_turn`` facet in
 the seat's conversation (a child session of the mailbox, one per seat per mailbox),
-and settles the delivery in the transaction that finishes the turn; a kind without
+one turn of the seat there at a time (``seats.turns.turn_slot``), and settles the delivery in the transaction that finishes the turn; a kind without
 that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a failed
 request on the mailbox's session; the others run; the post stays.
 ``do_sweep_deliveries`` re-enqueues what a crashed worker or a lossy broker dropped.
@@ -25,11 +25,12 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
+from seats.turns import Wake, turn_slot
 from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
@@ -55,8 +56,12 @@ def do_deliver(delivery_id: int) -> str:
     before the delivery runs again; one that was cancelled is not run again (the
     delivery fails ``cancelled``).
 
+    A ``wake`` whose seat is still running a turn in the same conversation hands its
+    claim back and waits (``seats.turns.turn_slot``): its task is enqueued again when
+    that turn ends.
+
     Returns:
-        ``"done"``, ``"failed"``, ``"not-claimed"`` or ``"lease-lost"``.
+        ``"done"``, ``"failed"``, ``"waiting"``, ``"not-claimed"`` or ``"lease-lost"``.
     """
     now = timezone.now()
     token = claim_lease(Delivery, delivery_id, now=now)
@@ -202,6 +207,20 @@ def _deliver_wake(delivery: Delivery, token: str) -> str:
     except Refusal as refusal:
         _settle(delivery, token, error=refusal)
         return "failed"
+    # One turn of a seat at a time in its conversation (seats.turns): a seat still
+    # answering the last post gets this one once it is done, through the task queue.
+    with turn_slot(
+        conversation,
+        seat.seat_id,
+        wake=Wake(DELIVER_TASK, (delivery.pk,)),
+        on_wait=lambda: give_back_lease(Delivery, delivery.pk, token),
+    ) as held:
+        if held is None:
+            return "waiting"
+        return _run_wake(delivery, seat, conversation, token)
+
+
+def _run_wake(delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
     post_turn = POST_TURN.get(registry.require(seat.kind))
     if post_turn is not None:
         return _run_post_turn(post_turn, delivery, seat, conversation, token)

@@ -31,7 +31,7 @@ def sweep_routes() -> list[int]:
 def deliver_post(delivery_id: int) -> str:
     """Run delivery ``delivery_id`` (one post to one member;
     ``mailboxes.deliveries.do_deliver``). Returns its outcome (``done``, ``failed``,
-    ``not-claimed``, ``lease-lost``)."""
+    ``waiting``, ``not-claimed``, ``lease-lost``)."""
     boot_for_task()
     return do_deliver(delivery_id)
 

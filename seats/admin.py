@@ -1,8 +1,8 @@
-"""Seats (editable: a hired worker's row)."""
+"""Seats (editable: a hired worker's row) and their turn slots (read-only)."""
 
 from django.contrib import admin
 
-from .models import Seat
+from .models import Seat, TurnSlot
 
 
 @admin.register(Seat)
@@ -12,3 +12,17 @@ class SeatAdmin(admin.ModelAdmin):
     search_fields = ("seat_id", "description", "owner_user_id")
     ordering = ("seat_id", "scope")
     readonly_fields = ("hired_at", "updated_at", "source", "forked_from")
+
+
+@admin.register(TurnSlot)
+class TurnSlotAdmin(admin.ModelAdmin):
+    """Which seat runs a turn in which session now (read-only: the slot is the rule's)."""
+
+    list_display = ("seat_id", "session", "holder", "held_until", "taken_at")
+    search_fields = ("seat_id", "session__session_id")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

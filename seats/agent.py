@@ -132,6 +132,9 @@ def hear_post(
 def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
     through a delivery): the turn runs inside the action's request and transaction.
+    It takes no turn slot (``seats.turns.turn_slot``): a dispatch runs at once or not at
+    all and cannot wait in the task queue, so the flow that dispatches it keeps its own
+    turns apart. Mailbox deliveries never come this way.
 
     Raises:
         Refusal("seat-not-found"): the session is not a seat's conversation.

@@ -19,6 +19,7 @@ class SeatsConfig(AppConfig):
         from .agent import register
         from .drains import do_sweep_board_drains
         from .models import DrainWake
+        from .turns import do_sweep_turn_waits
 
         register()
         register_reasons(REASONS)
@@ -26,3 +27,5 @@ class SeatsConfig(AppConfig):
         # (workforce.sweepers).
         register_work_table(DrainWake, "ran_at")
         register_sweep("board drains", do_sweep_board_drains)
+        # Callers waiting on a seat's turn slot whose holder died (seats.turns).
+        register_sweep("turn slots", do_sweep_turn_waits)

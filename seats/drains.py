@@ -66,6 +66,7 @@ from workforce.runtime import Slot
 from .boards import default_worker_key, seat_boards
 from .models import DrainWake, Seat
 from .queries import access_seat
+from .turns import Wake, turn_slot
 
 logger = logging.getLogger(__name__)
 
@@ -342,11 +343,16 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     of ``workforce.leases.lease_seconds()``), then, when it claimed one, enqueue the next
     step. Never raises for a row's failure (the row is failed).
 
+    The step takes the seat's turn slot in its board session first
+    (``seats.turns.turn_slot``): while a turn of the seat runs there it claims nothing,
+    and runs again when that turn ends.
+
     Returns:
         The drain report (``{boardId, run, claimed, completed, retried, errored, parked,
-        lost, taskIds}``) with ``seat``; or ``{boardId, seat, skipped: <reason>}`` when
-        the seat can't be reached in the organization or its kind can't run a row (the
-        rows stay pending).
+        lost, taskIds}``) with ``seat``; ``{boardId, seat, waiting: True}`` when the
+        seat's turn slot was taken; or ``{boardId, seat, skipped: <reason>}`` when the
+        seat can't be reached in the organization or its kind can't run a row (the rows
+        stay pending).
     """
     org = Organization.objects.get(pk=org_id)
     mailbox_id, _ = split_board_id(board_id)
@@ -361,15 +367,20 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
         logger.warning("board %s: %s does not drain it in %s: %s", board_id, seat_id, org_id, refusal.message)
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
     DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
-    report = drain_board(
-        org_id,
-        board_id,
-        worker_key,
-        ROW_RUNNER,
-        run=session.session_id,
-        lease_seconds=lease_seconds(),
-        max_rows=1,
-    )
+    # One turn of the seat at a time in its board session (seats.turns): a step that
+    # finds a row's turn running there claims nothing and runs again when it ends.
+    with turn_slot(session, seat_id, wake=Wake(SEAT_DRAIN_TASK, (org_id, board_id, seat_id, worker_key))) as held:
+        if held is None:
+            return {"boardId": board_id, "seat": seat_id, "waiting": True}
+        report = drain_board(
+            org_id,
+            board_id,
+            worker_key,
+            ROW_RUNNER,
+            run=session.session_id,
+            lease_seconds=lease_seconds(),
+            max_rows=1,
+        )
     if report["claimed"]:
         enqueue_drain(org_id, board_id, seat_id, worker_key)
     return {**report, "seat": seat_id}

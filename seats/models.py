@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from workforce.models import Organization
+from workforce.models import Organization, Session
 
 
 class Seat(models.Model):
@@ -100,3 +100,47 @@ class DrainWake(models.Model):
 
     def __str__(self) -> str:
         return f"{self.seat_id} drains {self.board_id} ({self.worker_key or '-'})"
+
+
+class TurnSlot(models.Model):
+    """The one turn of seat ``seat_id`` that may run in ``session`` at a time (spec
+    "Waking agent seats": a seat keeps one conversation per mailbox and remembers the
+    thread, so its turns there must not overlap; ``seats.turns.take_turn_slot``).
+
+    ``holder`` is the running turn's token (``""`` when free) and ``held_until`` when its
+    hold lapses (the task cluster kills a task by then), so a holder that died frees the
+    slot on its own. Taken and freed under this row's lock, in short transactions: no
+    transaction stays open while the turn runs.
+    """
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    seat_id = models.CharField(max_length=200)
+    holder = models.CharField(max_length=32, blank=True, default="")
+    held_until = models.DateTimeField(null=True, blank=True)
+    taken_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seat_id"], name="turnslot_unique_per_seat_session")]
+
+    def __str__(self) -> str:
+        return f"{self.seat_id} in session {self.session_id}: {'held' if self.holder else 'free'}"
+
+
+class TurnWait(models.Model):
+    """A caller that found its seat's turn slot taken: the django-q2 task ``task``
+    (``args``: ids and JSON) that runs it again, enqueued when the slot is freed (or by
+    the ``turn slots`` sweep once the holder's hold lapsed). One per (slot, caller):
+    ``key`` is a digest of the task and its arguments."""
+
+    slot = models.ForeignKey(TurnSlot, on_delete=models.CASCADE, related_name="waits")
+    key = models.CharField(max_length=64)
+    task = models.CharField(max_length=200)
+    args = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["slot", "key"], name="turnwait_unique_per_slot")]
+        indexes = [models.Index(fields=["created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.task}{self.args} waits on slot {self.slot_id}"

@@ -24,29 +24,50 @@ nothing at all (``empty-reply``). A turn whose request was cancelled
 (``workforce.cancelling``) stops at its next safe point (before a model call, between
 tool calls, before it settles) with the ``cancelled`` refusal, and its request stays
 ``aborted``.
+
+**One turn at a time per seat per conversation** (spec "Waking agent seats": the second
+post a seat hears lands in the same conversation, so it remembers the thread). Every
+caller that wakes a seat takes the seat's ``TurnSlot`` in the session its turn is
+recorded in before it starts the turn, and frees it when the turn's end is written
+(``turn_slot``): a mailbox delivery (``mailboxes.deliveries``), a board row
+(``seats.drains.do_seat_drain``), a coordinator's delegated post
+(``coordinators.delivery``) and the coordinator's own turn (``coordinators.jobs``). A
+caller that finds the slot taken hands its claim back and leaves a ``TurnWait``: its
+task, enqueued again when the slot is freed. Nothing blocks a worker and nothing is
+lost; a holder that died frees the slot when its hold lapses (the ``turn slots``
+sweep then wakes who waits). The slot is a row taken and freed in short
+transactions under its row lock, so the rule holds across processes and machines,
+and no transaction stays open while the model runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
+from workforce.dispatch import enqueue
+from workforce.leases import lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, Organization, Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, emit_item
 from workforce.tools import Tool, ToolContext
 
-from .models import Seat
+from .models import Seat, TurnSlot, TurnWait
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +100,147 @@ def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: list[Calla
     for capability in capabilities:
         tools.extend(capability(seat))
     return tools
+
+
+# ----------------------------------------------------------------------------- one turn at a time
+
+
+@dataclass(frozen=True)
+class Wake:
+    """How a caller that found its seat busy is run again: the django-q2 task ``task``
+    (a dotted path) with ``args`` (ids and JSON only), e.g.
+    ``Wake("mailboxes.tasks.deliver_post", (42,))``."""
+
+    task: str
+    args: tuple = ()
+
+    @property
+    def key(self) -> str:
+        """A digest of the task and its arguments: one wait per caller per slot."""
+        return hashlib.sha256(json.dumps([self.task, list(self.args)]).encode()).hexdigest()
+
+
+def slot_hold_seconds() -> float:
+    """How long a turn slot is held before it lapses: a second less than a claim's lease
+    (``workforce.leases.lease_seconds()``, the cluster's ``timeout`` plus a margin), and
+    still past the moment the cluster kills a task. A holder that died has lost its slot
+    by the time another task can claim its work again."""
+    return lease_seconds() - 1
+
+
+def take_turn_slot(
+    session: Session,
+    seat_id: str,
+    *,
+    wake: Wake,
+    on_wait: Callable[[], None] | None = None,
+    now: datetime | None = None,
+) -> str | None:
+    """Take seat ``seat_id``'s turn slot in ``session`` for one turn, or leave a wait.
+
+    One short transaction under the slot's row lock (created on first use): a slot that
+    is free, or whose holder's hold lapsed (``held_until`` passed), is taken for
+    ``slot_hold_seconds()`` and
+    ``wake``'s own wait, if any, is dropped. A slot another turn holds gets a
+    ``TurnWait`` for ``wake`` (once per caller) and ``on_wait()`` runs in the same
+    transaction: the caller hands its claim back there, so the task the holder enqueues
+    when it frees the slot finds the work claimable. An exception ``on_wait`` raises
+    (a claim already lost) rolls the wait back and propagates.
+
+    Returns:
+        The hold's token (give it to ``free_turn_slot``), or None when the slot is taken.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        slot = _locked_slot(session, seat_id)
+        if not slot.holder or slot.held_until is None or slot.held_until < now:
+            token = uuid.uuid4().hex
+            TurnSlot.objects.filter(pk=slot.pk).update(
+                holder=token, held_until=now + timedelta(seconds=slot_hold_seconds()), taken_at=now
+            )
+            TurnWait.objects.filter(slot=slot, key=wake.key).delete()
+            return token
+        if not TurnWait.objects.filter(slot=slot, key=wake.key).exists():
+            TurnWait.objects.create(slot=slot, key=wake.key, task=wake.task, args=list(wake.args))
+        if on_wait is not None:
+            on_wait()
+    logger.info("seat %s is busy in session %s: %s%s waits for its turn", seat_id, session.session_id, wake.task, wake.args)
+    return None
+
+
+def _locked_slot(session: Session, seat_id: str) -> TurnSlot:
+    slot = TurnSlot.objects.select_for_update().filter(session=session, seat_id=seat_id).first()
+    if slot is not None:
+        return slot
+    try:
+        with transaction.atomic():
+            TurnSlot.objects.create(session=session, seat_id=seat_id)
+    except IntegrityError:  # another task made it at the same moment
+        pass
+    return TurnSlot.objects.select_for_update().get(session=session, seat_id=seat_id)
+
+
+def free_turn_slot(session: Session, seat_id: str, token: str) -> bool:
+    """Free the slot held with ``token`` (a hold that lapsed and was taken over is left
+    alone) and enqueue the oldest wait's task, with the transaction, under the slot's
+    row lock. Returns True when this hold was freed."""
+    with transaction.atomic():
+        slot = TurnSlot.objects.select_for_update().filter(session=session, seat_id=seat_id).first()
+        if slot is None:
+            return False
+        freed = slot.holder == token
+        if freed:
+            TurnSlot.objects.filter(pk=slot.pk).update(holder="", held_until=None)
+        if freed or not slot.holder:
+            _wake_next(slot)
+    return freed
+
+
+def _wake_next(slot: TurnSlot) -> TurnWait | None:
+    wait = TurnWait.objects.filter(slot=slot).order_by("created_at", "pk").first()
+    if wait is None or not TurnWait.objects.filter(pk=wait.pk).delete()[0]:
+        return None
+    enqueue(wait.task, *wait.args)
+    return wait
+
+
+@contextmanager
+def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[], None] | None = None) -> Iterator[str | None]:
+    """``with turn_slot(session, seat_id, wake=...) as token:`` run the turn when
+    ``token`` is set; when it is None the slot is taken and ``wake`` waits (see
+    ``take_turn_slot``). The hold is freed when the block ends, however it ends; a
+    database that fails the freeing leaves the hold to lapse (logged)."""
+    token = take_turn_slot(session, seat_id, wake=wake, on_wait=on_wait)
+    try:
+        yield token
+    finally:
+        if token is not None:
+            try:
+                free_turn_slot(session, seat_id, token)
+            except DatabaseError:
+                logger.warning("the turn slot of %s in %s was not freed; it lapses", seat_id, session.session_id, exc_info=True)
+
+
+def do_sweep_turn_waits(*, now: datetime | None = None) -> list[int]:
+    """Wake the callers that wait on a slot nobody holds any more: its holder died (its
+    hold lapsed) or the task it enqueued was lost. Enqueues one wait per such slot (its
+    oldest), each under the slot's row lock; safe from several processes at once.
+
+    Returns:
+        The ids of the waits enqueued.
+    """
+    now = now or timezone.now()
+    idle = Q(slot__holder="") | Q(slot__held_until__isnull=True) | Q(slot__held_until__lt=now)
+    woken = []
+    for slot_id in TurnWait.objects.filter(idle).values_list("slot_id", flat=True).distinct().order_by("slot_id"):
+        with transaction.atomic():
+            slot = TurnSlot.objects.select_for_update().filter(pk=slot_id).first()
+            if slot is None or (slot.holder and slot.held_until is not None and slot.held_until >= now):
+                continue
+            wait = _wake_next(slot)
+            if wait is not None:
+                woken.append(wait.pk)
+    return woken
 
 
 # ----------------------------------------------------------------------------- the turn log

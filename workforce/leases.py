@@ -78,6 +78,21 @@ def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = No
     return token if claimed else None
 
 
+def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:
+    """Hand claim ``token`` on row ``pk`` back untouched: the row is ``pending`` again,
+    its attempt uncounted, so the next task claims it as if this one never had (a seat
+    whose turn slot was taken: ``seats.turns.take_turn_slot``).
+
+    Raises:
+        LeaseLost: the claim was no longer ours.
+    """
+    if not model.objects.filter(pk=pk, claim_token=token, status=model.Status.RUNNING).update(
+        status=model.Status.PENDING, attempts=F("attempts") - 1, claim_token="", lease_until=None
+    ):
+        raise LeaseLost()
+    return True
+
+
 # ----------------------------------------------------------------------------- re-enqueueing lost work
 #
 # The rule every sweep follows: a row of work is enqueued again only when its task is

@@ -19,6 +19,7 @@ from django.utils import timezone
 from boards.models import BoardTask, TaskChange
 from boards.services import do_file_task
 from seats.drains import configure_board_drains, do_seat_drain
+from seats.models import TurnSlot
 from workforce.models import Request
 
 from ..conftest import hire_tree, open_mailboxes, wired_by_hand
@@ -99,7 +100,10 @@ def turns() -> list[str]:
 
 
 def lapse_and_drain_again(org) -> None:
+    """Let the killed step's time run out: its row's lease and its seat's turn slot lapse
+    (the slot a second sooner, seats.turns.slot_hold_seconds)."""
     BoardTask.objects.filter(status="in_progress").update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    TurnSlot.objects.exclude(holder="").update(held_until=timezone.now() - timedelta(seconds=2))
     while do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")["claimed"]:
         pass
 

@@ -5,6 +5,7 @@ task tools as a seat's capability, and rows drained by seats on the (sync) clust
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from boards.tools import TOOL_NAMES
 from seats.agent import agent_tools
 from seats.boards import board_id_problem, seat_boards
 from seats.drains import (
+    SEAT_DRAIN_TASK,
     board_run_id,
     board_warnings,
     configure_board_drains,
@@ -27,7 +29,8 @@ from seats.drains import (
     row_turn_text,
 )
 from seats.hiring import HireRefused, hire_workforce
-from seats.models import Seat
+from seats.models import Seat, TurnWait
+from seats.turns import Wake, free_turn_slot, take_turn_slot
 from seats.workers import WORKER_KEYS, WORKER_LOAD_FAILED, read_workforce
 from workforce.flows import FlowKind, registry
 from workforce.llm import set_model_resolver
@@ -513,6 +516,25 @@ def test_a_drain_step_runs_one_row_and_enqueues_the_next_while_rows_remain(
     assert set(BoardTask.objects.values_list("status", flat=True)) == {"completed"}
 
 
+def test_a_drain_step_whose_seat_has_a_turn_running_in_its_board_session_claims_nothing_and_waits(
+    hired, file_task, django_capture_on_commit_callbacks
+):
+    """One turn of a seat at a time in a session (``seats.turns``), board rows included:
+    the step waits, and runs when the turn that holds the slot ends."""
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    file_task("first")  # drained at once; its run made the board session
+    session = Session.objects.get(session_id=LEAD_RUN)
+    holder = take_turn_slot(session, "eng.lead", wake=Wake("tests.holder"))  # a row's turn still running
+    filed = file_task("second")
+    assert (row(filed).status, row(filed).attempts) == ("pending", 0)
+    [wait] = TurnWait.objects.all()
+    assert (wait.task, wait.args) == (SEAT_DRAIN_TASK, [str(row(filed).organization_id), FOLLOWUPS, "eng.lead", "lead"])
+    with django_capture_on_commit_callbacks(execute=True):
+        free_turn_slot(session, "eng.lead", holder)
+    assert row(filed).status == "completed"
+    assert [r.status for r in Request.objects.filter(session=session).order_by("pk")] == ["completed", "completed"]
+
+
 def test_a_redelivered_drain_runs_no_row_twice(hired, org, file_task, django_capture_on_commit_callbacks):
     hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
     resolver = create_mock_model_resolver({"eng.lead": lambda call: "once"})
@@ -721,8 +743,10 @@ def test_the_example_desk_holds_escalations_and_the_lead_drains_them(db, setting
 @pytest.mark.django_db(transaction=True)
 def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(make_tree, org, monkeypatch):
     import seats.drains
+    import seats.turns
 
     monkeypatch.setattr(seats.drains, "enqueue", lambda *args, **kwargs: None)  # each thread drives its own steps
+    monkeypatch.setattr(seats.turns, "enqueue", lambda *args, **kwargs: None)  # a step that waited is retried below
     root = make_tree(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]"), analyst=worker_md(drains=f"[{FOLLOWUPS}]")))
     open_mailboxes(root, org)
     configure_board_drains("mailbox", hire_workforce(read_workforce(root).workers), [FOLLOWUPS])
@@ -733,11 +757,24 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
     def drain(i: int) -> int:
         seat, key = ("eng.lead", "lead") if i % 2 else ("eng.analyst", "analyst")
         steps = 0
-        while do_seat_drain(org.pk, FOLLOWUPS, seat, key)["claimed"]:
+        while True:
+            report = do_seat_drain(org.pk, FOLLOWUPS, seat, key)
+            if report.get("waiting"):  # another step of this seat runs a row's turn: it is woken later
+                time.sleep(0.01)
+                continue
+            if not report["claimed"]:
+                return steps
             steps += 1
-        return steps
 
     assert sum(run_in_threads(drain, 6)) == len(rows)
+    # One seat's rows ran one at a time (seats.turns): its turns never overlapped.
+    for seat in ("eng.lead", "eng.analyst"):
+        spans = sorted(
+            Request.objects.filter(action="runTask", session__session_id=board_run_id(FOLLOWUPS, seat)).values_list(
+                "started_at", "finished_at"
+            )
+        )
+        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False)), seat
     done = list(BoardTask.objects.filter(board_id=FOLLOWUPS))
     assert {(t.status, t.attempts) for t in done} == {("completed", 1)}
     assert all(t.output == f"{t.run.rpartition(':')[2]} did it" for t in done)

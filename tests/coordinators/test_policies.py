@@ -272,7 +272,18 @@ def test_round_robin_with_nobody_reachable_says_so(desk):
     assert record["by"] == "unplaced"
     assert record["none"] == "Nobody took this post: no delegate in this conversation can be reached."
     assert [e["outcome"] for e in record["delegates"]] == ["skipped"] * 3
-    assert d.answers() == []
+    # The conversation says so, in the coordinator's own words (spec 004 "Choosing how it routes").
+    assert d.answers() == [
+        (f"{COORDINATOR_JUDGMENT}:{HELP}", "Nobody took this post: no delegate in this conversation can be reached.")
+    ]
+    [line] = [m for m in d.messages() if m["role"] == "assistant"]
+    assert line == {
+        "role": "assistant",
+        "text": "Nobody took this post: no delegate in this conversation can be reached.",
+        "agentName": f"{COORDINATOR_JUDGMENT}:{HELP}",
+        "postId": post.request_id,
+        "round": 0,
+    }
 
 
 # ----------------------------------------------------------------------------- everyone
@@ -307,3 +318,31 @@ def test_everyone_with_no_delegate_left_says_nobody_took_it(desk):
             "none": "Nobody took this post: no delegate in this conversation can be reached.",
         }
     ]
+    assert d.answers() == [
+        (f"{COORDINATOR_JUDGMENT}:{HELP}", "Nobody took this post: no delegate in this conversation can be reached.")
+    ]
+
+
+def test_everyone_with_every_delegate_fired_says_nobody_took_it_in_the_conversation(desk):
+    d = desk(routing="everyone")
+    Seat.objects.filter(seat_id__in=DELEGATES).delete()
+    post = d.run("anyone?")
+    [record] = d.records(post.request_id)
+    assert record["by"] == "unplaced" and [e["outcome"] for e in record["delegates"]] == ["skipped"] * 3
+    assert [(m["agentName"], m["text"], m["postId"], m["round"]) for m in d.messages() if m["role"] == "assistant"] == [
+        (
+            f"{COORDINATOR_JUDGMENT}:{HELP}",
+            "Nobody took this post: no delegate in this conversation can be reached.",
+            post.request_id,
+            0,
+        )
+    ]
+
+
+def test_an_answer_round_robin_can_route_to_nobody_lands_and_only_its_record_says_so(desk):
+    d = desk(routing="round-robin", rounds=1, delegates=(DEVICES,))
+    post = d.run("hi")
+    r0, r1 = d.records(post.request_id)
+    assert (r0["by"], r1["by"], r1["round"]) == ("round-robin", "unplaced", 1)
+    assert r1["none"] == "Nobody took this post: no delegate in this conversation can be reached."
+    assert [a for a, _ in d.answers()] == [DEVICES]  # the answer, and no "Nobody took" line after it

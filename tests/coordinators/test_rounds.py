@@ -121,6 +121,28 @@ def test_round_robin_routes_answers_on_through_the_rounds(desk):
     assert sum(d.turns(w) for w in DELEGATES) == 3
 
 
+def test_routing_an_answer_on_never_moves_the_persons_round_robin_turn(desk):
+    """Spec 004 "Choosing how it routes": the next delegate after the one *your last
+    post* went to. Post 1 to devices, devices' answer to accounts in round 1, and post 2
+    goes to accounts, not past it."""
+    d = desk(routing="round-robin", rounds=1)
+    first = d.run("post 1")
+    assert [(r["round"], r["delegates"][-1]["worker"]) for r in d.records(first.request_id)] == [(0, DEVICES), (1, ACCOUNTS)]
+    second = d.run("post 2")
+    assert [(r["round"], r["delegates"][-1]["worker"]) for r in d.records(second.request_id)] == [(0, ACCOUNTS), (1, GENERAL)]
+    third = d.run("post 3")
+    assert d.records(third.request_id)[0]["delegates"] == [{"worker": GENERAL, "outcome": "delivered"}]
+
+
+def test_a_round_robin_answer_goes_to_the_next_delegate_after_its_author(desk):
+    d = desk(routing="round-robin", rounds=2)
+    d.run("post 1")  # devices; its answer to accounts, whose answer goes to general
+    d.run("post 2")  # accounts
+    post = d.run("post 3")  # general; its answer wraps round to devices, then accounts
+    records = d.records(post.request_id)
+    assert [(r["round"], r["delegates"][-1]["worker"]) for r in records] == [(0, GENERAL), (1, DEVICES), (2, ACCOUNTS)]
+
+
 def test_judgment_waits_for_the_round_then_runs_its_turn_once_with_the_answers(desk):
     script = [
         {

@@ -2,7 +2,9 @@
 delegates under ``everyone`` with ``rounds: 1``; every answer lands once; a delegate that
 doesn't answer in time doesn't hold the round, which closes at a short deadline (a
 django-q2 schedule, run by the cluster's scheduler); its late answer lands once and goes
-no further; the post costs at most delegates × (rounds + 1) delegate turns.
+no further, and its round-1 delivery waits for that late turn to end (one turn of a
+delegate at a time in its session); the post costs at most delegates × (rounds + 1)
+delegate turns.
 
 Two delegates run on ``embedded/echo``. The third, ``support.general``, runs on
 ``openai/slow`` against a fake OpenAI-compatible server in this test process that holds
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -151,11 +154,25 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
         closes = session_requests(server, CONVERSATION, "closeRound", USER)
         assert len(closes) == 1 and closes[0]["status"] == "completed" and len(closes[0]["output"]["closed"]) == 1
 
-        def round_one_answered():
+        def round_one_answers(count: int):
             found = [a for a in answers(server) if a.get("round") == 1]
-            return found if len(found) == 3 else None
+            return found if len(found) >= count else None
 
-        round_one = wait_for(round_one_answered, timeout=30, what="round 1's three answers", log=server.log)
+        wait_for(lambda: round_one_answers(2), timeout=30, what="round 1's two quick answers", log=server.log)
+        time.sleep(2)
+        # General is still on the person's post: its round-1 delivery waits for that turn
+        # to end (one turn of a delegate at a time in its session for a conversation).
+        assert {a["agentName"] for a in round_one_answers(2)} == {"support.devices", "support.accounts"}
+        general = f"{CONVERSATION}:support.general"
+        assert [t["status"] for t in session_requests(server, general, "onDelegatedPost", USER)] == ["running"]
+
+        # General's round-0 answer comes late: it lands once and goes no further; then its
+        # round-1 turn runs.
+        slow.release.set()
+        round_one = wait_for(lambda: round_one_answers(3), timeout=30, what="round 1's three answers", log=server.log)
+        general_turns = sorted(session_requests(server, general, "onDelegatedPost", USER), key=lambda t: t["createdAt"])
+        assert [t["status"] for t in general_turns] == ["completed", "completed"]
+        assert datetime.fromisoformat(general_turns[1]["createdAt"]) >= datetime.fromisoformat(general_turns[0]["finishedAt"])
         by_worker = {a["agentName"]: a["text"] for a in round_one}
         # Each got the other delegates' answers from round 0 in one delivery: general both.
         assert "support.accounts, through support.help: " in by_worker["support.devices"]
@@ -167,8 +184,6 @@ def test_everyone_with_one_round_over_http_on_a_real_cluster(start_server, tmp_p
             for first, second in (("support.devices", "support.accounts"), ("support.accounts", "support.devices"))
         ), by_worker["support.general"]
 
-        # General's round-0 answer comes late: it lands once and goes no further.
-        slow.release.set()
         wait_for(lambda: len(answers(server)) == 6, timeout=30, what="general's late answer", log=server.log)
         time.sleep(3)  # anything that would go further, or land twice, has had time to
         landed = answers(server)
