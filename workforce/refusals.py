@@ -27,7 +27,8 @@ KERNEL_REASONS = {
     "forbidden": 403,  # a CSRF failure with session auth
     "session-not-addressable": 409,
     "external-dispatcher": 503,
-    "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
+    "database-unavailable": 503,
+    "too-many-streams": 503,  # WORKFORCE_STREAM_LIMIT live streams are open (answered with Retry-After)  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
 }
 UNREGISTERED_STATUS = 409

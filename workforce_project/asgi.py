@@ -3,13 +3,21 @@
 At most ``WORKFORCE_WEB_CONCURRENCY`` requests run at once; the rest wait. Each running
 request holds a database connection, so a burst never exhausts PostgreSQL's.
 
+A live stream (``GET /api/sessions/{id}/stream``) is open for as long as its client
+watches, so it never takes one of those slots: streams have their own bound,
+``WORKFORCE_STREAM_LIMIT``, and one more is refused at once with 503
+``too-many-streams`` (``Retry-After``). A stream holds no database connection between
+its reads (``workforce.streams``).
+
 A process started some other way (``uvicorn workforce_project.asgi:application``) boots
 itself on its first request: hires the tree's seats and wires the notify block, as
 ``serve`` does before it listens (``serve`` marks its process booted, so this is free).
 """
 
 import asyncio
+import json
 import os
+import re
 
 from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
@@ -19,15 +27,32 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
+from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 
+STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$")
+STREAM_RETRY_AFTER_SECONDS = 5
+
 _slots: asyncio.Semaphore | None = None
+_open_streams = 0
 
 
 async def application(scope, receive, send):
-    global _slots
+    global _slots, _open_streams
     if scope["type"] != "http":
         await django_application(scope, receive, send)
+        return
+    if scope.get("method") == "GET" and STREAM_PATH.match(scope.get("path", "")):
+        if _open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
+            await _refuse_stream(send)
+            return
+        _open_streams += 1  # one event loop: no lock needed
+        try:
+            if not is_booted():
+                await sync_to_async(ensure_booted, thread_sensitive=True)()
+            await django_application(scope, receive, send)
+        finally:
+            _open_streams -= 1
         return
     if _slots is None:
         _slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
@@ -35,3 +60,25 @@ async def application(scope, receive, send):
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
         await django_application(scope, receive, send)
+
+
+def open_streams() -> int:
+    """How many streams this process has open now."""
+    return _open_streams
+
+
+async def _refuse_stream(send) -> None:
+    refusal = Refusal("too-many-streams", f"This server has {settings.WORKFORCE_STREAM_LIMIT} streams open; retry later.")
+    body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": refusal.http_status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", str(STREAM_RETRY_AFTER_SECONDS).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

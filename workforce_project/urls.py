@@ -8,13 +8,14 @@ from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
 from mailboxes.api import TranscriptView
 from workforce.api.errors import api_not_found
-from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView
+from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView, SessionStreamView
 
 urlpatterns = [
     path("api/flows/<str:kind>/<str:session_id>/actions/<str:action>", FlowActionView.as_view(), name="flow-action"),
     path("api/requests/<str:request_id>", RequestDetailView.as_view(), name="request-detail"),
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
+    path("api/sessions/<str:session_id>/stream", SessionStreamView.as_view(), name="session-stream"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),

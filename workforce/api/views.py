@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from django.db import connections
+from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,9 +18,10 @@ from workforce.principals import resolve_principal
 from workforce.queries import access_request, access_session, list_items, list_requests
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
+from workforce.streams import is_postgres, item_events
 
 from .errors import refusal_response
-from .serializers import ActionCallSerializer, ItemPageSerializer, RequestPageSerializer, RequestSerializer
+from .serializers import ActionCallSerializer, ItemPageSerializer, ItemSerializer, RequestPageSerializer, RequestSerializer
 
 T = TypeVar("T")
 
@@ -176,3 +180,79 @@ class SessionRequestsView(APIView):
         rows = list_requests(session, limit=limit)
         data = RequestSerializer(rows, many=True, context={"include_output": include}).data
         return Response({"sessionId": session.session_id, "requests": data})
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets a client that asks for ``text/event-stream`` (an ``EventSource``) reach the
+    stream view; its refusals are still answered as JSON (``SessionStreamView``)."""
+
+    media_type = "text/event-stream"
+    format = "event-stream"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return JSONRenderer().render(data)
+
+
+def stream_cursor(request: HttpRequest) -> int:
+    """Where a stream starts: ``Last-Event-ID`` (a reconnecting ``EventSource`` sends the
+    last ``id:`` it saw) before the ``after`` query parameter, 0 without either.
+
+    Raises:
+        Refusal("invalid-input"): the header is not a whole number.
+    """
+    last = request.headers.get("Last-Event-ID")
+    if last is None or last.strip() == "":
+        return int_param(request, "after", 0)
+    last = last.strip()
+    if not (last.isascii() and last.isdigit()) or len(last) > 18:
+        raise Refusal("invalid-input", f"Last-Event-ID must be a whole number, not {last[:40]!r}.")
+    return int(last)
+
+
+class SessionStreamView(APIView):
+    """A session's items as server-sent events (``workforce.streams``), read under the
+    items endpoint's rule (``access_session``: another organization's session, or
+    another user's private conversation, is 404)."""
+
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("itemTypes", str, description="Comma-separated item types, e.g. component"),
+            OpenApiParameter("after", int, description="Start after this seq (Last-Event-ID wins when sent)"),
+            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, required=False, description="Resume after this seq"),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                description="`id: <seq>` and `data: <item JSON>` per item (the items endpoint's item shape), "
+                "then each new item as it is stored; `: heartbeat` comments every 15 s when idle."
+            ),
+            404: OpenApiResponse(description="session-not-found"),
+            503: OpenApiResponse(description="too-many-streams"),
+        },
+        summary="Stream a session's items (server-sent events)",
+    )
+    def get(self, request: HttpRequest, session_id: str) -> StreamingHttpResponse:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_session(principal.org, session_id, reader=principal.reader)
+        types = [t for t in request.query_params.get("itemTypes", "").split(",") if t] or None
+        after = stream_cursor(request)
+
+        def read(cursor: int, limit: int) -> list[tuple[int, dict]]:
+            try:
+                rows = list(list_items(session, item_types=types, after=cursor, limit=limit))
+                return [(row.seq, ItemSerializer(row).data) for row in rows]
+            finally:
+                if is_postgres():
+                    # Back to the pool between reads: an open stream holds no connection.
+                    connections["default"].close()
+
+        response = StreamingHttpResponse(item_events(session.pk, after=after, read=read), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer it
+        return response
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if isinstance(response, Response):  # a refusal: JSON, whatever the client accepts
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)

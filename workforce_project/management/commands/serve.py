@@ -23,6 +23,7 @@ from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
 from seats.hiring import HireRefused, WorkerTreeError
+from workforce.streams import stop_streams
 from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 from workforce_project.deployment import (
@@ -153,7 +154,8 @@ def _exit_now(code: int) -> None:
 
 class _Server(uvicorn.Server):
     """uvicorn's server, telling ``on_exit`` the moment a stop signal arrives, so the
-    cluster stops while the web server drains instead of after it."""
+    cluster stops while the web server drains instead of after it, and ending the open
+    live streams, which would otherwise hold the stop until the graceful timeout."""
 
     def __init__(self, config: uvicorn.Config, *, on_exit):
         super().__init__(config)
@@ -161,6 +163,7 @@ class _Server(uvicorn.Server):
 
     def handle_exit(self, sig, frame):
         self._on_exit()
+        stop_streams()  # open live streams end now (clients resume with Last-Event-ID)
         super().handle_exit(sig, frame)
 
 
