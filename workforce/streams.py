@@ -70,9 +70,9 @@ def note_item_stored(session_pk: int, seq: int) -> None:
 def send_item_notes() -> None:
     """The on-commit hook of ``note_item_stored``: one ``pg_notify`` per session noted."""
     notes: dict[int, int] | None = getattr(_pending, "notes", None)
+    _pending.notes = None  # this hook is spent: the next item registers a new one
     if not notes:
         return
-    _pending.notes = {}
     payloads = [f"{pk}:{seq}" for pk, seq in notes.items()]
     with connections["default"].cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [CHANNEL, payloads])

@@ -4,10 +4,11 @@ At most ``WORKFORCE_WEB_CONCURRENCY`` requests run at once; the rest wait. Each 
 request holds a database connection, so a burst never exhausts PostgreSQL's.
 
 A live stream (``GET /api/sessions/{id}/stream``) is open for as long as its client
-watches, so it never takes one of those slots: streams have their own bound,
-``WORKFORCE_STREAM_LIMIT``, and one more is refused at once with 503
-``too-many-streams`` (``Retry-After``). A stream holds no database connection between
-its reads (``workforce.streams``).
+watches, and a waiting read (``GET /api/requests/{id}?wait=S``) up to 30 s, so neither
+takes one of those slots: together they have their own bound, ``WORKFORCE_STREAM_LIMIT``,
+and one more is refused at once with 503 ``too-many-streams`` (``Retry-After``). Neither
+holds a database connection while it waits (``workforce.streams``,
+``workforce.api.views.release_connection``).
 
 A process started some other way (``uvicorn workforce_project.asgi:application``) boots
 itself on its first request: hires the tree's seats and wires the notify block, as
@@ -18,6 +19,7 @@ import asyncio
 import json
 import os
 import re
+from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
@@ -31,6 +33,7 @@ from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 
 STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$")
+REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
 STREAM_RETRY_AFTER_SECONDS = 5
 
 _slots: asyncio.Semaphore | None = None
@@ -42,7 +45,7 @@ async def application(scope, receive, send):
     if scope["type"] != "http":
         await django_application(scope, receive, send)
         return
-    if scope.get("method") == "GET" and STREAM_PATH.match(scope.get("path", "")):
+    if is_long_lived(scope):
         if _open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
             await _refuse_stream(send)
             return
@@ -62,13 +65,29 @@ async def application(scope, receive, send):
         await django_application(scope, receive, send)
 
 
+def is_long_lived(scope) -> bool:
+    """True for a request that waits on the server's side: a stream, or a read of a
+    request with a ``wait`` other than 0."""
+    if scope.get("method") != "GET":
+        return False
+    path = scope.get("path", "")
+    if STREAM_PATH.match(path):
+        return True
+    if not REQUEST_PATH.match(path):
+        return False
+    waits = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("wait", [])
+    return any(value.strip() not in {"", "0"} for value in waits)
+
+
 def open_streams() -> int:
-    """How many streams this process has open now."""
+    """How many streams and waiting reads this process has open now."""
     return _open_streams
 
 
 async def _refuse_stream(send) -> None:
-    refusal = Refusal("too-many-streams", f"This server has {settings.WORKFORCE_STREAM_LIMIT} streams open; retry later.")
+    refusal = Refusal(
+        "too-many-streams", f"This server has {settings.WORKFORCE_STREAM_LIMIT} streams and waiting reads open; retry later."
+    )
     body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
     await send(
         {

@@ -8,7 +8,14 @@ from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
 from mailboxes.api import TranscriptView
 from workforce.api.errors import api_not_found
-from workforce.api.views import FlowActionView, RequestDetailView, SessionItemsView, SessionRequestsView, SessionStreamView
+from workforce.api.views import (
+    FlowActionView,
+    RequestDetailView,
+    SessionItemsView,
+    SessionRequestsView,
+    SessionRunsView,
+    SessionStreamView,
+)
 
 urlpatterns = [
     path("api/flows/<str:kind>/<str:session_id>/actions/<str:action>", FlowActionView.as_view(), name="flow-action"),
@@ -16,6 +23,7 @@ urlpatterns = [
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
     path("api/sessions/<str:session_id>/stream", SessionStreamView.as_view(), name="session-stream"),
+    path("api/sessions/<str:session_id>/runs", SessionRunsView.as_view(), name="session-runs"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/boards/<str:board_id>/tasks", BoardTasksView.as_view(), name="board-tasks"),
     path("api/workers/<str:worker>/sessions", WorkerSessionsView.as_view(), name="worker-sessions"),

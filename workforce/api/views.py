@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.db import connections
 from django.http import StreamingHttpResponse
 from django.urls import reverse
@@ -15,15 +18,25 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from workforce.principals import resolve_principal
-from workforce.queries import access_request, access_session, list_items, list_requests
+from workforce.queries import ACTIVE_STATUSES, access_request, access_session, list_active_runs, list_items, list_requests
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
 from workforce.streams import is_postgres, item_events
 
 from .errors import refusal_response
-from .serializers import ActionCallSerializer, ItemPageSerializer, ItemSerializer, RequestPageSerializer, RequestSerializer
+from .serializers import (
+    ActionCallSerializer,
+    ItemPageSerializer,
+    ItemSerializer,
+    RequestAnswerSerializer,
+    RequestPageSerializer,
+    RequestSerializer,
+    RunPageSerializer,
+)
 
 T = TypeVar("T")
+
+MAX_WAIT_SECONDS = 30  # GET /api/requests/{id}?wait=S waits at most this long
 
 
 def int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -83,11 +96,31 @@ def request_response(request_row, *, http_request: HttpRequest, created: bool = 
         status = http_status_for(request_row.error.get("reason", ""))
     else:
         status = 202 if created else 200
+    location = http_request.build_absolute_uri(reverse("request-detail", args=[request_row.request_id]))
+    if request_row.status != "failed":
+        data["links"] = request_links(request_row, http_request=http_request, location=location)
     response = Response(data, status=status)
-    response["Location"] = http_request.build_absolute_uri(reverse("request-detail", args=[request_row.request_id]))
+    response["Location"] = location
     if getattr(request_row, "replayed", False):
         response["Idempotent-Replayed"] = "true"
     return response
+
+
+def request_links(request_row, *, http_request: HttpRequest, location: str) -> dict:
+    """Where to follow an action that did not fail (its 202 and ``GET
+    /api/requests/{id}`` carry them): ``{request, wait, runs, stream}``: the request
+    itself, the same waiting up to 30 s for it to finish, the runs it started that have
+    not finished (a post's seat turns: ``runs?status=active&startedBy=<id>``), and the
+    session's live stream."""
+    session_id = request_row.session.session_id
+    runs = http_request.build_absolute_uri(reverse("session-runs", args=[session_id]))
+    query = urlencode({"status": "active", "startedBy": request_row.request_id})
+    return {
+        "request": location,
+        "wait": f"{location}?wait={MAX_WAIT_SECONDS}",
+        "runs": f"{runs}?{query}",
+        "stream": http_request.build_absolute_uri(reverse("session-stream", args=[session_id])),
+    }
 
 
 class FlowActionView(APIView):
@@ -96,7 +129,7 @@ class FlowActionView(APIView):
     @extend_schema(
         request=ActionCallSerializer,
         responses={
-            202: RequestSerializer,
+            202: RequestAnswerSerializer,
             400: OpenApiResponse(description="invalid-input"),
             403: None,
             404: None,
@@ -129,13 +162,45 @@ class FlowActionView(APIView):
         return request_response(row, http_request=request)
 
 
-class RequestDetailView(APIView):
-    """One request: status, output or error."""
+def release_connection() -> None:
+    """Hand this thread's PostgreSQL connection back (to the pool) while a long read
+    waits, so a waiting read or an open stream holds none; inside a transaction (a
+    test's) it is kept."""
+    conn = connections["default"]
+    if is_postgres() and not conn.in_atomic_block:
+        conn.close()
 
-    @extend_schema(responses={200: RequestSerializer}, summary="Read one request")
+
+class RequestDetailView(APIView):
+    """One request: status, output or error; ``?wait=S`` waits up to S seconds (at most
+    ``MAX_WAIT_SECONDS``) for it to finish."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "wait",
+                int,
+                description=f"Seconds (0-{MAX_WAIT_SECONDS}) to wait for the request to finish before answering; "
+                "it answers at once when it has, and with the request still pending or running when the time is up",
+            )
+        ],
+        responses={200: RequestAnswerSerializer, 404: OpenApiResponse(description="request-not-found")},
+        summary="Read one request",
+    )
     def get(self, request: HttpRequest, request_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        return Response(RequestSerializer(access_request(principal.org, request_id, reader=principal.reader)).data)
+        wait = int_param(request, "wait", 0, maximum=MAX_WAIT_SECONDS)
+        row = access_request(principal.org, request_id, reader=principal.reader)
+        deadline = time.monotonic() + wait
+        while row.status in ACTIVE_STATUSES and (left := deadline - time.monotonic()) > 0:
+            release_connection()
+            time.sleep(min(float(settings.WORKFORCE_STREAM_POLL_SECONDS), left))
+            row.refresh_from_db(fields=["status", "output", "error", "finished_at"])
+        data = RequestSerializer(row).data
+        if row.status != "failed":  # the links its 202 gave
+            location = request.build_absolute_uri(reverse("request-detail", args=[row.request_id]))
+            data["links"] = request_links(row, http_request=request, location=location)
+        return Response(data)
 
 
 class SessionItemsView(APIView):
@@ -243,9 +308,7 @@ class SessionStreamView(APIView):
                 rows = list(list_items(session, item_types=types, after=cursor, limit=limit))
                 return [(row.seq, ItemSerializer(row).data) for row in rows]
             finally:
-                if is_postgres():
-                    # Back to the pool between reads: an open stream holds no connection.
-                    connections["default"].close()
+                release_connection()  # an open stream holds no connection between reads
 
         response = StreamingHttpResponse(item_events(session.pk, after=after, read=read), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
@@ -256,3 +319,27 @@ class SessionStreamView(APIView):
         if isinstance(response, Response):  # a refusal: JSON, whatever the client accepts
             request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+class SessionRunsView(APIView):
+    """The runs a session's work started that have not finished (``list_active_runs``)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=["active"], description="Only `active` (the default): not finished"),
+            OpenApiParameter("startedBy", str, description="Only the runs this request started (a post's request id)"),
+            OpenApiParameter("limit", int, description="At most this many, oldest first (1-1000, default 100)"),
+        ],
+        responses={200: RunPageSerializer, 404: OpenApiResponse(description="session-not-found")},
+        summary="List the runs a session started that have not finished",
+    )
+    def get(self, request: HttpRequest, session_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_session(principal.org, session_id, reader=principal.reader)
+        status = request.query_params.get("status") or "active"
+        if status != "active":
+            raise Refusal("invalid-input", f'status must be "active", not {status[:40]!r}.')
+        started_by = request.query_params.get("startedBy") or None
+        limit = int_param(request, "limit", 100, minimum=1, maximum=1000)
+        runs = list_active_runs(session, reader=principal.reader, started_by=started_by, limit=limit)
+        return Response(RunPageSerializer({"sessionId": session.session_id, "runs": runs}).data)
