@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import psycopg
 from asgiref.sync import sync_to_async
@@ -45,6 +46,15 @@ _pending = threading.local()  # per thread, hence per database connection
 def is_postgres(alias: str = "default") -> bool:
     """True when database ``alias`` is PostgreSQL (streams are woken by NOTIFY)."""
     return connections[alias].vendor == "postgresql"
+
+
+def release_connection() -> None:
+    """Hand this thread's PostgreSQL connection back (to the pool) while a long read
+    waits, so a waiting read or an open stream holds none between its reads; inside a
+    transaction (a test's) it is kept. Nothing on SQLite."""
+    conn = connections["default"]
+    if is_postgres() and not conn.in_atomic_block:
+        conn.close()
 
 
 def note_item_stored(session_pk: int, seq: int) -> None:
@@ -203,7 +213,8 @@ async def item_events(
     session_pk: int,
     *,
     after: int,
-    read: Callable[[int, int], list[tuple[int, dict]]],
+    read: Callable[[int, int], list[tuple[int, Any]]],
+    render: Callable[[int, Any], str | None] = event_text,
     heartbeat_seconds: float | None = None,
     poll_seconds: float | None = None,
 ) -> AsyncIterator[str]:
@@ -213,8 +224,10 @@ async def item_events(
     Args:
         session_pk: the ``Session`` primary key (already checked readable by the caller).
         after: the cursor (``after=`` or ``Last-Event-ID``).
-        read: ``read(after, limit)`` -> at most ``limit`` ``(seq, item JSON)`` pairs with
+        read: ``read(after, limit)`` -> at most ``limit`` ``(seq, item)`` pairs with
             ``seq > after``, oldest first; a blocking database read, run in a thread.
+        render: ``render(seq, item)`` -> the event's text (default ``event_text``: the
+            item as JSON); None skips the item (the cursor still moves past it).
         heartbeat_seconds: a comment line is sent after this long without an event
             (default ``WORKFORCE_STREAM_HEARTBEAT_SECONDS``, 15).
         poll_seconds: how often SQLite re-reads (default ``WORKFORCE_STREAM_POLL_SECONDS``).
@@ -234,8 +247,10 @@ async def item_events(
             while True:  # catch up, a page at a time
                 rows = await fetch(cursor, PAGE)
                 for seq, data in rows:
-                    yield event_text(seq, data)
+                    text = render(seq, data)
                     cursor = seq
+                    if text is not None:
+                        yield text
                 if rows:
                     last_sent = time.monotonic()
                 if len(rows) < PAGE or hub.stopping:

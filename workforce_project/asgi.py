@@ -8,7 +8,7 @@ watches, and a waiting read (``GET /api/requests/{id}?wait=S``) up to 30 s, so n
 takes one of those slots: together they have their own bound, ``WORKFORCE_STREAM_LIMIT``,
 and one more is refused at once with 503 ``too-many-streams`` (``Retry-After``). Neither
 holds a database connection while it waits (``workforce.streams``,
-``workforce.api.views.release_connection``).
+``workforce.streams.release_connection``).
 
 A process started some other way (``uvicorn workforce_project.asgi:application``) boots
 itself on its first request: hires the tree's seats and wires the notify block, as
@@ -32,7 +32,8 @@ from django.conf import settings  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 
-STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$")
+# The API's stream and the pages' (web.urls: a mailbox's and a board's events).
+STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards)/[^/]+/events$")
 REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
 STREAM_RETRY_AFTER_SECONDS = 5
 

@@ -62,6 +62,8 @@ INSTALLED_APPS = [
     "mailboxes",
     "seats",
     "coordinators",
+    "web",  # the pages (README "The pages")
+    "django_htmx",
     "workforce_project",  # the composition root: boot and the serve command
 ]
 
@@ -75,6 +77,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx on the pages' views
 ]
 
 # A CSRF failure on an /api/ path answers JSON in the contract's shape.
@@ -91,6 +94,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "web.context.workforce",
             ],
         },
     }

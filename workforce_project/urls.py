@@ -1,7 +1,7 @@
 """URL map: the HTTP contract (README "Run it"), the schema, and the admin."""
 
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
@@ -30,6 +30,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),
+    path("", include("web.urls")),  # the pages (README "The pages")
     # Last: any other /api/ path answers a JSON 404, never Django's HTML page.
     re_path(r"^api/", api_not_found),
 ]

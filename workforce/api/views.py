@@ -8,7 +8,6 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db import connections
 from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -21,7 +20,7 @@ from workforce.principals import resolve_principal
 from workforce.queries import ACTIVE_STATUSES, access_request, access_session, list_active_runs, list_items, list_requests
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
-from workforce.streams import is_postgres, item_events
+from workforce.streams import item_events, release_connection
 
 from .errors import refusal_response
 from .serializers import (
@@ -160,15 +159,6 @@ class FlowActionView(APIView):
             idempotency_key=key,
         )
         return request_response(row, http_request=request)
-
-
-def release_connection() -> None:
-    """Hand this thread's PostgreSQL connection back (to the pool) while a long read
-    waits, so a waiting read or an open stream holds none; inside a transaction (a
-    test's) it is kept."""
-    conn = connections["default"]
-    if is_postgres() and not conn.in_atomic_block:
-        conn.close()
 
 
 class RequestDetailView(APIView):

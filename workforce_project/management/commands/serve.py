@@ -112,6 +112,7 @@ class Command(BaseCommand):
             f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/ "
             f"(the API under /api/, its schema at /api/schema/, the admin at /admin/)"
         )
+        self.stdout.write(f"open the pages at http://{_url_host(host)}:{port}/")
         self.stdout.flush()
         stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
@@ -137,6 +138,16 @@ class Command(BaseCommand):
             _exit_now(128 + signal.SIGINT)
         finally:
             stopper.finish()
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a browser's address takes it: an IPv6 address in brackets, and a
+    wildcard bind as the loopback address."""
+    if host in {"0.0.0.0", ""}:
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
 
 
 def _exit_on_sigterm(signum, frame):
