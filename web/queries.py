@@ -11,10 +11,16 @@ from boards.models import BoardTask, TaskStatus
 from boards.naming import board_id_for
 from mailboxes.queries import held_boards, is_mailbox_state
 from seats.queries import list_seats, reachable_seats
+from workforce.facets import PRIVATE_SESSIONS
+from workforce.flows import registry
 from workforce.models import Item, Organization, Session
 from workforce.principals import Principal
 from workforce.privacy import PARENT_JOIN, may_read
 
+MESSAGE_ITEM = "message"  # a conversation's messages (seats.turns.MESSAGE)
+# A conversation page offers a post form when its kind takes this public action with
+# {message} (a coordinator conversation's "run", spec 004 "Talking to one").
+CONVERSATION_POST_ACTION = "run"
 POST_ITEM = "mailbox-post"
 ROUTE_ITEM = "mailbox-route"
 # The page shows the newest this many lines and route decisions; older ones are in the
@@ -87,3 +93,30 @@ def board_signature(org: Organization, board_id: str) -> str:
     latest ``updated_at``."""
     agg = BoardTask.objects.filter(organization=org, board_id=board_id).aggregate(n=Count("id"), at=Max("updated_at"))
     return f"{agg['n']}:{agg['at'].isoformat() if agg['at'] else '-'}"
+
+
+def list_conversations(principal: Principal) -> list[Session]:
+    """``principal``'s own private conversations (sessions on a kind with the
+    ``private_sessions`` facet, a coordinator's), newest first."""
+    kinds = [name for name in registry.kinds() if PRIVATE_SESSIONS.of(name)]
+    return list(
+        Session.objects.filter(organization=principal.org, user_id=principal.user_id, flow_kind__in=kinds, parent__isnull=True)
+        .order_by("-pk")
+        .select_related(PARENT_JOIN)[:100]
+    )
+
+
+def takes_posts(session: Session) -> bool:
+    """True when the conversation's kind has the public ``CONVERSATION_POST_ACTION``."""
+    flow = registry.get(session.flow_kind)
+    return flow is not None and CONVERSATION_POST_ACTION in flow.actions
+
+
+def conversation_items(session: Session, *, cursor: int, limit: int = PAGE_LINES) -> tuple[list[Item], list[Item]]:
+    """The newest ``limit`` messages and component items (its notes: route decisions and
+    the like) with ``seq <= cursor``, each oldest first."""
+    messages = list(Item.objects.filter(session=session, type=MESSAGE_ITEM, seq__lte=cursor).order_by("-seq")[:limit])
+    notes = list(Item.objects.filter(session=session, type="component", seq__lte=cursor).order_by("-seq")[:limit])
+    messages.reverse()
+    notes.reverse()
+    return messages, notes

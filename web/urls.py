@@ -18,4 +18,7 @@ urlpatterns = [
     path("mailboxes/<str:mailbox_id>/post", views.mailbox_post, name="mailbox-post"),
     path("boards/<str:board_id>/", views.board, name="board"),
     path("boards/<str:board_id>/events", views.board_events, name="board-events"),
+    path("sessions/<str:session_id>/", views.conversation, name="conversation"),
+    path("sessions/<str:session_id>/events", views.conversation_events, name="conversation-events"),
+    path("sessions/<str:session_id>/post", views.conversation_post, name="conversation-post"),
 ]

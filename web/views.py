@@ -24,13 +24,26 @@ from mailboxes.queries import access_mailbox_session
 from workforce.api.serializers import RunSerializer
 from workforce.models import Item
 from workforce.principals import Principal, resolve_principal
-from workforce.queries import list_active_runs, list_items
+from workforce.queries import access_session, list_active_runs, list_items
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 from workforce.streams import item_events, release_connection
 
 from .live import html_event, state_events
-from .queries import POST_ITEM, ROUTE_ITEM, board_rows, board_signature, list_mailboxes, list_workers, window_items
+from .queries import (
+    CONVERSATION_POST_ACTION,
+    MESSAGE_ITEM,
+    POST_ITEM,
+    ROUTE_ITEM,
+    board_rows,
+    board_signature,
+    conversation_items,
+    list_conversations,
+    list_mailboxes,
+    list_workers,
+    takes_posts,
+    window_items,
+)
 
 SESSION_USER = "workforce_user_id"
 
@@ -126,6 +139,7 @@ def home(request: HttpRequest, principal: Principal) -> HttpResponse:
         "mailboxes": mailboxes,
         "workers": list_workers(principal),
         "boards": [(board, entry.mailbox_id) for entry in mailboxes for board in entry.boards],
+        "conversations": list_conversations(principal),
     }
     return render(request, "web/home.html", context)
 
@@ -237,6 +251,81 @@ def board_events(request: HttpRequest, principal: Principal, board_id: str) -> H
             release_connection()
 
     return _event_stream(state_events(read, since=request.GET.get("since", ""), event="board"))
+
+
+def _session(principal: Principal, session_id: str):
+    try:
+        return access_session(principal.org, session_id, reader=principal.reader)
+    except Refusal:
+        raise Http404(f"No session {session_id!r}.") from None
+
+
+@require_GET
+@page
+def conversation(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """A conversation (a coordinator's, or a seat's in a mailbox): its messages, each
+    answer under its agent's name (a delegate's worker id), live; its notes (route
+    decisions) apart; a post form when its kind takes posts."""
+    session = _session(principal, session_id)
+    cursor = session.item_seq
+    messages, notes = conversation_items(session, cursor=cursor)
+    context = {
+        "principal": principal,
+        "session": session,
+        "cursor": cursor,
+        "messages": messages,
+        "notes": notes,
+        "takes_posts": takes_posts(session),
+    }
+    return render(request, "web/conversation.html", context)
+
+
+def _conversation_fragment(item: Item) -> tuple[str, str]:
+    if item.type == MESSAGE_ITEM:
+        return "message", render_to_string("web/_message.html", {"item": item})
+    return "note", render_to_string("web/_note.html", {"item": item})
+
+
+@require_GET
+@page
+def conversation_events(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """The conversation page's stream: each new message (``event: message``) and note
+    (``event: note``) as HTML, ``id: <seq>``."""
+    session = _session(principal, session_id)
+    last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
+    after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
+
+    def read(cursor: int, limit: int) -> list[tuple[int, tuple[str, str] | None]]:
+        try:
+            rows = list(list_items(session, item_types=[MESSAGE_ITEM, "component"], after=cursor, limit=limit))
+            return [(row.seq, _conversation_fragment(row)) for row in rows]
+        finally:
+            release_connection()
+
+    def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
+        return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
+
+    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event))
+
+
+@require_POST
+@page
+def conversation_post(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """The conversation's post form (htmx): its kind's ``run`` with ``{message}``."""
+    session = _session(principal, session_id)
+    if not takes_posts(session):
+        raise Http404("This conversation takes no posts.")
+    row = do_run_action(
+        org=principal.org,
+        kind=session.flow_kind,
+        session_id=session.session_id,
+        action=CONVERSATION_POST_ACTION,
+        input={"message": request.POST.get("message", "")},
+        user_id=principal.user_id,
+    )
+    if not request.htmx:
+        return redirect("web:conversation", session.session_id)
+    return render(request, "web/_post_status.html", {"row": row})
 
 
 def _event_stream(events) -> StreamingHttpResponse:

@@ -32,8 +32,8 @@ from django.conf import settings  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 
-# The API's stream and the pages' (web.urls: a mailbox's and a board's events).
-STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards)/[^/]+/events$")
+# The API's stream and the pages' (web.urls: a mailbox's, a board's, a conversation's events).
+STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards|sessions)/[^/]+/events$")
 REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
 STREAM_RETRY_AFTER_SECONDS = 5
 

@@ -120,3 +120,32 @@ def test_the_board_page_shows_a_row_move_to_completed(start_server, tmp_path, pa
     assert page.evaluate("window.notReloaded") is True
     assert page.locator(f"#task-{task}").count() == 1
     page.screenshot(path=str(tmp_path / "board.png"), full_page=True)
+
+
+def test_the_conversation_page_shows_each_answer_under_its_delegates_name(start_server, tmp_path, page):
+    delegates = ("support.devices", "support.accounts")
+    tree = write_tree(
+        tmp_path / "tree",
+        {
+            "teams/support/workers/help/WORKER.md": "---\ndescription: Ask support anything.\nflow: coordinator\n"
+            f"model: embedded/echo\ndelegates: [{', '.join(delegates)}]\nrouting: everyone\nrounds: 0\n---\n\nThe desk.\n",
+            "teams/support/workers/devices/WORKER.md": "---\ndescription: Phones.\nmodel: embedded/echo\n---\n\nAnswer.\n",
+            "teams/support/workers/accounts/WORKER.md": "---\ndescription: Billing.\nmodel: embedded/echo\n---\n\nAnswer.\n",
+        },
+    )
+    server = start_server(tree)
+    opened = server.call("POST", "/api/workers/support.help/sessions", {"userId": "u_42"})
+    assert opened.status in (200, 201), opened.body
+    act_as(page, server.base)
+    page.click("#conversations a")
+    page.wait_for_url(server.base + "/sessions/support.help:u_42/")
+    page.evaluate("window.notReloaded = true")
+    page.fill("#post-form textarea", "my laptop will not charge")
+    page.click("#post-form button")
+    for delegate in delegates:
+        answer = page.wait_for_selector(f"#messages li[data-agent='{delegate}']", timeout=30_000)
+        assert "my laptop will not charge" in answer.inner_text() and delegate in answer.inner_text()
+    assert page.locator("#messages li[data-role=user]").count() == 1
+    page.wait_for_selector("#notes li[data-component=coordinator-route]")
+    assert page.evaluate("window.notReloaded") is True
+    page.screenshot(path=str(tmp_path / "conversation.png"), full_page=True)
