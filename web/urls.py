@@ -11,7 +11,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("who", views.who, name="who"),
     path("accounts/login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(next_page="web:home"), name="logout"),
     path("mailboxes/<str:mailbox_id>/", views.mailbox, name="mailbox"),
     path("mailboxes/<str:mailbox_id>/events", views.mailbox_events, name="mailbox-events"),
     path("mailboxes/<str:mailbox_id>/busy", views.mailbox_busy, name="mailbox-busy"),

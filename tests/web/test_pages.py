@@ -138,3 +138,6 @@ def test_with_authentication_the_pages_log_in_and_another_organizations_mailbox_
     client.force_login(bob)
     page = client.get("/mailboxes/eng.standup/")
     assert page.status_code == 200 and b'<strong id="acting-as">bob</strong>' in page.content
+    assert b'action="/accounts/logout/"' in page.content
+    client.post("/accounts/logout/")
+    assert client.get("/mailboxes/eng.standup/").status_code == 302  # logged out: to the login again
