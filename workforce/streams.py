@@ -40,6 +40,9 @@ PAGE = 500
 # Browsers wait this long (milliseconds) before reconnecting a dropped stream.
 RETRY_MS = 1000
 
+# The libpq settings of DATABASES["default"]["OPTIONS"] the listener's own connection keeps.
+LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "connect_timeout", "application_name")
+
 _pending = threading.local()  # per thread, hence per database connection
 
 
@@ -193,6 +196,8 @@ def _conninfo() -> str:
         "host": conf.get("HOST") or None,
         "port": str(conf["PORT"]) if conf.get("PORT") else None,
     }
+    options = conf.get("OPTIONS") or {}
+    params.update({key: str(options[key]) for key in LIBPQ_OPTIONS if options.get(key) not in (None, "")})
     return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
 
 
