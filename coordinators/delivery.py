@@ -119,7 +119,7 @@ def do_deliver_delegated(delivery_id: int) -> str:
     token = claim_lease(DelegatedPost, delivery_id)
     if token is None:
         return "not-claimed"
-    delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post", "turn_request").get(
+    delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post__request", "turn_request").get(
         pk=delivery_id
     )
     if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
@@ -203,7 +203,12 @@ def _run_entry(delivery: DelegatedPost, token: str, seat: Seat, session: Session
     payload = {"message": delivery.message}
     with transaction.atomic():
         request = do_record_request(
-            session, action=DELEGATED_POST_ENTRY, input=payload, user_id=conv_session.user_id, running=True
+            session,
+            action=DELEGATED_POST_ENTRY,
+            input=payload,
+            user_id=conv_session.user_id,
+            running=True,
+            parent=delivery.post.request,  # the person's post started this run (GET …/runs?startedBy=)
         )
         if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token).update(
             turn_request=request, delegate_session=session

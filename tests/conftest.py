@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from boards.drains import BOARD_DRAINS
 from mailboxes.roster import Roster, load_roster, set_current_roster
 from mailboxes.services import do_open_mailboxes
+from seats.drains import BOARD_WARNINGS
 from workforce.flows import registry
 from workforce.llm import set_model_resolver
 from workforce.models import DEFAULT_ORG_ID, Organization
@@ -147,6 +149,18 @@ def _reset_roster():
     set_current_roster(None)
     yield
     set_current_roster(None)
+
+
+@pytest.fixture(autouse=True)
+def _hired_drains_by_hand():
+    """Each test starts with no board drains and warnings set by hand, as a test process
+    is configured: a read of them never boots the test process from the configured tree
+    (which would replace the roster the test opened). A test of that boot clears them."""
+    BOARD_DRAINS.set(())
+    BOARD_WARNINGS.set(())
+    yield
+    BOARD_DRAINS.set(())
+    BOARD_WARNINGS.set(())
 
 
 @pytest.fixture

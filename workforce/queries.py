@@ -82,6 +82,31 @@ def list_items(session: Session, *, item_types: list[str] | None = None, after: 
     return qs[:limit]
 
 
+ACTIVE_STATUSES = (Request.Status.PENDING, Request.Status.RUNNING)
+
+
+def list_active_runs(session: Session, *, reader: str | None, started_by: str | None = None, limit: int = 100) -> list[Request]:
+    """The runs ``session``'s work started that have not finished (spec "Showing a
+    mailbox on screen": ``childSessions`` whose status is active): the pending or
+    running requests on its child sessions (a seat's conversation in a mailbox, a
+    delegate's session in a coordinator conversation, a board's run session), oldest
+    first, at most ``limit``, each readable by ``reader`` (``workforce.privacy``).
+
+    Args:
+        session: a session the caller may read (``access_session``).
+        started_by: a request id: only the runs that request started (their
+            ``parent_request``), e.g. a post's seat turns.
+    """
+    qs = (
+        Request.objects.filter(session__parent=session, status__in=ACTIVE_STATUSES)
+        .select_related(f"session__{PARENT_JOIN}", "parent_request")
+        .order_by("pk")
+    )
+    if started_by is not None:
+        qs = qs.filter(parent_request__request_id=started_by)
+    return [row for row in qs[:limit] if may_read(row.session, reader)]
+
+
 def list_requests(session: Session, *, limit: int = 500) -> list[Request]:
     """The session's most recent ``limit`` requests, newest last."""
     rows = list(Request.objects.filter(session=session).select_related("session").order_by("-pk")[:limit])

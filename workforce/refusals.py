@@ -28,7 +28,8 @@ KERNEL_REASONS = {
     "session-not-addressable": 409,
     "request-finished": 409,  # cancelling a request that already completed or failed
     "external-dispatcher": 503,
-    "database-unavailable": 503,  # the database refused a connection (answered with Retry-After)
+    "database-unavailable": 503,
+    "too-many-streams": 503,  # WORKFORCE_STREAM_LIMIT live streams are open (answered with Retry-After)  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
 }
 UNREGISTERED_STATUS = 409

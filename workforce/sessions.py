@@ -23,6 +23,7 @@ from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .privacy import may_read
 from .refusals import Refusal
+from .streams import note_item_stored
 from .wire import MAX_USER_ID_LENGTH, check_id, check_storable
 
 logger = logging.getLogger(__name__)
@@ -77,17 +78,25 @@ class ActionContext:
 
 
 def emit_item(session: Session, component: str, data: dict, *, type: str = "component", request: Request | None = None) -> Item:
-    """Append an item to ``session`` with the next per-session ``seq``.
+    """Append an item to ``session`` with the next per-session ``seq``: the one place
+    items are stored.
 
     The counter is bumped with a conditional UPDATE, which holds the session row's lock
-    until commit on PostgreSQL, so two emitters never get the same number.
+    until commit on PostgreSQL, so two emitters never get the same number, and the
+    numbers of one session commit in order (the bump and the row are one transaction):
+    a reader that has seen ``seq`` n has seen every item below it, which is what a live
+    stream's cursor relies on (``workforce.streams``). Once the transaction commits, open
+    streams of the session are told (``note_item_stored``).
     """
     table = Session._meta.db_table
-    with connection.cursor() as cursor:
-        # One round trip on both engines (SQLite >= 3.35 and PostgreSQL have RETURNING).
-        cursor.execute(f'UPDATE "{table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"', [session.pk])
-        seq = cursor.fetchone()[0]
-    return Item.objects.create(session=session, request=request, seq=seq, type=type, component=component, data=data)
+    with transaction.atomic(savepoint=False):  # no extra query inside an action's transaction
+        with connection.cursor() as cursor:
+            # One round trip on both engines (SQLite >= 3.35 and PostgreSQL have RETURNING).
+            cursor.execute(f'UPDATE "{table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"', [session.pk])
+            seq = cursor.fetchone()[0]
+        item = Item.objects.create(session=session, request=request, seq=seq, type=type, component=component, data=data)
+        note_item_stored(session.pk, seq)
+    return item
 
 
 def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: dict) -> Session:

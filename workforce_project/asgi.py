@@ -3,13 +3,23 @@
 At most ``WORKFORCE_WEB_CONCURRENCY`` requests run at once; the rest wait. Each running
 request holds a database connection, so a burst never exhausts PostgreSQL's.
 
+A live stream (``GET /api/sessions/{id}/stream``) is open for as long as its client
+watches, and a waiting read (``GET /api/requests/{id}?wait=S``) up to 30 s, so neither
+takes one of those slots: together they have their own bound, ``WORKFORCE_STREAM_LIMIT``,
+and one more is refused at once with 503 ``too-many-streams`` (``Retry-After``). Neither
+holds a database connection while it waits (``workforce.streams``,
+``workforce.streams.release_connection``).
+
 A process started some other way (``uvicorn workforce_project.asgi:application``) boots
 itself on its first request: hires the tree's seats and wires the notify block, as
 ``serve`` does before it listens (``serve`` marks its process booted, so this is free).
 """
 
 import asyncio
+import json
 import os
+import re
+from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from django.core.asgi import get_asgi_application
@@ -19,15 +29,34 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
+from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 
+# The API's stream and the pages' (web.urls: a mailbox's, a board's, a conversation's events).
+STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards|sessions)/[^/]+/events$")
+REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
+STREAM_RETRY_AFTER_SECONDS = 5
+
 _slots: asyncio.Semaphore | None = None
+_open_streams = 0
 
 
 async def application(scope, receive, send):
-    global _slots
+    global _slots, _open_streams
     if scope["type"] != "http":
         await django_application(scope, receive, send)
+        return
+    if is_long_lived(scope):
+        if _open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
+            await _refuse_stream(send)
+            return
+        _open_streams += 1  # one event loop: no lock needed
+        try:
+            if not is_booted():
+                await sync_to_async(ensure_booted, thread_sensitive=True)()
+            await django_application(scope, receive, send)
+        finally:
+            _open_streams -= 1
         return
     if _slots is None:
         _slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
@@ -35,3 +64,41 @@ async def application(scope, receive, send):
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
         await django_application(scope, receive, send)
+
+
+def is_long_lived(scope) -> bool:
+    """True for a request that waits on the server's side: a stream, or a read of a
+    request with a ``wait`` other than 0."""
+    if scope.get("method") != "GET":
+        return False
+    path = scope.get("path", "")
+    if STREAM_PATH.match(path):
+        return True
+    if not REQUEST_PATH.match(path):
+        return False
+    waits = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("wait", [])
+    return any(value.strip() not in {"", "0"} for value in waits)
+
+
+def open_streams() -> int:
+    """How many streams and waiting reads this process has open now."""
+    return _open_streams
+
+
+async def _refuse_stream(send) -> None:
+    refusal = Refusal(
+        "too-many-streams", f"This server has {settings.WORKFORCE_STREAM_LIMIT} streams and waiting reads open; retry later."
+    )
+    body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": refusal.http_status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", str(STREAM_RETRY_AFTER_SECONDS).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -64,6 +64,8 @@ INSTALLED_APPS = [
     "seats",
     "coordinators",
     "mail",
+    "web",  # the pages (README "The pages")
+    "django_htmx",
     "workforce_project",  # the composition root: boot and the serve command
 ]
 
@@ -77,6 +79,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",  # request.htmx on the pages' views
 ]
 
 # A CSRF failure on an /api/ path answers JSON in the contract's shape.
@@ -93,6 +96,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "web.context.workforce",
             ],
         },
     }
@@ -141,6 +145,12 @@ WORKFORCE_OPEN_USER = os.environ.get("WORKFORCE_OPEN_USER", "workforce")
 # Requests the web server runs at once; more wait their turn. Each running request holds a
 # database connection, so this bounds connections (PostgreSQL's default max is 100).
 WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
+# Live streams (GET /api/sessions/{id}/stream): at most this many open at once, apart from
+# WORKFORCE_WEB_CONCURRENCY's slots; a comment heartbeat after this many idle seconds; on
+# SQLite a stream re-reads this often (PostgreSQL wakes it with LISTEN/NOTIFY).
+WORKFORCE_STREAM_LIMIT = _env_number("WORKFORCE_STREAM_LIMIT", 100, int)
+WORKFORCE_STREAM_HEARTBEAT_SECONDS = _env_number("WORKFORCE_STREAM_HEARTBEAT_SECONDS", 15, float)
+WORKFORCE_STREAM_POLL_SECONDS = _env_number("WORKFORCE_STREAM_POLL_SECONDS", 0.25, float)
 # Longest text an action takes (a post's body, a task's goal, a coordinator message).
 WORKFORCE_MAX_TEXT_CHARS = _env_number("WORKFORCE_MAX_TEXT_CHARS", 32_000, int)
 WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)

@@ -1,7 +1,7 @@
 """URL map: the HTTP contract (README "Run it"), the schema, and the admin."""
 
 from django.contrib import admin
-from django.urls import path, re_path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from boards.api import BoardTasksView
@@ -20,7 +20,15 @@ from mailboxes.api import (
 from seats.api import WorkerDetailView, WorkerForkView, WorkersView
 from workforce.api.errors import api_not_found
 from workforce.api.index import ApiIndexView
-from workforce.api.views import FlowActionView, RequestCancelView, RequestDetailView, SessionItemsView, SessionRequestsView
+from workforce.api.views import (
+    FlowActionView,
+    RequestCancelView,
+    RequestDetailView,
+    SessionItemsView,
+    SessionRequestsView,
+    SessionRunsView,
+    SessionStreamView,
+)
 
 urlpatterns = [
     path("api/", ApiIndexView.as_view(), name="api-index"),
@@ -30,6 +38,8 @@ urlpatterns = [
     path("api/requests/<str:request_id>/cancel", RequestCancelView.as_view(), name="request-cancel"),
     path("api/sessions/<str:session_id>/items", SessionItemsView.as_view(), name="session-items"),
     path("api/sessions/<str:session_id>/requests", SessionRequestsView.as_view(), name="session-requests"),
+    path("api/sessions/<str:session_id>/stream", SessionStreamView.as_view(), name="session-stream"),
+    path("api/sessions/<str:session_id>/runs", SessionRunsView.as_view(), name="session-runs"),
     path("api/mailboxes/<str:mailbox_id>/transcript", TranscriptView.as_view(), name="mailbox-transcript"),
     path("api/mailboxes", MailboxListView.as_view(), name="mailbox-list"),
     path("api/seats/<str:seat_id>/mailboxes", SeatMailboxesView.as_view(), name="seat-mailboxes"),
@@ -50,6 +60,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),
+    path("", include("web.urls")),  # the pages (README "The pages")
     # Last: any other /api/ path answers a JSON 404, never Django's HTML page.
     re_path(r"^api/", api_not_found),
 ]

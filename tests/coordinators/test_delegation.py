@@ -209,3 +209,14 @@ def test_a_delegate_removed_after_it_was_handed_the_post_still_answers_it(desk, 
     with d.capture(execute=True):
         assert [do_deliver_delegated(pk) for pk in lost] == ["answered", "answered"]
     assert sorted(a for a, _ in d.answers()) == [ACCOUNTS, DEVICES]
+
+
+def test_each_delegated_run_is_started_by_the_persons_post(desk):
+    """GET /api/sessions/{conversation}/runs?startedBy=<post> finds a post's delegated
+    runs: each delegate's turn request has the post's request as its parent."""
+    d = desk(routing="everyone", delegates=(DEVICES, ACCOUNTS))
+    post = d.run("hi")
+    deliveries = list(d.deliveries(round=0))
+    assert {x.worker for x in deliveries} == {DEVICES, ACCOUNTS}
+    for delivery in deliveries:
+        assert delivery.turn_request.parent_request_id == post.pk

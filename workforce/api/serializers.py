@@ -56,6 +56,20 @@ class RequestSerializer(serializers.Serializer):
         return data
 
 
+class RequestLinksSerializer(serializers.Serializer):
+    request = serializers.URLField(help_text="GET: this request")
+    wait = serializers.URLField(help_text="GET: this request, once it finished (waits up to 30 s)")
+    runs = serializers.URLField(help_text="GET: the runs it started that have not finished")
+    stream = serializers.URLField(help_text="GET: the session's items as server-sent events")
+
+
+class RequestAnswerSerializer(RequestSerializer):
+    """The schema of a request as an answer: a request that did not fail also carries
+    ``links`` (the views add them: ``workforce.api.views.request_links``)."""
+
+    links = RequestLinksSerializer(required=False, read_only=True)
+
+
 class ItemSerializer(serializers.Serializer):
     seq = serializers.IntegerField()
     type = serializers.CharField()
@@ -69,6 +83,53 @@ class ItemPageSerializer(serializers.Serializer):
     sessionId = serializers.CharField()
     items = ItemSerializer(many=True)
     next = serializers.IntegerField(help_text="Pass as `after` to read on.")
+
+
+# The input keys that say what a run is working on: a mailbox post's notify input
+# (postId, body, author), a delegated post's message, a board row's task.
+WORKING_ON_KEYS = ("postId", "body", "author", "message", "boardId", "taskId")
+WORKING_ON_CHARS = 500
+
+
+def working_on(input: object) -> dict:
+    """What a run's request input says it is working on: its ``WORKING_ON_KEYS``, each
+    text cut to ``WORKING_ON_CHARS`` characters."""
+    if not isinstance(input, dict):
+        return {}
+    picked = {key: input[key] for key in WORKING_ON_KEYS if key in input}
+    return {key: value[:WORKING_ON_CHARS] if isinstance(value, str) else value for key, value in picked.items()}
+
+
+class RunSerializer(serializers.Serializer):
+    """One active run: ``{sessionId, flowId, flowKind, status: "active", requestId,
+    action, startedAt, startedBy, workingOn}``. ``flowId`` is the address of who runs it
+    (the seat or delegate: the child session's id after ``<parent id>:``)."""
+
+    sessionId = serializers.CharField(source="session.session_id")
+    flowId = serializers.SerializerMethodField()
+    flowKind = serializers.CharField(source="session.flow_kind")
+    status = serializers.SerializerMethodField()
+    requestId = serializers.CharField(source="request_id")
+    action = serializers.CharField()
+    startedAt = serializers.DateTimeField(source="started_at", allow_null=True)
+    startedBy = serializers.CharField(source="parent_request.request_id", allow_null=True, default=None)
+    workingOn = serializers.SerializerMethodField()
+
+    def get_flowId(self, row: Request) -> str:
+        session = row.session
+        prefix = f"{session.parent.session_id}:" if session.parent_id else ""
+        return session.session_id.removeprefix(prefix)
+
+    def get_status(self, row: Request) -> str:
+        return "active"
+
+    def get_workingOn(self, row: Request) -> dict:
+        return working_on(row.input)
+
+
+class RunPageSerializer(serializers.Serializer):
+    sessionId = serializers.CharField()
+    runs = RunSerializer(many=True)
 
 
 class RequestPageSerializer(serializers.Serializer):

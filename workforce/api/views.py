@@ -2,32 +2,43 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
+from django.conf import settings
+from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from workforce.cancelling import do_cancel_request
 from workforce.principals import resolve_principal
-from workforce.queries import access_request, access_session, list_items, list_requests
+from workforce.queries import ACTIVE_STATUSES, access_request, access_session, list_active_runs, list_items, list_requests
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
+from workforce.streams import item_events, release_connection
 
 from .errors import refusal_response
 from .serializers import (
     ActionCallSerializer,
     CancelCallSerializer,
     ItemPageSerializer,
+    ItemSerializer,
     RefusalSerializer,
+    RequestAnswerSerializer,
     RequestPageSerializer,
     RequestSerializer,
+    RunPageSerializer,
 )
 
 T = TypeVar("T")
+
+MAX_WAIT_SECONDS = 30  # GET /api/requests/{id}?wait=S waits at most this long
 
 
 def int_param(request: HttpRequest, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -87,11 +98,31 @@ def request_response(request_row, *, http_request: HttpRequest, created: bool = 
         status = http_status_for(request_row.error.get("reason", ""))
     else:
         status = 202 if created else 200
+    location = http_request.build_absolute_uri(reverse("request-detail", args=[request_row.request_id]))
+    if request_row.status != "failed":
+        data["links"] = request_links(request_row, http_request=http_request, location=location)
     response = Response(data, status=status)
-    response["Location"] = http_request.build_absolute_uri(reverse("request-detail", args=[request_row.request_id]))
+    response["Location"] = location
     if getattr(request_row, "replayed", False):
         response["Idempotent-Replayed"] = "true"
     return response
+
+
+def request_links(request_row, *, http_request: HttpRequest, location: str) -> dict:
+    """Where to follow an action that did not fail (its 202 and ``GET
+    /api/requests/{id}`` carry them): ``{request, wait, runs, stream}``: the request
+    itself, the same waiting up to 30 s for it to finish, the runs it started that have
+    not finished (a post's seat turns: ``runs?status=active&startedBy=<id>``), and the
+    session's live stream."""
+    session_id = request_row.session.session_id
+    runs = http_request.build_absolute_uri(reverse("session-runs", args=[session_id]))
+    query = urlencode({"status": "active", "startedBy": request_row.request_id})
+    return {
+        "request": location,
+        "wait": f"{location}?wait={MAX_WAIT_SECONDS}",
+        "runs": f"{runs}?{query}",
+        "stream": http_request.build_absolute_uri(reverse("session-stream", args=[session_id])),
+    }
 
 
 class FlowActionView(APIView):
@@ -104,7 +135,7 @@ class FlowActionView(APIView):
     @extend_schema(
         request=ActionCallSerializer,
         responses={
-            202: RequestSerializer,
+            202: RequestAnswerSerializer,
             400: OpenApiResponse(description="invalid-input"),
             403: None,
             404: None,
@@ -138,12 +169,35 @@ class FlowActionView(APIView):
 
 
 class RequestDetailView(APIView):
-    """One request: status, output or error."""
+    """One request: status, output or error; ``?wait=S`` waits up to S seconds (at most
+    ``MAX_WAIT_SECONDS``) for it to finish."""
 
-    @extend_schema(responses={200: RequestSerializer}, summary="Read one request")
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "wait",
+                int,
+                description=f"Seconds (0-{MAX_WAIT_SECONDS}) to wait for the request to finish before answering; "
+                "it answers at once when it has, and with the request still pending or running when the time is up",
+            )
+        ],
+        responses={200: RequestAnswerSerializer, 404: OpenApiResponse(description="request-not-found")},
+        summary="Read one request",
+    )
     def get(self, request: HttpRequest, request_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        return Response(RequestSerializer(access_request(principal.org, request_id, reader=principal.reader)).data)
+        wait = int_param(request, "wait", 0, maximum=MAX_WAIT_SECONDS)
+        row = access_request(principal.org, request_id, reader=principal.reader)
+        deadline = time.monotonic() + wait
+        while row.status in ACTIVE_STATUSES and (left := deadline - time.monotonic()) > 0:
+            release_connection()
+            time.sleep(min(float(settings.WORKFORCE_STREAM_POLL_SECONDS), left))
+            row.refresh_from_db(fields=["status", "output", "error", "finished_at"])
+        data = RequestSerializer(row).data
+        if row.status != "failed":  # the links its 202 gave
+            location = request.build_absolute_uri(reverse("request-detail", args=[row.request_id]))
+            data["links"] = request_links(row, http_request=request, location=location)
+        return Response(data)
 
 
 class RequestCancelView(APIView):
@@ -222,3 +276,101 @@ class SessionRequestsView(APIView):
         rows = list_requests(session, limit=limit)
         data = RequestSerializer(rows, many=True, context={"include_output": include}).data
         return Response({"sessionId": session.session_id, "requests": data})
+
+
+class EventStreamRenderer(BaseRenderer):
+    """Lets a client that asks for ``text/event-stream`` (an ``EventSource``) reach the
+    stream view; its refusals are still answered as JSON (``SessionStreamView``)."""
+
+    media_type = "text/event-stream"
+    format = "event-stream"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return JSONRenderer().render(data)
+
+
+def stream_cursor(request: HttpRequest) -> int:
+    """Where a stream starts: ``Last-Event-ID`` (a reconnecting ``EventSource`` sends the
+    last ``id:`` it saw) before the ``after`` query parameter, 0 without either.
+
+    Raises:
+        Refusal("invalid-input"): the header is not a whole number.
+    """
+    last = request.headers.get("Last-Event-ID")
+    if last is None or last.strip() == "":
+        return int_param(request, "after", 0)
+    last = last.strip()
+    if not (last.isascii() and last.isdigit()) or len(last) > 18:
+        raise Refusal("invalid-input", f"Last-Event-ID must be a whole number, not {last[:40]!r}.")
+    return int(last)
+
+
+class SessionStreamView(APIView):
+    """A session's items as server-sent events (``workforce.streams``), read under the
+    items endpoint's rule (``access_session``: another organization's session, or
+    another user's private conversation, is 404)."""
+
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("itemTypes", str, description="Comma-separated item types, e.g. component"),
+            OpenApiParameter("after", int, description="Start after this seq (Last-Event-ID wins when sent)"),
+            OpenApiParameter("Last-Event-ID", str, OpenApiParameter.HEADER, required=False, description="Resume after this seq"),
+        ],
+        responses={
+            (200, "text/event-stream"): OpenApiResponse(
+                description="`id: <seq>` and `data: <item JSON>` per item (the items endpoint's item shape), "
+                "then each new item as it is stored; `: heartbeat` comments every 15 s when idle."
+            ),
+            404: OpenApiResponse(description="session-not-found"),
+            503: OpenApiResponse(description="too-many-streams"),
+        },
+        summary="Stream a session's items (server-sent events)",
+    )
+    def get(self, request: HttpRequest, session_id: str) -> StreamingHttpResponse:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_session(principal.org, session_id, reader=principal.reader)
+        types = [t for t in request.query_params.get("itemTypes", "").split(",") if t] or None
+        after = stream_cursor(request)
+
+        def read(cursor: int, limit: int) -> list[tuple[int, dict]]:
+            try:
+                rows = list(list_items(session, item_types=types, after=cursor, limit=limit))
+                return [(row.seq, ItemSerializer(row).data) for row in rows]
+            finally:
+                release_connection()  # an open stream holds no connection between reads
+
+        response = StreamingHttpResponse(item_events(session.pk, after=after, read=read), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer it
+        return response
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        if isinstance(response, Response):  # a refusal: JSON, whatever the client accepts
+            request.accepted_renderer, request.accepted_media_type = JSONRenderer(), "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+class SessionRunsView(APIView):
+    """The runs a session's work started that have not finished (``list_active_runs``)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("status", str, enum=["active"], description="Only `active` (the default): not finished"),
+            OpenApiParameter("startedBy", str, description="Only the runs this request started (a post's request id)"),
+            OpenApiParameter("limit", int, description="At most this many, oldest first (1-1000, default 100)"),
+        ],
+        responses={200: RunPageSerializer, 404: OpenApiResponse(description="session-not-found")},
+        summary="List the runs a session started that have not finished",
+    )
+    def get(self, request: HttpRequest, session_id: str) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        session = access_session(principal.org, session_id, reader=principal.reader)
+        status = request.query_params.get("status") or "active"
+        if status != "active":
+            raise Refusal("invalid-input", f'status must be "active", not {status[:40]!r}.')
+        started_by = request.query_params.get("startedBy") or None
+        limit = int_param(request, "limit", 100, minimum=1, maximum=1000)
+        runs = list_active_runs(session, reader=principal.reader, started_by=started_by, limit=limit)
+        return Response(RunPageSerializer({"sessionId": session.session_id, "runs": runs}).data)

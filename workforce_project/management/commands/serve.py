@@ -23,6 +23,7 @@ from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
 from seats.hiring import HireRefused, WorkerTreeError
+from workforce.streams import stop_streams
 from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 from workforce_project.deployment import (
@@ -111,6 +112,7 @@ class Command(BaseCommand):
             f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/ "
             f"(the API's index at /api/, its docs at /api/docs/, its schema at /api/schema/, the admin at /admin/)"
         )
+        self.stdout.write(f"open the pages at http://{_url_host(host)}:{port}/")
         self.stdout.flush()
         stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
@@ -138,6 +140,16 @@ class Command(BaseCommand):
             stopper.finish()
 
 
+def _url_host(host: str) -> str:
+    """``host`` as a browser's address takes it: an IPv6 address in brackets, and a
+    wildcard bind as the loopback address."""
+    if host in {"0.0.0.0", ""}:
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -153,7 +165,8 @@ def _exit_now(code: int) -> None:
 
 class _Server(uvicorn.Server):
     """uvicorn's server, telling ``on_exit`` the moment a stop signal arrives, so the
-    cluster stops while the web server drains instead of after it."""
+    cluster stops while the web server drains instead of after it, and ending the open
+    live streams, which would otherwise hold the stop until the graceful timeout."""
 
     def __init__(self, config: uvicorn.Config, *, on_exit):
         super().__init__(config)
@@ -161,6 +174,7 @@ class _Server(uvicorn.Server):
 
     def handle_exit(self, sig, frame):
         self._on_exit()
+        stop_streams()  # open live streams end now (clients resume with Last-Event-ID)
         super().handle_exit(sig, frame)
 
 

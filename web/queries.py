@@ -1,0 +1,122 @@
+"""What the pages read, always through the organization and the kernel's read rule
+(docs/architecture.md "Apps", ``workforce.privacy``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, Max
+
+from boards.models import BoardTask, TaskStatus
+from boards.naming import board_id_for
+from mailboxes.queries import held_boards, is_mailbox_state
+from seats.queries import list_seats, reachable_seats
+from workforce.facets import PRIVATE_SESSIONS
+from workforce.flows import registry
+from workforce.models import Item, Organization, Session
+from workforce.principals import Principal
+from workforce.privacy import PARENT_JOIN, may_read
+
+MESSAGE_ITEM = "message"  # a conversation's messages (seats.turns.MESSAGE)
+# A conversation page offers a post form when its kind takes this public action with
+# {message} (a coordinator conversation's "run", spec 004 "Talking to one").
+CONVERSATION_POST_ACTION = "run"
+POST_ITEM = "mailbox-post"
+ROUTE_ITEM = "mailbox-route"
+# The page shows the newest this many lines and route decisions; older ones are in the
+# transcript endpoint (GET /api/mailboxes/{id}/transcript).
+PAGE_LINES = 200
+# Board columns, in the order a row moves through them.
+BOARD_COLUMNS = [
+    TaskStatus.PENDING,
+    TaskStatus.IN_PROGRESS,
+    TaskStatus.BLOCKED,
+    TaskStatus.PARKED,
+    TaskStatus.COMPLETED,
+    TaskStatus.ERRORED,
+    TaskStatus.CANCELLED,
+]
+
+
+@dataclass(frozen=True)
+class MailboxEntry:
+    mailbox_id: str
+    description: str
+    members: list[str]
+    boards: list[str]
+
+
+def list_mailboxes(org: Organization, *, reader: str | None) -> list[MailboxEntry]:
+    """The opened mailboxes of ``org`` that ``reader`` may read, by id, with the boards
+    each holds (their ledger ids)."""
+    sessions = Session.objects.filter(organization=org, parent__isnull=True).exclude(flow_kind="channel").order_by("session_id")
+    entries = []
+    for session in sessions.select_related(PARENT_JOIN):
+        if not is_mailbox_state(session.state) or not may_read(session, reader):
+            continue
+        entries.append(
+            MailboxEntry(
+                mailbox_id=session.session_id,
+                description=session.state["description"],
+                members=list(session.state["members"]),
+                boards=[board_id_for(session.session_id, b) for b in held_boards(session)],
+            )
+        )
+    return entries
+
+
+def list_workers(principal: Principal) -> list:
+    """The seats ``principal`` reaches (its own, its organization's, shared), by id."""
+    ids = sorted({seat.seat_id for seat in list_seats()})
+    reached = reachable_seats(principal.org.pk, principal.user_id, ids)
+    return [reached[i] for i in ids if i in reached]
+
+
+def window_items(session: Session, *, cursor: int, component: str, limit: int = PAGE_LINES) -> list[Item]:
+    """The newest ``limit`` items of ``component`` with ``seq <= cursor``, oldest first:
+    what the page shows before its stream takes over after ``cursor``."""
+    rows = list(Item.objects.filter(session=session, component=component, seq__lte=cursor).order_by("-seq")[:limit])
+    rows.reverse()
+    return rows
+
+
+def board_rows(org: Organization, board_id: str) -> list[tuple[str, list[BoardTask]]]:
+    """A board's rows by status, in ``BOARD_COLUMNS`` order (empty columns included)."""
+    columns: dict[str, list[BoardTask]] = {status: [] for status in BOARD_COLUMNS}
+    for task in BoardTask.objects.filter(organization=org, board_id=board_id).order_by("id"):
+        columns.setdefault(task.status, []).append(task)
+    return list(columns.items())
+
+
+def board_signature(org: Organization, board_id: str) -> str:
+    """Changes whenever a row of the board is filed or changes: its row count and the
+    latest ``updated_at``."""
+    agg = BoardTask.objects.filter(organization=org, board_id=board_id).aggregate(n=Count("id"), at=Max("updated_at"))
+    return f"{agg['n']}:{agg['at'].isoformat() if agg['at'] else '-'}"
+
+
+def list_conversations(principal: Principal) -> list[Session]:
+    """``principal``'s own private conversations (sessions on a kind with the
+    ``private_sessions`` facet, a coordinator's), newest first."""
+    kinds = [name for name in registry.kinds() if PRIVATE_SESSIONS.of(name)]
+    return list(
+        Session.objects.filter(organization=principal.org, user_id=principal.user_id, flow_kind__in=kinds, parent__isnull=True)
+        .order_by("-pk")
+        .select_related(PARENT_JOIN)[:100]
+    )
+
+
+def takes_posts(session: Session) -> bool:
+    """True when the conversation's kind has the public ``CONVERSATION_POST_ACTION``."""
+    flow = registry.get(session.flow_kind)
+    return flow is not None and CONVERSATION_POST_ACTION in flow.actions
+
+
+def conversation_items(session: Session, *, cursor: int, limit: int = PAGE_LINES) -> tuple[list[Item], list[Item]]:
+    """The newest ``limit`` messages and component items (its notes: route decisions and
+    the like) with ``seq <= cursor``, each oldest first."""
+    messages = list(Item.objects.filter(session=session, type=MESSAGE_ITEM, seq__lte=cursor).order_by("-seq")[:limit])
+    notes = list(Item.objects.filter(session=session, type="component", seq__lte=cursor).order_by("-seq")[:limit])
+    messages.reverse()
+    notes.reverse()
+    return messages, notes

@@ -1,0 +1,335 @@
+"""The pages (README "The pages"): thin views over the kernel's and the apps' reads and
+the one way an action runs (``workforce.sessions.do_run_action``).
+
+Who is acting: with ``WORKFORCE_AUTH=token`` the logged-in user (Django's login at
+``/accounts/login/``) in its organization; in development (``none``) the user id the
+person typed on ``/who``, kept in their browser session, in the default organization.
+Every read goes through the organization and the read rule; another organization's
+mailbox or board is 404.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from mailboxes.queries import access_mailbox_session
+from workforce.api.serializers import RunSerializer
+from workforce.models import Item
+from workforce.principals import Principal, resolve_principal
+from workforce.queries import access_session, list_active_runs, list_items
+from workforce.refusals import Refusal
+from workforce.sessions import do_run_action
+from workforce.streams import item_events, release_connection
+
+from .live import html_event, state_events
+from .queries import (
+    CONVERSATION_POST_ACTION,
+    MESSAGE_ITEM,
+    POST_ITEM,
+    ROUTE_ITEM,
+    board_rows,
+    board_signature,
+    conversation_items,
+    list_conversations,
+    list_mailboxes,
+    list_workers,
+    takes_posts,
+    window_items,
+)
+
+SESSION_USER = "workforce_user_id"
+
+
+class NotActing(Exception):
+    """Nobody is acting yet: the page sends the person to ``/who`` or the login."""
+
+
+def acting(request: HttpRequest) -> Principal:
+    """The principal the page acts as.
+
+    Raises:
+        NotActing: no user chosen (development) or not logged in (token auth).
+        Refusal: what ``resolve_principal`` refuses (a user with no organization).
+    """
+    if settings.WORKFORCE_AUTH == "none":
+        user_id = request.session.get(SESSION_USER)
+        if not user_id:
+            raise NotActing()
+        return resolve_principal(request, user_id)
+    if not request.user.is_authenticated:
+        raise NotActing()
+    return resolve_principal(request, None)
+
+
+def _who_url(request: HttpRequest) -> str:
+    if settings.WORKFORCE_AUTH == "none":
+        return f"{reverse('web:who')}?{urlencode({'next': request.get_full_path()})}"
+    return f"{settings.LOGIN_URL}?{urlencode({'next': request.get_full_path()})}"
+
+
+def page(view):
+    """Resolve who is acting before ``view(request, principal, ...)``; nobody yet: to
+    ``/who`` (or the login)."""
+
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        try:
+            principal = acting(request)
+        except NotActing:
+            return redirect(_who_url(request))
+        except Refusal as refusal:
+            return render(request, "web/refused.html", {"refusal": refusal}, status=refusal.http_status)
+        return view(request, principal, *args, **kwargs)
+
+    wrapped.__name__ = view.__name__
+    wrapped.__doc__ = view.__doc__
+    return wrapped
+
+
+def _mailbox(principal: Principal, mailbox_id: str):
+    try:
+        return access_mailbox_session(principal.org, mailbox_id, reader=principal.reader)
+    except Refusal:
+        raise Http404(f"No mailbox {mailbox_id!r}.") from None
+
+
+def _board(principal: Principal, board_id: str) -> str:
+    """The mailbox holding ``board_id``, when the principal may read it."""
+    for entry in list_mailboxes(principal.org, reader=principal.reader):
+        if board_id in entry.boards:
+            return entry.mailbox_id
+    raise Http404(f"No board {board_id!r}.")
+
+
+@require_http_methods(["GET", "POST"])
+def who(request: HttpRequest) -> HttpResponse:
+    """Development mode: ask which user id to act as (kept in the browser session)."""
+    if settings.WORKFORCE_AUTH != "none":
+        return redirect(settings.LOGIN_URL)
+    next_url = request.POST.get("next") or request.GET.get("next") or reverse("web:home")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
+        next_url = reverse("web:home")
+    error = ""
+    if request.method == "POST":
+        user_id = request.POST.get("userId", "").strip()
+        try:
+            resolve_principal(request, user_id)
+        except Refusal as refusal:
+            error = refusal.message
+        else:
+            request.session[SESSION_USER] = user_id
+            return redirect(next_url)
+    return render(request, "web/who.html", {"next": next_url, "error": error, "current": request.session.get(SESSION_USER)})
+
+
+@require_GET
+@page
+def home(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The organization's mailboxes, workers and boards."""
+    mailboxes = list_mailboxes(principal.org, reader=principal.reader)
+    context = {
+        "principal": principal,
+        "mailboxes": mailboxes,
+        "workers": list_workers(principal),
+        "boards": [(board, entry.mailbox_id) for entry in mailboxes for board in entry.boards],
+        "conversations": list_conversations(principal),
+    }
+    return render(request, "web/home.html", context)
+
+
+@require_GET
+@page
+def mailbox(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+    """A mailbox: its transcript (live), a post form, who is working now, and its route
+    decisions apart from the lines."""
+    session = _mailbox(principal, mailbox_id)
+    cursor = session.item_seq  # first: every item at or below it is shown, the stream sends the rest
+    context = {
+        "principal": principal,
+        "mailbox_id": mailbox_id,
+        "state": session.state,
+        "cursor": cursor,
+        "lines": window_items(session, cursor=cursor, component=POST_ITEM),
+        "routes": window_items(session, cursor=cursor, component=ROUTE_ITEM),
+        "runs": RunSerializer(list_active_runs(session, reader=principal.reader), many=True).data,
+    }
+    return render(request, "web/mailbox.html", context)
+
+
+def _item_fragment(item: Item) -> tuple[str, str] | None:
+    if item.component == POST_ITEM:
+        return "line", render_to_string("web/_line.html", {"item": item})
+    if item.component == ROUTE_ITEM:
+        return "route", render_to_string("web/_route.html", {"item": item})
+    return None
+
+
+@require_GET
+@page
+def mailbox_events(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+    """The mailbox page's stream: each new line (``event: line``) and route decision
+    (``event: route``) as HTML, ``id: <seq>`` (``Last-Event-ID`` resumes)."""
+    session = _mailbox(principal, mailbox_id)
+    last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
+    after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
+
+    def read(cursor: int, limit: int) -> list[tuple[int, tuple[str, str] | None]]:
+        try:
+            rows = list(list_items(session, item_types=["component"], after=cursor, limit=limit))
+            return [(row.seq, _item_fragment(row)) for row in rows]
+        finally:
+            release_connection()
+
+    def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
+        return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
+
+    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event))
+
+
+@require_GET
+@page
+def mailbox_busy(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+    """Who is working now (the runs the mailbox's posts started that have not finished)."""
+    session = _mailbox(principal, mailbox_id)
+    runs = RunSerializer(list_active_runs(session, reader=principal.reader), many=True).data
+    return render(request, "web/_busy.html", {"runs": runs})
+
+
+@require_POST
+@page
+def mailbox_post(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+    """The post form (htmx): runs the mailbox's ``post`` as the acting user; the line
+    itself arrives over the page's stream."""
+    _mailbox(principal, mailbox_id)
+    payload = {"body": request.POST.get("body", "")}
+    if request.POST.get("author"):
+        payload["author"] = request.POST["author"]
+    row = do_run_action(
+        org=principal.org, kind="mailbox", session_id=mailbox_id, action="post", input=payload, user_id=principal.user_id
+    )
+    if not request.htmx:  # the form posted without script (django-htmx tells): back to the page
+        return redirect("web:mailbox", mailbox_id)
+    return render(request, "web/_post_status.html", {"row": row})
+
+
+@require_GET
+@page
+def board(request: HttpRequest, principal: Principal, board_id: str) -> HttpResponse:
+    """A board's rows by status, updating live."""
+    mailbox_id = _board(principal, board_id)
+    context = {
+        "principal": principal,
+        "board_id": board_id,
+        "mailbox_id": mailbox_id,
+        "signature": board_signature(principal.org, board_id),
+        "columns": board_rows(principal.org, board_id),
+    }
+    return render(request, "web/board.html", context)
+
+
+@require_GET
+@page
+def board_events(request: HttpRequest, principal: Principal, board_id: str) -> HttpResponse:
+    """The board page's stream: the whole board (``event: board``) each time its rows
+    change, from the page's ``since`` signature on."""
+    _board(principal, board_id)
+    org = principal.org
+
+    def read() -> tuple[str, str]:
+        try:
+            signature = board_signature(org, board_id)
+            html = render_to_string("web/_board_columns.html", {"columns": board_rows(org, board_id)})
+            return signature, html
+        finally:
+            release_connection()
+
+    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="board"))
+
+
+def _session(principal: Principal, session_id: str):
+    try:
+        return access_session(principal.org, session_id, reader=principal.reader)
+    except Refusal:
+        raise Http404(f"No session {session_id!r}.") from None
+
+
+@require_GET
+@page
+def conversation(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """A conversation (a coordinator's, or a seat's in a mailbox): its messages, each
+    answer under its agent's name (a delegate's worker id), live; its notes (route
+    decisions) apart; a post form when its kind takes posts."""
+    session = _session(principal, session_id)
+    cursor = session.item_seq
+    messages, notes = conversation_items(session, cursor=cursor)
+    context = {
+        "principal": principal,
+        "session": session,
+        "cursor": cursor,
+        "messages": messages,
+        "notes": notes,
+        "takes_posts": takes_posts(session),
+    }
+    return render(request, "web/conversation.html", context)
+
+
+def _conversation_fragment(item: Item) -> tuple[str, str]:
+    if item.type == MESSAGE_ITEM:
+        return "message", render_to_string("web/_message.html", {"item": item})
+    return "note", render_to_string("web/_note.html", {"item": item})
+
+
+@require_GET
+@page
+def conversation_events(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """The conversation page's stream: each new message (``event: message``) and note
+    (``event: note``) as HTML, ``id: <seq>``."""
+    session = _session(principal, session_id)
+    last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
+    after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
+
+    def read(cursor: int, limit: int) -> list[tuple[int, tuple[str, str] | None]]:
+        try:
+            rows = list(list_items(session, item_types=[MESSAGE_ITEM, "component"], after=cursor, limit=limit))
+            return [(row.seq, _conversation_fragment(row)) for row in rows]
+        finally:
+            release_connection()
+
+    def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
+        return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
+
+    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event))
+
+
+@require_POST
+@page
+def conversation_post(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """The conversation's post form (htmx): its kind's ``run`` with ``{message}``."""
+    session = _session(principal, session_id)
+    if not takes_posts(session):
+        raise Http404("This conversation takes no posts.")
+    row = do_run_action(
+        org=principal.org,
+        kind=session.flow_kind,
+        session_id=session.session_id,
+        action=CONVERSATION_POST_ACTION,
+        input={"message": request.POST.get("message", "")},
+        user_id=principal.user_id,
+    )
+    if not request.htmx:
+        return redirect("web:conversation", session.session_id)
+    return render(request, "web/_post_status.html", {"row": row})
+
+
+def _event_stream(events) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

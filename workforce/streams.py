@@ -1,0 +1,272 @@
+"""Live items: a session's items as server-sent events (README "Watching a session live").
+
+Every item is stored by ``workforce.sessions.emit_item``. On PostgreSQL that one place
+also notes the item (``note_item_stored``) and, once the transaction has committed,
+sends ``NOTIFY workforce_items, '<session pk>:<seq>'``: ids only, never the row, and
+never for work that rolled back. The web process holds one ``LISTEN`` connection
+(``ItemHub``) and wakes the streams of that session, which read the new items from the
+database after their cursor. On SQLite a stream re-reads every
+``WORKFORCE_STREAM_POLL_SECONDS``. Either way an item stored by any process (the web
+server or the task cluster) reaches every open stream of its session.
+
+A session's ``seq`` is handed out under the session row's lock and committed in order
+(``emit_item``), so "every item with seq above the cursor" loses nothing and repeats
+nothing: a client that reconnects with ``Last-Event-ID: <seq>`` resumes exactly there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import psycopg
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections, transaction
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "workforce_items"
+# On PostgreSQL a stream also re-reads this often with no notification, in case one was
+# missed while the LISTEN connection was being re-established.
+SAFETY_READ_SECONDS = 5.0
+# Items read from the database per query while a stream catches up.
+PAGE = 500
+# Browsers wait this long (milliseconds) before reconnecting a dropped stream.
+RETRY_MS = 1000
+
+# The libpq settings of DATABASES["default"]["OPTIONS"] the listener's own connection keeps.
+LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "connect_timeout", "application_name")
+
+_pending = threading.local()  # per thread, hence per database connection
+
+
+def is_postgres(alias: str = "default") -> bool:
+    """True when database ``alias`` is PostgreSQL (streams are woken by NOTIFY)."""
+    return connections[alias].vendor == "postgresql"
+
+
+def release_connection() -> None:
+    """Hand this thread's PostgreSQL connection back (to the pool) while a long read
+    waits, so a waiting read or an open stream holds none between its reads; inside a
+    transaction (a test's) it is kept. Nothing on SQLite."""
+    conn = connections["default"]
+    if is_postgres() and not conn.in_atomic_block:
+        conn.close()
+
+
+def note_item_stored(session_pk: int, seq: int) -> None:
+    """Note that item ``seq`` of session ``session_pk`` (the ``Session`` primary key) was
+    stored in the current transaction; on PostgreSQL one ``NOTIFY`` per transaction
+    carries every session's newest seq once it commits (nothing on SQLite, whose streams
+    poll). Called by ``workforce.sessions.emit_item`` only."""
+    if not is_postgres():
+        return
+    conn = connections["default"]
+    notes: dict[int, int] | None = getattr(_pending, "notes", None)
+    # One hook per transaction sends every note it holds. When this transaction holds no
+    # hook yet (none registered, or the one registered went with a rolled-back savepoint),
+    # the notes left are of work that never committed: start afresh.
+    hooked = notes is not None and any(func is send_item_notes for _sids, func, _robust in conn.run_on_commit)
+    if not hooked:
+        notes = _pending.notes = {}
+    notes[session_pk] = max(seq, notes.get(session_pk, 0))
+    if not hooked:
+        transaction.on_commit(send_item_notes, robust=True)
+
+
+def send_item_notes() -> None:
+    """The on-commit hook of ``note_item_stored``: one ``pg_notify`` per session noted."""
+    notes: dict[int, int] | None = getattr(_pending, "notes", None)
+    _pending.notes = None  # this hook is spent: the next item registers a new one
+    if not notes:
+        return
+    payloads = [f"{pk}:{seq}" for pk, seq in notes.items()]
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [CHANNEL, payloads])
+
+
+def parse_note(payload: str) -> tuple[int, int] | None:
+    """``"<session pk>:<seq>"`` -> ``(pk, seq)``; None for anything else."""
+    pk, _, seq = payload.partition(":")
+    if not (pk.isdigit() and seq.isdigit()):
+        return None
+    return int(pk), int(seq)
+
+
+class _Subscription:
+    def __init__(self, session_pk: int):
+        self.session_pk = session_pk
+        self.event = asyncio.Event()
+
+
+class ItemHub:
+    """The web process's one listener: wakes the open streams of a session when one of
+    its items is stored, and ends every stream when the server stops.
+
+    On PostgreSQL it keeps one autocommit connection that ``LISTEN``s on ``CHANNEL``
+    (reconnecting after a second when it drops, and then waking every stream so that
+    each re-reads); on SQLite it listens to nothing and streams poll. Not thread-safe:
+    it lives on the server's event loop (``stop`` may be called from any thread).
+    """
+
+    def __init__(self) -> None:
+        self._subs: dict[int, set[_Subscription]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: asyncio.Task | None = None
+        self.listening = False
+        self.stopping = False
+
+    def subscribe(self, session_pk: int) -> _Subscription:
+        """A subscription to session ``session_pk``'s new items (its ``event`` is set on
+        each); starts the listener on first use. Release it with ``unsubscribe``."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new event loop (a test's): start over on it
+            self._loop, self._listener, self._subs, self.listening = loop, None, {}, False
+        if self._listener is None and is_postgres():
+            self._listener = loop.create_task(self._listen())
+        sub = _Subscription(session_pk)
+        self._subs.setdefault(session_pk, set()).add(sub)
+        if self.stopping:
+            sub.event.set()
+        return sub
+
+    def unsubscribe(self, sub: _Subscription) -> None:
+        subs = self._subs.get(sub.session_pk)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.session_pk]
+
+    def wake(self, session_pk: int | None = None) -> None:
+        """Wake the streams of ``session_pk`` (every stream when None)."""
+        groups = self._subs.values() if session_pk is None else [self._subs.get(session_pk, ())]
+        for subs in groups:
+            for sub in subs:
+                sub.event.set()
+
+    def stop(self) -> None:
+        """End every open stream (the server is stopping); safe from a signal handler."""
+        self.stopping = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.wake)
+
+    def open_streams(self) -> int:
+        """How many streams are subscribed now."""
+        return sum(len(subs) for subs in self._subs.values())
+
+    async def _listen(self) -> None:
+        while not self.stopping:
+            try:
+                conn = await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True)
+            except Exception as exc:  # noqa: BLE001  (the database is down: streams fall back to re-reading)
+                logger.warning("stream listener cannot connect (%s); retrying in 1 s", exc)
+                await asyncio.sleep(1)
+                continue
+            try:
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    self.listening = True
+                    self.wake()  # anything stored while nobody listened
+                    async for note in conn.notifies():
+                        parsed = parse_note(note.payload)
+                        if parsed is not None:
+                            self.wake(parsed[0])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                logger.warning("stream listener lost its connection (%s); reconnecting", exc)
+            finally:
+                self.listening = False
+            await asyncio.sleep(1)
+
+
+def _conninfo() -> str:
+    conf = settings.DATABASES["default"]
+    params = {
+        "dbname": conf.get("NAME") or None,
+        "user": conf.get("USER") or None,
+        "password": conf.get("PASSWORD") or None,
+        "host": conf.get("HOST") or None,
+        "port": str(conf["PORT"]) if conf.get("PORT") else None,
+    }
+    options = conf.get("OPTIONS") or {}
+    params.update({key: str(options[key]) for key in LIBPQ_OPTIONS if options.get(key) not in (None, "")})
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if v is not None})
+
+
+hub = ItemHub()
+
+
+def stop_streams() -> None:
+    """End every open stream of this process (``serve`` calls it when it stops)."""
+    hub.stop()
+
+
+def event_text(seq: int, data: dict) -> str:
+    """One server-sent event: ``id: <seq>`` and the item as one JSON ``data:`` line."""
+    return f"id: {seq}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def item_events(
+    session_pk: int,
+    *,
+    after: int,
+    read: Callable[[int, int], list[tuple[int, Any]]],
+    render: Callable[[int, Any], str | None] = event_text,
+    heartbeat_seconds: float | None = None,
+    poll_seconds: float | None = None,
+) -> AsyncIterator[str]:
+    """The text of a session's event stream: every item with ``seq > after``, then each
+    new one as it is stored, until the server stops or the client goes away.
+
+    Args:
+        session_pk: the ``Session`` primary key (already checked readable by the caller).
+        after: the cursor (``after=`` or ``Last-Event-ID``).
+        read: ``read(after, limit)`` -> at most ``limit`` ``(seq, item)`` pairs with
+            ``seq > after``, oldest first; a blocking database read, run in a thread.
+        render: ``render(seq, item)`` -> the event's text (default ``event_text``: the
+            item as JSON); None skips the item (the cursor still moves past it).
+        heartbeat_seconds: a comment line is sent after this long without an event
+            (default ``WORKFORCE_STREAM_HEARTBEAT_SECONDS``, 15).
+        poll_seconds: how often SQLite re-reads (default ``WORKFORCE_STREAM_POLL_SECONDS``).
+    """
+    heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds)
+    interval = float(settings.WORKFORCE_STREAM_POLL_SECONDS if poll_seconds is None else poll_seconds)
+    if is_postgres():
+        interval = SAFETY_READ_SECONDS
+    fetch = sync_to_async(read)
+    sub = hub.subscribe(session_pk)
+    cursor = after
+    try:
+        yield f"retry: {RETRY_MS}\n\n"
+        last_sent = time.monotonic()
+        while not hub.stopping:
+            sub.event.clear()
+            while True:  # catch up, a page at a time
+                rows = await fetch(cursor, PAGE)
+                for seq, data in rows:
+                    text = render(seq, data)
+                    cursor = seq
+                    if text is not None:
+                        yield text
+                if rows:
+                    last_sent = time.monotonic()
+                if len(rows) < PAGE or hub.stopping:
+                    break
+            wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))
+            try:
+                await asyncio.wait_for(sub.event.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+            if time.monotonic() - last_sent >= heartbeat:
+                yield ": heartbeat\n\n"
+                last_sent = time.monotonic()
+    finally:
+        hub.unsubscribe(sub)
