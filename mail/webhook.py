@@ -100,7 +100,9 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
 @csrf_exempt
 @require_POST
 def forge_webhook(request: HttpRequest) -> JsonResponse:
-    """``POST /api/mail/webhook``: see the module docstring."""
+    """Receive a Forgejo or Gitea issue webhook (HMAC-SHA256 signed with the hook's
+    secret; an unsigned or wrongly signed call is 401 and writes nothing; a redelivery
+    is acted on once)."""
     body = request.body
     if not signature_ok(settings.WORKFORCE_FORGE_WEBHOOK_SECRET, body, _header(request, SIGNATURES)):
         return _refused(
@@ -111,3 +113,6 @@ def forge_webhook(request: HttpRequest) -> JsonResponse:
     except Refusal as refusal:
         return _refused(refusal)
     return JsonResponse({"status": outcome}, status=200 if outcome != "ignored" else 202)
+
+
+forge_webhook.http_methods = ["POST"]  # for the API index (a plain view's methods can't be read)

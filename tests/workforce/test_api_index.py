@@ -133,3 +133,13 @@ def test_html_on_every_endpoint_answers_without_a_server_error(client, opened):
         for method in endpoint["methods"] or ("GET", "POST"):  # a plain Django view's are not listed
             response = client.generic(method, path, b"{}", content_type="application/json", HTTP_ACCEPT="text/html")
             assert response.status_code < 500, (method, path, response.status_code)
+
+
+def test_every_endpoint_says_its_methods_and_a_summary_without_markup(client, db):
+    endpoints = {e["path"]: e for e in _index(client)["endpoints"]}
+    assert endpoints["/api/mail/webhook"]["methods"] == ["POST"]
+    for endpoint in endpoints.values():
+        if endpoint["path"] == "/api/docs/":
+            continue  # drf-spectacular's own page
+        assert endpoint["methods"], endpoint
+        assert endpoint["summary"] and "``" not in endpoint["summary"], endpoint

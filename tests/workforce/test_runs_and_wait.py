@@ -49,11 +49,12 @@ def test_a_202_links_its_request_its_runs_and_the_stream(client, open_tree):
     body = post(client)
     links = body["links"]
     rid = body["requestId"]
+    # Without authentication each link names the request's user, so it opens as given.
     assert links == {
-        "request": f"http://testserver/api/requests/{rid}",
-        "wait": f"http://testserver/api/requests/{rid}?wait=30",
-        "runs": f"http://testserver/api/sessions/eng.standup/runs?status=active&startedBy={rid}",
-        "stream": "http://testserver/api/sessions/eng.standup/stream",
+        "request": f"http://testserver/api/requests/{rid}?userId={MEMBER}",
+        "wait": f"http://testserver/api/requests/{rid}?wait=30&userId={MEMBER}",
+        "runs": f"http://testserver/api/sessions/eng.standup/runs?status=active&startedBy={rid}&userId={MEMBER}",
+        "stream": f"http://testserver/api/sessions/eng.standup/stream?userId={MEMBER}",
     }
     for url in links.values():
         assert client.get(url.removeprefix("http://testserver")).status_code == 200

@@ -35,8 +35,9 @@ def _view_class(callback):
 
 
 def _summary(view_class, callback) -> str:
+    """The first paragraph of the view's docstring, without reST markup."""
     doc = (view_class or callback).__doc__ or ""
-    return doc.strip().split("\n\n")[0].replace("\n", " ").strip()
+    return " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "")
 
 
 def api_endpoints() -> list[dict]:
@@ -50,7 +51,7 @@ def api_endpoints() -> list[dict]:
             continue
         path = "/" + _CONVERTER.sub(r"{\1}", route.lstrip("^").rstrip("$"))
         view_class = _view_class(pattern.callback)
-        methods = None
+        methods = getattr(pattern.callback, "http_methods", None)  # a plain view may say
         if view_class is not None:
             methods = [m.upper() for m in _LISTED_METHODS if m in view_class.http_method_names and hasattr(view_class, m)]
         out.append({"path": path, "name": pattern.name, "methods": methods, "summary": _summary(view_class, pattern.callback)})

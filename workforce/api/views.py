@@ -116,12 +116,19 @@ def request_links(request_row, *, http_request: HttpRequest, location: str) -> d
     session's live stream."""
     session_id = request_row.session.session_id
     runs = http_request.build_absolute_uri(reverse("session-runs", args=[session_id]))
-    query = urlencode({"status": "active", "startedBy": request_row.request_id})
+    # Without authentication a read names its reader with ?userId=: the links carry the
+    # request's own user, so they open as given (a private conversation's too).
+    user = {"userId": request_row.user_id} if settings.WORKFORCE_AUTH == "none" and request_row.user_id else {}
+
+    def query(**params) -> str:
+        params = {**params, **user}
+        return f"?{urlencode(params)}" if params else ""
+
     return {
-        "request": location,
-        "wait": f"{location}?wait={MAX_WAIT_SECONDS}",
-        "runs": f"{runs}?{query}",
-        "stream": http_request.build_absolute_uri(reverse("session-stream", args=[session_id])),
+        "request": f"{location}{query()}",
+        "wait": f"{location}{query(wait=MAX_WAIT_SECONDS)}",
+        "runs": f"{runs}{query(status='active', startedBy=request_row.request_id)}",
+        "stream": http_request.build_absolute_uri(reverse("session-stream", args=[session_id])) + query(),
     }
 
 
@@ -170,7 +177,7 @@ class FlowActionView(APIView):
 
 class RequestDetailView(APIView):
     """One request: status, output or error; ``?wait=S`` waits up to S seconds (at most
-    ``MAX_WAIT_SECONDS``) for it to finish."""
+    30) for it to finish."""
 
     @extend_schema(
         parameters=[
@@ -201,7 +208,7 @@ class RequestDetailView(APIView):
 
 
 class RequestCancelView(APIView):
-    """Cancel a running request (its owner only; README "Cancelling")."""
+    """Cancel a running request (its owner only)."""
 
     @extend_schema(
         request=CancelCallSerializer,
@@ -306,9 +313,11 @@ def stream_cursor(request: HttpRequest) -> int:
 
 
 class SessionStreamView(APIView):
-    """A session's items as server-sent events (``workforce.streams``), read under the
-    items endpoint's rule (``access_session``: another organization's session, or
-    another user's private conversation, is 404)."""
+    """A session's items as server-sent events, live, resumable with Last-Event-ID.
+
+    Read under the items endpoint's rule (``access_session``: another organization's
+    session, or another user's private conversation, is 404); ``workforce.streams``
+    does the work."""
 
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
@@ -353,7 +362,8 @@ class SessionStreamView(APIView):
 
 
 class SessionRunsView(APIView):
-    """The runs a session's work started that have not finished (``list_active_runs``)."""
+    """The runs a session's work started that have not finished (its busy seats and
+    delegates); ``workforce.queries.list_active_runs`` reads them."""
 
     @extend_schema(
         parameters=[
