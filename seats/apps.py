@@ -3,7 +3,13 @@ from django.apps import AppConfig
 from . import constants as c
 
 # The roster's refusals (seats.roster): not on your roster 404, a WORKER.md refused 400.
-REASONS = {c.NOT_ON_ROSTER: 404, c.ALREADY_ON_ROSTER: 409, c.NOT_YOUR_OWN: 409, c.INVALID_WORKER: 400}
+REASONS = {
+    c.NOT_ON_ROSTER: 404,
+    c.ALREADY_ON_ROSTER: 409,
+    c.NOT_YOUR_OWN: 409,
+    c.INVALID_WORKER: 400,
+    c.OFFICE_HAS_NO_ROSTER: 403,
+}
 
 
 class SeatsConfig(AppConfig):

@@ -7,6 +7,16 @@ NOT_ON_ROSTER = "worker-not-on-roster"  # 404: nobody holds it for you (another 
 ALREADY_ON_ROSTER = "worker-already-on-roster"  # 409: you already have your own of that id
 NOT_YOUR_OWN = "worker-not-your-own"  # 409: firing a standard or the organization's worker
 INVALID_WORKER = "invalid-worker"  # 400: the WORKER.md text or the id is refused
+OFFICE_HAS_NO_ROSTER = "office-has-no-roster"  # 403: hiring as the principal mailboxes run as
+
+
+def office_has_no_roster(user_id: str) -> str:
+    """Why the office principal (``WORKFORCE_OPEN_USER``) hires nobody: its own workers
+    would be the ones every mailbox it runs reaches."""
+    return (
+        f'"{user_id}" is the principal the mailboxes run as; a worker of its own would answer in every '
+        "mailbox. Hire as yourself. Nothing was written."
+    )
 
 
 def no_worker_on_roster(worker: str) -> str:

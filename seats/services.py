@@ -10,12 +10,14 @@ the database, never from what was hired at boot (docs/architecture.md "Apps", se
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from workforce.models import Organization
 from workforce.refusals import Refusal
 
 from .models import Seat
+from .constants import OFFICE_HAS_NO_ROSTER, office_has_no_roster
 from .queries import access_worker, list_roster, own_worker
 from .roster import (
     ALREADY_ON_ROSTER,
@@ -33,6 +35,8 @@ from .roster import (
 
 
 def _create_own(org: Organization, user_id: str, worker_id: str, **fields) -> Seat:
+    if user_id == settings.WORKFORCE_OPEN_USER:
+        raise Refusal(OFFICE_HAS_NO_ROSTER, office_has_no_roster(user_id))
     if own_worker(org, user_id, worker_id) is not None:
         raise Refusal(ALREADY_ON_ROSTER, already_on_roster(worker_id))
     try:

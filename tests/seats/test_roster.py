@@ -153,6 +153,19 @@ def test_the_roster_lists_your_own_then_the_organizations_then_the_standard_ones
     assert [w["id"] for w in anonymous["results"]] == ["ops", "support.devices", "support.general"]
 
 
+def test_the_principal_the_mailboxes_run_as_hires_and_forks_nobody(client, standard, settings):
+    """Its own worker would be the one every mailbox it runs reaches, in place of the
+    standard seat."""
+    office = settings.WORKFORCE_OPEN_USER
+    error = refused(hire(client, "support.devices", user_id=office), 403, "office-has-no-roster")
+    assert error["message"] == (
+        f'office-has-no-roster: "{office}" is the principal the mailboxes run as; a worker of its own would answer in '
+        "every mailbox. Hire as yourself. Nothing was written."
+    )
+    refused(client.post("/api/workers/support.devices/fork", {"userId": office}, format="json"), 403, "office-has-no-roster")
+    assert not Seat.objects.filter(scope=Seat.Scope.OWN).exists()
+
+
 def test_a_fork_copies_a_standard_worker_into_your_own(client, standard):
     response = client.post("/api/workers/support.devices/fork", {"userId": ME, "id": "u1.devices"}, format="json")
     assert response.status_code == 201, response.content
