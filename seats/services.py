@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from workforce.models import Organization
 from workforce.refusals import Refusal
 
-from .models import Seat
 from .constants import OFFICE_HAS_NO_ROSTER, office_has_no_roster
+from .models import Seat
 from .queries import access_worker, list_roster, own_worker
 from .roster import (
     ALREADY_ON_ROSTER,
