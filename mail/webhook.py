@@ -21,10 +21,10 @@ import logging
 from dataclasses import replace
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
 
 from workforce.refusals import Refusal
 
@@ -54,7 +54,7 @@ def signature_ok(secret: str, body: bytes, signature: str) -> bool:
 
 
 def _refused(refusal: Refusal) -> JsonResponse:
-    return JsonResponse({"status": "failed", "error": refusal.as_error()}, status=refusal.http_status)
+    return JsonResponse({"requestId": None, "status": "failed", "error": refusal.as_error()}, status=refusal.http_status)
 
 
 def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
@@ -68,9 +68,19 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
         action = payload["action"]
         number = int(payload["issue"]["number"])
         full_name = payload["repository"]["full_name"]
-    except (ValueError, KeyError, TypeError) as exc:
+        pull_request = payload["issue"].get("pull_request")
+    except (ValueError, KeyError, TypeError, OverflowError, AttributeError) as exc:
         raise Refusal("invalid-input", f"not an issue webhook payload: {type(exc).__name__}") from None
-    if payload["issue"].get("pull_request"):
+    # The fields the office keeps, checked as the forge sends them (text, a positive number).
+    if not isinstance(action, str) or not isinstance(full_name, str) or len(action) > 40 or len(full_name) > 300:
+        raise Refusal("invalid-input", "not an issue webhook payload: action and repository.full_name are short text.")
+    if not 0 < number < 2**31:
+        raise Refusal("invalid-input", "not an issue webhook payload: issue.number is not an issue number.")
+    if len(event) > 40 or len(delivery) > 200:
+        raise Refusal("invalid-input", "the event or delivery header is longer than a forge sends (40 and 200 characters).")
+    if any(part in ("", ".", "..") for part in full_name.split("/")):
+        return "ignored"  # no vault is named like that
+    if pull_request:
         return "ignored"
     kind = "commented" if event == "issue_comment" else ACTIONS.get(action)
     store = current_store()
@@ -98,12 +108,18 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
 
 
 @csrf_exempt
-@require_POST
 def forge_webhook(request: HttpRequest) -> JsonResponse:
     """Receive a Forgejo or Gitea issue webhook (HMAC-SHA256 signed with the hook's
     secret; an unsigned or wrongly signed call is 401 and writes nothing; a redelivery
     is acted on once)."""
-    body = request.body
+    if request.method != "POST":
+        response = _refused(Refusal("method-not-allowed", f"{request.method} is not allowed here; POST a webhook."))
+        response["Allow"] = "POST"
+        return response
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _refused(Refusal("payload-too-large", "the webhook's body is larger than the server takes."))
     if not signature_ok(settings.WORKFORCE_FORGE_WEBHOOK_SECRET, body, _header(request, SIGNATURES)):
         return _refused(
             Refusal("webhook-signature-invalid", "the call is not signed with the hook's secret; nothing was written.")

@@ -27,7 +27,7 @@ from .boards import BOARD_KEYS
 from .constants import ALREADY_ON_ROSTER, INVALID_WORKER, NOT_ON_ROSTER, NOT_YOUR_OWN, already_on_roster, no_worker_on_roster
 from .hiring import hire_problems
 from .models import Seat
-from .workers import WORKER_FILE, WorkerManifest, check_worker_declared
+from .workers import CAPABILITIES_KEY, WORKER_FILE, WorkerManifest, check_worker_declared
 
 __all__ = [
     "ALREADY_ON_ROSTER",
@@ -50,11 +50,18 @@ MAX_WORKER_TEXT = 64_000
 # Boards are the team's: who drains a board, and who holds its task tools, is declared in
 # the tree (spec "Working the rows"), never by one person's hire.
 HOLDS_NO_BOARD = "a worker of your own holds no board; drains: and boardTools: are declared in the workforce tree"
+# Capabilities (mail.send) are the team's too: a person without the mail.send permission
+# must not mail through a worker of their own.
+HOLDS_NO_CAPABILITY = (
+    "a worker of your own is granted no capability; capabilities: (mail.send) are declared in the workforce tree"
+)
+TEAM_KEYS = (*BOARD_KEYS, CAPABILITIES_KEY)
 
 
 def without_boards(config: dict) -> dict:
-    """A worker's other settings less ``drains:`` and ``boardTools:`` (what a fork copies)."""
-    return {key: value for key, value in (config or {}).items() if key not in BOARD_KEYS}
+    """A worker's other settings less ``drains:``, ``boardTools:`` and ``capabilities:``
+    (what a fork copies)."""
+    return {key: value for key, value in (config or {}).items() if key not in TEAM_KEYS}
 
 
 def not_your_own(seat: Seat) -> str:
@@ -132,12 +139,14 @@ def read_worker_text(worker_id: str, text: str, *, alongside: Iterable[WorkerMan
     for key in BOARD_KEYS:
         if key in declared:
             problems.append(f"{key}: {HOLDS_NO_BOARD}")
+    if CAPABILITIES_KEY in declared:
+        problems.append(f"{CAPABILITIES_KEY}: {HOLDS_NO_CAPABILITY}")
     # Hiring's checks see only the keys that passed the reader's, so one hire is told
     # every problem at once (a bad key does not hide a bad model).
     well_shaped = {
         key: value
         for key, value in declared.items()
-        if key not in BOARD_KEYS
+        if key not in TEAM_KEYS
         and not check_worker_declared({key: value}, body if key == "instructions" else "", "", WORKER_FILE)
     }
     manifest = WorkerManifest(id=str(worker_id), declared=well_shaped, body=body)

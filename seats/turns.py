@@ -446,9 +446,10 @@ def run_turn(
                     "tool_calls": [c.as_message_part() for c in reply.tool_calls],
                 }
             )
-            for index, call in enumerate(reply.tool_calls):
-                if index:
-                    _stop_if_cancelled(log)
+            for call in reply.tool_calls:
+                # Also before the first: a cancel that came during the model call stops
+                # the tools it asked for (the reply is never posted).
+                _stop_if_cancelled(log)
                 outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
                 record = {"name": call.name, "arguments": call.arguments, "result": outcome}
                 result.tool_calls.append(record)

@@ -5,6 +5,10 @@ verified by its HMAC signature and acted on once per delivery."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+
 import pytest
 from django.core.management import call_command
 from django.test import Client
@@ -195,3 +199,45 @@ def test_reindex_from_the_forge(agents, org, forge, mail):
     assert sorted((t.thread_id, t.sender, t.state, t.hops, t.messages.count()) for t in Thread.objects.all()) == before
     assert Message.objects.count() == sum(row[-1] for row in before)
     assert current_store().list_vaults() == [("default", "eng.alpha"), ("default", "eng.beta"), ("default", "eng.sender")]
+
+
+@pytest.mark.parametrize(
+    "payload, headers",
+    [
+        ('{"action":"opened","issue":{"number":1e400},"repository":{"full_name":"default/eng.alpha"}}', {}),
+        ({"action": "opened", "issue": {"number": 1}, "repository": {"full_name": 5}}, {}),
+        ({"action": ["opened"], "issue": {"number": 1}, "repository": {"full_name": "default/eng.alpha"}}, {}),
+        ({"action": "opened", "issue": {"number": -3}, "repository": {"full_name": "default/eng.alpha"}}, {}),
+        (
+            {"action": "opened", "issue": {"number": 1}, "repository": {"full_name": "default/eng.alpha"}},
+            {"X-Gitea-Delivery": "d" * 201},
+        ),
+    ],
+)
+def test_a_signed_webhook_with_a_payload_no_forge_sends_is_invalid_input_and_writes_nothing(agents, forge, payload, headers):
+    agents()
+    raw = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+    digest = hmac.new(forge.secret.encode(), raw, hashlib.sha256).hexdigest()
+    base = {"X-Gitea-Signature": digest, "X-Gitea-Event": "issues", "X-Gitea-Delivery": "d1"}
+    answer = post_hook({**base, **headers}, raw)
+    assert answer.status_code == 400, answer.content
+    body = answer.json()
+    assert body["requestId"] is None and body["error"]["reason"] == "invalid-input"
+    assert not WebhookDelivery.objects.exists() and not MailRun.objects.exists()
+
+
+def test_a_path_like_repository_names_no_vault(agents, forge):
+    agents()
+    raw = json.dumps({"action": "opened", "issue": {"number": 1}, "repository": {"full_name": "../eng.alpha"}}).encode()
+    digest = hmac.new(forge.secret.encode(), raw, hashlib.sha256).hexdigest()
+    answer = post_hook({"X-Gitea-Signature": digest, "X-Gitea-Event": "issues", "X-Gitea-Delivery": "d1"}, raw)
+    assert (answer.status_code, answer.json()["status"]) == (202, "ignored")
+    assert not WebhookDelivery.objects.exists()
+
+
+def test_the_webhook_answers_json_to_a_get_and_to_a_body_too_large(agents, forge, settings):
+    answer = Client().get("/api/mail/webhook")
+    assert (answer.status_code, answer["Allow"], answer.json()["error"]["reason"]) == (405, "POST", "method-not-allowed")
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    big = post_hook({"X-Gitea-Event": "issues"}, b"{" + b" " * 5000 + b"}")
+    assert (big.status_code, big.json()["error"]["reason"]) == (413, "payload-too-large")

@@ -90,6 +90,35 @@ def test_a_turn_cancelled_between_tool_calls_calls_no_further_tool(org, turn):
     assert [i.data["name"] for i in Item.objects.filter(request=log.request, component="tool-call")] == ["first"]
 
 
+def test_a_cancel_during_the_model_call_stops_the_tools_it_asked_for(org, turn, monkeypatch):
+    """The first tool call is a safe point too: a cancel that came while the model was
+    thinking never lets its answer's tools run (post-to-mailbox would post the reply)."""
+    called = []
+
+    def post_it(ctx, args):
+        called.append("post")
+        return {"ok": True}
+
+    resolver = create_mock_model_resolver({"*": [{"tool_calls": [{"name": "post_it"}]}, "never"]})
+    set_model_resolver(resolver)
+    seat, log = turn()
+    model = resolver.resolve("embedded/echo", block=seat.seat_id)
+    complete = type(model).complete
+
+    def cancelled_while_thinking(self, call):
+        reply = complete(self, call)
+        cancel(org, log.request)
+        return reply
+
+    monkeypatch.setattr(type(model), "complete", cancelled_while_thinking)
+    result = run_turn(seat, log, text="hi", history=[], tools=[Tool("post_it", "Post.", {"type": "object"}, post_it)])
+    assert called == [] and len(resolver.calls) == 1
+    assert result.error.reason == "cancelled"
+    result.finish()
+    assert Request.objects.get(pk=log.request.pk).status == "aborted"
+    assert not Item.objects.filter(request=log.request, component="tool-call").exists()
+
+
 def test_a_turn_cancelled_before_it_settles_writes_no_reply_and_stays_aborted(org, turn):
     set_model_resolver(create_mock_model_resolver({"*": ["an answer nobody wants"]}))
     seat, log = turn()

@@ -153,6 +153,18 @@ def test_the_roster_lists_your_own_then_the_organizations_then_the_standard_ones
     assert [w["id"] for w in anonymous["results"]] == ["ops", "support.devices", "support.general"]
 
 
+def test_a_worker_of_your_own_is_granted_no_capability(client, standard):
+    """mail.send is the team's: a person without the mail.send permission must not mail
+    through a worker of their own."""
+    text = "---\ndescription: Mails.\nmodel: embedded/echo\ncapabilities:\n  mail.send: ['*']\nrun:\n  triggers: [chat]\n---\nx\n"
+    error = refused(hire(client, "u1.mailer", text), 400, "invalid-worker")
+    assert (
+        "capabilities: a worker of your own is granted no capability; capabilities: (mail.send) are declared in the workforce tree"
+        in error["message"]
+    )
+    assert not Seat.objects.filter(scope=Seat.Scope.OWN).exists()
+
+
 def test_the_principal_the_mailboxes_run_as_hires_and_forks_nobody(client, standard, settings):
     """Its own worker would be the one every mailbox it runs reaches, in place of the
     standard seat."""
