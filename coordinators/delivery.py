@@ -28,12 +28,12 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
-from seats.turns import Wake, turn_slot
+from seats.turns import leased_turn_slot
 from workforce.cancelling import CANCELLED, cancelled_refusal, is_cancelled
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
 from workforce.dispatch import dispatch
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease, give_back_lease
+from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
@@ -185,12 +185,7 @@ def _run(delivery: DelegatedPost, token: str) -> str:
         return "failed"
     # One turn of a delegate at a time in its session (seats.turns): a delegate still
     # working this conversation's last post gets this one once it is done.
-    with turn_slot(
-        session,
-        seat.seat_id,
-        wake=Wake(DELIVER_TASK, (delivery.pk,)),
-        on_wait=lambda: give_back_lease(DelegatedPost, delivery.pk, token),
-    ) as held:
+    with leased_turn_slot(session, seat.seat_id, task=DELIVER_TASK, model=DelegatedPost, pk=delivery.pk, token=token) as held:
         if held is None:
             return "waiting"
         return _run_entry(delivery, token, seat, session)

@@ -19,8 +19,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from seats.queries import reachable_seats
-from seats.turns import Wake, turn_slot
-from workforce.leases import LeaseLost, claim_lease, give_back_lease
+from seats.turns import leased_turn_slot
+from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request
 from workforce.sessions import do_abort_request, do_record_request
 
@@ -79,12 +79,7 @@ def do_run_job(job_id: int) -> str:
         # turn still running on the last post or round gets this one after it. Taken
         # before best fit's call, so a job that waits has made no call yet and a post
         # costs at most one evaluator call per round.
-        with turn_slot(
-            conv.session,
-            conv.worker,
-            wake=Wake(policies.JOB_TASK, (job.pk,)),
-            on_wait=lambda: give_back_lease(Job, job.pk, token),
-        ) as held:
+        with leased_turn_slot(conv.session, conv.worker, task=policies.JOB_TASK, model=Job, pk=job.pk, token=token) as held:
             if held is None:
                 return "waiting"
             pick = None

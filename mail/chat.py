@@ -23,12 +23,12 @@ from django.utils import timezone
 
 from seats.agent import agent_tools
 from seats.queries import access_seat, conversation_history
-from seats.turns import MESSAGE, TurnLog, Wake, run_turn, start_turn, turn_slot
+from seats.turns import MESSAGE, TurnLog, leased_turn_slot, run_turn, start_turn
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
 from workforce.facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
 from workforce.flows import FlowKind, registry
-from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
 
@@ -140,12 +140,7 @@ def do_run_chat(run_pk: int) -> str:
         else:
             # One turn at a time per seat per conversation: a message sent while the agent
             # still answers the last one runs when that turn ends.
-            with turn_slot(
-                session,
-                seat.seat_id,
-                wake=Wake(CHAT_TASK, (run.pk,)),
-                on_wait=lambda: give_back_lease(ChatRun, run.pk, token),
-            ) as held:
+            with leased_turn_slot(session, seat.seat_id, task=CHAT_TASK, model=ChatRun, pk=run.pk, token=token) as held:
                 if held is None:
                     return "waiting"
                 if not request.items.filter(type=MESSAGE).exists():  # once, also when run again after a crash

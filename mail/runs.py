@@ -27,10 +27,10 @@ from django.utils import timezone
 from seats.agent import agent_tools
 from seats.models import Seat
 from seats.queries import conversation_history
-from seats.turns import Wake, run_turn, start_turn, turn_slot
+from seats.turns import leased_turn_slot, run_turn, start_turn
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
-from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_run_attempts
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
@@ -175,12 +175,7 @@ def do_run_mail(run_pk: int) -> str:
             session = mail_session(org, seat)
         # One turn at a time per seat per conversation: a second mail to a busy agent
         # hands its claim back and runs when the turn ahead of it ends.
-        with turn_slot(
-            session,
-            seat.seat_id,
-            wake=Wake(RUN_TASK, (run.pk,)),
-            on_wait=lambda: give_back_lease(MailRun, run.pk, token),
-        ) as held:
+        with leased_turn_slot(session, seat.seat_id, task=RUN_TASK, model=MailRun, pk=run.pk, token=token) as held:
             if held is None:
                 return "waiting"
             return _run_mail_turn(run, token, thread, org, seat, session)

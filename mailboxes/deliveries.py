@@ -25,12 +25,12 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
-from seats.turns import Wake, turn_slot
+from seats.turns import leased_turn_slot
 from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
@@ -209,12 +209,7 @@ def _deliver_wake(delivery: Delivery, token: str) -> str:
         return "failed"
     # One turn of a seat at a time in its conversation (seats.turns): a seat still
     # answering the last post gets this one once it is done, through the task queue.
-    with turn_slot(
-        conversation,
-        seat.seat_id,
-        wake=Wake(DELIVER_TASK, (delivery.pk,)),
-        on_wait=lambda: give_back_lease(Delivery, delivery.pk, token),
-    ) as held:
+    with leased_turn_slot(conversation, seat.seat_id, task=DELIVER_TASK, model=Delivery, pk=delivery.pk, token=token) as held:
         if held is None:
             return "waiting"
         return _run_wake(delivery, seat, conversation, token)

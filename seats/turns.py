@@ -60,7 +60,7 @@ from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.dispatch import enqueue
-from workforce.leases import lease_seconds
+from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, Organization, Request, Session
 from workforce.refusals import Refusal
@@ -219,6 +219,20 @@ def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[
                 free_turn_slot(session, seat_id, token)
             except DatabaseError:
                 logger.warning("the turn slot of %s in %s was not freed; it lapses", seat_id, session.session_id, exc_info=True)
+
+
+@contextmanager
+def leased_turn_slot(session: Session, seat_id: str, *, task: str, model: type, pk: int, token: str) -> Iterator[str | None]:
+    """``turn_slot`` for a caller that runs one claimed work row (a ``LeasedWork``: a
+    delivery, a delegated post, a job, a mail or chat run): when the slot is taken, the
+    row's claim ``token`` is handed back untouched (``workforce.leases.give_back_lease``)
+    and task ``task`` is enqueued with ``pk`` again when the slot is freed.
+
+    ``with leased_turn_slot(session, seat_id, task=..., model=Delivery, pk=..., token=...)
+    as held:`` runs the turn when ``held`` is set; None means it waits.
+    """
+    with turn_slot(session, seat_id, wake=Wake(task, (pk,)), on_wait=lambda: give_back_lease(model, pk, token)) as held:
+        yield held
 
 
 def do_sweep_turn_waits(*, now: datetime | None = None) -> list[int]:
