@@ -21,4 +21,7 @@ urlpatterns = [
     path("sessions/<str:session_id>/", views.conversation, name="conversation"),
     path("sessions/<str:session_id>/events", views.conversation_events, name="conversation-events"),
     path("sessions/<str:session_id>/post", views.conversation_post, name="conversation-post"),
+    path("projects/<str:project_id>/", views.room, name="room"),
+    path("projects/<str:project_id>/events", views.room_events, name="room-events"),
+    path("projects/<str:project_id>/post", views.room_post, name="room-post"),
 ]
