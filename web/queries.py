@@ -13,8 +13,9 @@ from mailboxes.models import Project, RoomLine, TalkListing
 from mailboxes.projects import list_projects
 from mailboxes.queries import held_boards, is_mailbox_state
 from mailboxes.rooms import room_template_view
+from seats.agent import KIND as AGENT_KIND
 from seats.queries import list_seats, reachable_seats
-from workforce.facets import PRIVATE_SESSIONS
+from workforce.facets import MAIL_READER, PRIVATE_SESSIONS, MailReader
 from workforce.flows import registry
 from workforce.models import Item, Organization, Session
 from workforce.principals import Principal
@@ -154,3 +155,22 @@ def room_context(project: Project, user_id: str) -> dict:
         "talk_session_id": listing.session.session_id if listing else None,
         **room_template_view(),
     }
+
+
+def mail_reader() -> MailReader | None:
+    """How the agents' mail reads (the agent kind's ``MAIL_READER`` facet, set by the mail
+    app); None when no app set it (no Mail page then)."""
+    return MAIL_READER.of(AGENT_KIND)
+
+
+def mail_desk(reader: MailReader, principal: Principal, agent: str) -> list[tuple[str, list[dict]]] | None:
+    """``agent``'s desk: the organization's threads to it, by state (every state, in the
+    reader's order, empty ones included); None when ``agent`` is neither a worker
+    ``principal`` reaches nor the recipient of any thread here."""
+    threads = reader.threads(principal.org, recipient=agent, limit=1000)
+    if not threads and agent not in {seat.seat_id for seat in list_workers(principal)}:
+        return None
+    desk: dict[str, list[dict]] = {state: [] for state in reader.states}
+    for thread in threads:
+        desk.setdefault(thread["state"], []).append(thread)
+    return list(desk.items())

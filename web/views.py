@@ -43,6 +43,8 @@ from .queries import (
     list_mailboxes,
     list_rooms,
     list_workers,
+    mail_desk,
+    mail_reader,
     room_context,
     room_lines,
     room_signature,
@@ -411,6 +413,44 @@ def room_post(request: HttpRequest, principal: Principal, project_id: str) -> Ht
     if not request.htmx:
         return redirect("web:room", project.project_id)
     return render(request, "web/_post_status.html", {"row": row})
+
+
+def _mail():
+    reader = mail_reader()
+    if reader is None:
+        raise Http404("No mail here.")
+    return reader
+
+
+@require_GET
+@page
+def mail(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The organization's mail threads, newest first, with a link to each agent's desk."""
+    threads = _mail().threads(principal.org)
+    agents = sorted({t["to"] for t in threads} | {seat.seat_id for seat in list_workers(principal)})
+    return render(request, "web/mail.html", {"principal": principal, "threads": threads, "agents": agents})
+
+
+@require_GET
+@page
+def mail_thread(request: HttpRequest, principal: Principal, thread_id: str) -> HttpResponse:
+    """One thread (``<agent>:<number>``): its messages and its ledger; another
+    organization's thread is 404."""
+    try:
+        thread = _mail().thread(principal.org, thread_id)
+    except Refusal:
+        raise Http404(f"No mail {thread_id!r}.") from None
+    return render(request, "web/mail_thread.html", {"principal": principal, "thread": thread})
+
+
+@require_GET
+@page
+def mail_desk_page(request: HttpRequest, principal: Principal, agent: str) -> HttpResponse:
+    """An agent's desk: the threads to it, by state."""
+    desk = mail_desk(_mail(), principal, agent)
+    if desk is None:
+        raise Http404(f"No agent {agent!r}.")
+    return render(request, "web/mail_desk.html", {"principal": principal, "agent": agent, "desk": desk})
 
 
 def _event_stream(events) -> StreamingHttpResponse:
