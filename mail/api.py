@@ -31,7 +31,7 @@ from workforce.refusals import Refusal
 from .chat import do_start_chat
 from .constants import SEND_PERMISSION
 from .models import Thread
-from .queries import access_thread, list_ledger, list_threads, thread_wire
+from .queries import access_thread, ledger_wire, list_ledger, list_threads, thread_wire
 from .services import do_send_mail, human_principal
 
 BODY_KEYS = {"userId", "to", "subject", "body"}
@@ -134,10 +134,7 @@ class MailLedgerView(APIView):
     def get(self, request: HttpRequest, thread_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         thread = access_thread(principal.org, thread_id)
-        entries = [
-            {"event": e.event, "principal": e.principal, "thread": e.thread, "data": e.data, "at": e.at.isoformat()}
-            for e in list_ledger(principal.org, thread=thread.thread_id)
-        ]
+        entries = [ledger_wire(e) for e in list_ledger(principal.org, thread=thread.thread_id)]
         return Response({"entries": entries})
 
 

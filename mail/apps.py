@@ -22,7 +22,7 @@ class MailConfig(AppConfig):
 
     def ready(self) -> None:
         from seats.agent import KIND as AGENT_KIND
-        from workforce.facets import CAPABILITIES
+        from workforce.facets import CAPABILITIES, MAIL_READER
         from workforce.flows import registry
         from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
@@ -30,6 +30,7 @@ class MailConfig(AppConfig):
         from .chat import register as register_chat
         from .events import tell_office_safely
         from .models import ChatRun, MailRun
+        from .pages import IndexReader
         from .store import set_event_listener
         from .sweeps import do_sweep_mail_and_chats
         from .tools import mail_send_capability
@@ -43,6 +44,8 @@ class MailConfig(AppConfig):
         capabilities = list(CAPABILITIES.get(agent) or [])
         if mail_send_capability not in capabilities:
             CAPABILITIES.set(agent, [*capabilities, mail_send_capability])
+        # The web pages read the agents' mail through this facet (they may not import mail).
+        MAIL_READER.set(agent, IndexReader())
         register_work_table(MailRun, "started_at")
         register_work_table(ChatRun, "started_at")
         register_sweep("mail", do_sweep_mail_and_chats)

@@ -84,3 +84,14 @@ def thread_wire(thread: Thread, *, messages: bool = False) -> dict:
             for m in thread.messages.order_by("position")
         ]
     return data
+
+
+def ledger_wire(entry: LedgerEntry) -> dict:
+    """A ledger entry as the API answers it: ``{event, principal, thread, data, at}``."""
+    return {
+        "event": entry.event,
+        "principal": entry.principal,
+        "thread": entry.thread,
+        "data": entry.data,
+        "at": entry.at.isoformat(),
+    }

@@ -9,9 +9,13 @@ from django.db.models import Count, Max
 
 from boards.models import BoardTask, TaskStatus
 from boards.naming import board_id_for
+from mailboxes.models import Project, RoomLine, TalkListing
+from mailboxes.projects import list_projects
 from mailboxes.queries import held_boards, is_mailbox_state
+from mailboxes.rooms import room_template_view
+from seats.agent import KIND as AGENT_KIND
 from seats.queries import list_seats, reachable_seats
-from workforce.facets import PRIVATE_SESSIONS
+from workforce.facets import MAIL_READER, PRIVATE_SESSIONS, MailReader
 from workforce.flows import registry
 from workforce.models import Item, Organization, Session
 from workforce.principals import Principal
@@ -120,3 +124,53 @@ def conversation_items(session: Session, *, cursor: int, limit: int = PAGE_LINES
     messages.reverse()
     notes.reverse()
     return messages, notes
+
+
+def list_rooms(principal: Principal) -> list[Project]:
+    """The projects whose room ``principal`` may read (those it is a member of), by id."""
+    return list(list_projects(principal.org, reader=principal.reader))
+
+
+def room_lines(project: Project, *, limit: int = PAGE_LINES) -> list[RoomLine]:
+    """The room's newest ``limit`` lines, oldest first (a person's post, or a seat's
+    answer with its ``author``)."""
+    rows = list(RoomLine.objects.filter(project=project).order_by("-seq")[:limit])
+    rows.reverse()
+    return rows
+
+
+def room_signature(project: Project) -> str:
+    """Changes whenever a line lands in the room: its line count and last ``seq``."""
+    agg = RoomLine.objects.filter(project=project).aggregate(n=Count("id"), last=Max("seq"))
+    return f"{agg['n']}:{agg['last'] or 0}"
+
+
+def room_context(project: Project, user_id: str) -> dict:
+    """What a room page shows besides its lines: ``members`` (by the order added),
+    ``charter`` and ``seats`` (the room template's), and ``talk_session_id``, the talk
+    session the project lists for ``user_id`` (None before they join)."""
+    listing = TalkListing.objects.filter(project=project, user_id=user_id).select_related("session").first()
+    return {
+        "members": list(project.members.order_by("pk").values_list("user_id", flat=True)),
+        "talk_session_id": listing.session.session_id if listing else None,
+        **room_template_view(),
+    }
+
+
+def mail_reader() -> MailReader | None:
+    """How the agents' mail reads (the agent kind's ``MAIL_READER`` facet, set by the mail
+    app); None when no app set it (no Mail page then)."""
+    return MAIL_READER.of(AGENT_KIND)
+
+
+def mail_desk(reader: MailReader, principal: Principal, agent: str) -> list[tuple[str, list[dict]]] | None:
+    """``agent``'s desk: the organization's threads to it, by state (every state, in the
+    reader's order, empty ones included); None when ``agent`` is neither a worker
+    ``principal`` reaches nor the recipient of any thread here."""
+    threads = reader.threads(principal.org, recipient=agent, limit=1000)
+    if not threads and agent not in {seat.seat_id for seat in list_workers(principal)}:
+        return None
+    desk: dict[str, list[dict]] = {state: [] for state in reader.states}
+    for thread in threads:
+        desk.setdefault(thread["state"], []).append(thread)
+    return list(desk.items())

@@ -21,4 +21,10 @@ urlpatterns = [
     path("sessions/<str:session_id>/", views.conversation, name="conversation"),
     path("sessions/<str:session_id>/events", views.conversation_events, name="conversation-events"),
     path("sessions/<str:session_id>/post", views.conversation_post, name="conversation-post"),
+    path("projects/<str:project_id>/", views.room, name="room"),
+    path("projects/<str:project_id>/events", views.room_events, name="room-events"),
+    path("projects/<str:project_id>/post", views.room_post, name="room-post"),
+    path("mail/", views.mail, name="mail"),
+    path("mail/desk/<str:agent>/", views.mail_desk_page, name="mail-desk"),
+    path("mail/<str:thread_id>/", views.mail_thread, name="mail-thread"),
 ]

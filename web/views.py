@@ -20,6 +20,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from mailboxes.projects import access_project, mint_talk_session_id
 from mailboxes.queries import access_mailbox_session
 from workforce.api.serializers import RunSerializer
 from workforce.models import Item
@@ -40,7 +41,13 @@ from .queries import (
     conversation_items,
     list_conversations,
     list_mailboxes,
+    list_rooms,
     list_workers,
+    mail_desk,
+    mail_reader,
+    room_context,
+    room_lines,
+    room_signature,
     takes_posts,
     window_items,
 )
@@ -140,6 +147,7 @@ def home(request: HttpRequest, principal: Principal) -> HttpResponse:
         "workers": list_workers(principal),
         "boards": [(board, entry.mailbox_id) for entry in mailboxes for board in entry.boards],
         "conversations": list_conversations(principal),
+        "rooms": list_rooms(principal),
     }
     return render(request, "web/home.html", context)
 
@@ -326,6 +334,123 @@ def conversation_post(request: HttpRequest, principal: Principal, session_id: st
     if not request.htmx:
         return redirect("web:conversation", session.session_id)
     return render(request, "web/_post_status.html", {"row": row})
+
+
+def _project(principal: Principal, project_id: str):
+    """The project, when the principal is one of its members (anyone else: 404)."""
+    if principal.reader is None:
+        raise Http404(f"No project {project_id!r}.")
+    try:
+        return access_project(principal.org, project_id, reader=principal.reader)
+    except Refusal:
+        raise Http404(f"No project {project_id!r}.") from None
+
+
+@require_GET
+@page
+def room(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
+    """A project's room (README "Projects and rooms"): its title, brief, members, charter
+    and seats, its lines (each under its author: the person, or the seat that answered),
+    live, and a post form. Members only."""
+    project = _project(principal, project_id)
+    signature = room_signature(project)  # first: the stream sends what lands after it
+    context = {
+        "principal": principal,
+        "project": project,
+        "signature": signature,
+        "lines": room_lines(project),
+        **room_context(project, principal.user_id),
+    }
+    return render(request, "web/room.html", context)
+
+
+@require_GET
+@page
+def room_events(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
+    """The room page's stream: the room's lines (``event: room``) each time one lands,
+    from the page's ``since`` signature on. Room lines are in no session's history, so
+    there is no item to be woken by: it re-reads, as a board's stream does."""
+    project = _project(principal, project_id)
+
+    def read() -> tuple[str, str]:
+        try:
+            signature = room_signature(project)
+            return signature, render_to_string("web/_room_lines.html", {"lines": room_lines(project)})
+        finally:
+            release_connection()
+
+    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="room"))
+
+
+@require_POST
+@page
+def room_post(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
+    """The room's post form (htmx): ``post {body}`` through the acting person's own talk
+    session, joining one first (``join {projectId}`` on a fresh talk id) when the project
+    lists none for them; the line arrives over the page's stream."""
+    project = _project(principal, project_id)
+    talk_session_id = room_context(project, principal.user_id)["talk_session_id"]
+    row = None
+    if talk_session_id is None:
+        row = do_run_action(
+            org=principal.org,
+            kind="mailbox",
+            session_id=mint_talk_session_id(),
+            action="join",
+            input={"projectId": project.project_id},
+            user_id=principal.user_id,
+        )
+        talk_session_id = (row.output or {}).get("sessionId") if row.status == "completed" else None
+    if talk_session_id is not None:
+        row = do_run_action(
+            org=principal.org,
+            kind="mailbox",
+            session_id=talk_session_id,
+            action="post",
+            input={"body": request.POST.get("body", "")},
+            user_id=principal.user_id,
+        )
+    if not request.htmx:
+        return redirect("web:room", project.project_id)
+    return render(request, "web/_post_status.html", {"row": row})
+
+
+def _mail():
+    reader = mail_reader()
+    if reader is None:
+        raise Http404("No mail here.")
+    return reader
+
+
+@require_GET
+@page
+def mail(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The organization's mail threads, newest first, with a link to each agent's desk."""
+    threads = _mail().threads(principal.org)
+    agents = sorted({t["to"] for t in threads} | {seat.seat_id for seat in list_workers(principal)})
+    return render(request, "web/mail.html", {"principal": principal, "threads": threads, "agents": agents})
+
+
+@require_GET
+@page
+def mail_thread(request: HttpRequest, principal: Principal, thread_id: str) -> HttpResponse:
+    """One thread (``<agent>:<number>``): its messages and its ledger; another
+    organization's thread is 404."""
+    try:
+        thread = _mail().thread(principal.org, thread_id)
+    except Refusal:
+        raise Http404(f"No mail {thread_id!r}.") from None
+    return render(request, "web/mail_thread.html", {"principal": principal, "thread": thread})
+
+
+@require_GET
+@page
+def mail_desk_page(request: HttpRequest, principal: Principal, agent: str) -> HttpResponse:
+    """An agent's desk: the threads to it, by state."""
+    desk = mail_desk(_mail(), principal, agent)
+    if desk is None:
+        raise Http404(f"No agent {agent!r}.")
+    return render(request, "web/mail_desk.html", {"principal": principal, "agent": agent, "desk": desk})
 
 
 def _event_stream(events) -> StreamingHttpResponse:

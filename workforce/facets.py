@@ -162,6 +162,24 @@ class Capability(Protocol):
     def __call__(self, seat: Any) -> list[Tool]: ...
 
 
+class MailReader(Protocol):
+    """What a worker kind's mail reads like to an app that may not import the mail app
+    (``mail.pages.IndexReader``, read by the web pages): plain dicts in the mail API's
+    wire shape (``mail.queries.thread_wire``), one organization at a time."""
+
+    states: tuple[str, ...]
+
+    def threads(self, org: Any, *, recipient: str | None = None, state: str | None = None, limit: int = 200) -> list[dict]:
+        """The organization's threads, newest first: ``thread_wire`` dicts."""
+
+    def thread(self, org: Any, thread_id: str) -> dict:
+        """One thread with its ``messages`` and its ``ledger`` entries (in order).
+
+        Raises:
+            Refusal("thread-not-found"): no such thread in ``org``.
+        """
+
+
 class RequestOnFinished(Protocol):
     """Called when a request of the kind ends (``workforce.delegation``)."""
 
@@ -195,6 +213,7 @@ PRIVATE_SESSION: Facet[Callable[[Any], bool]] = Facet(
 CLIENT_CREATES_SESSIONS: Facet[bool] = Facet(
     "client_creates_sessions", bool, True, "an action call naming a new id creates the session"
 )
+MAIL_READER: Facet[MailReader] = Facet("mail_reader", MailReader, None, "how a worker kind's mail reads (the Mail page)")
 ACTION_FAMILIES: Facet[tuple[ActionFamily, ...]] = Facet(
     "action_families", tuple, (), "public actions named at run time (resolve), as the schema documents them"
 )
@@ -218,5 +237,6 @@ ALL_FACETS: tuple[Facet, ...] = (
     PRIVATE_SESSIONS,
     PRIVATE_SESSION,
     CLIENT_CREATES_SESSIONS,
+    MAIL_READER,
     ACTION_FAMILIES,
 )

@@ -1,7 +1,8 @@
 """The pages in a real browser (README "The pages"): Debian's ``chromium`` driven by
 Playwright (``executable_path``; no browser is downloaded) against a real ``serve`` and
 cluster. The mailbox page posts through its form and shows the seat's answer with no
-reload; the board page shows a row move to completed. Each page is screenshotted under
+reload; the board page shows a row move to completed; the room page shows the seats' answers
+to a form post; the Mail page, a thread and a desk open. Each page is screenshotted under
 the test's tmp dir, and any console error fails the test."""
 
 from __future__ import annotations
@@ -149,3 +150,61 @@ def test_the_conversation_page_shows_each_answer_under_its_delegates_name(start_
     page.wait_for_selector("#notes li[data-component=coordinator-route]")
     assert page.evaluate("window.notReloaded") is True
     page.screenshot(path=str(tmp_path / "conversation.png"), full_page=True)
+
+
+def test_the_room_page_shows_the_seats_answers_to_a_form_post_without_reload(start_server, tmp_path, page):
+    seats = ("eng.alpha", "eng.beta")
+    worker = "---\ndescription: {d}\nmodel: embedded/echo\n---\n\nAnswer in the room.\n"
+    tree = write_tree(
+        tmp_path / "tree",
+        {
+            "org/resources/projects.yaml": f"talk:\n  seats: [{', '.join(seats)}]\n  charter: Plan the work.\n",
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Daily status.", members=seats),
+            "teams/eng/workers/alpha/WORKER.md": worker.format(d="Alpha."),
+            "teams/eng/workers/beta/WORKER.md": worker.format(d="Beta."),
+        },
+    )
+    server = start_server(tree)
+    created = server.call("POST", "/api/projects", {"userId": "u_ana", "title": "Launch", "id": "launch", "members": ["u_42"]})
+    assert created.status == 201, created.body
+    act_as(page, server.base)  # u_42: a member with no talk session yet
+    page.click("#rooms a[href='/projects/launch/']")
+    page.wait_for_url(server.base + "/projects/launch/")
+    assert page.inner_text("#charter") == "Plan the work." and page.locator("#seats li").count() == 2
+    page.evaluate("window.notReloaded = true")
+    page.fill("#post-form textarea", "what is blocked?")
+    page.click("#post-form button")
+    page.wait_for_selector("#post-status .ok")
+    for seat in seats:
+        answer = page.wait_for_selector(f"#lines li.seat:has(.from:text-is('{seat}'))", timeout=30_000)
+        assert "what is blocked?" in answer.inner_text()
+    assert page.locator("#lines li:not(.seat)").count() == 1
+    assert page.evaluate("window.notReloaded") is True
+    page.screenshot(path=str(tmp_path / "room.png"), full_page=True)
+
+
+def test_the_mail_page_a_thread_and_a_desk(start_server, tmp_path, page):
+    tree = write_tree(
+        tmp_path / "tree",
+        {
+            "teams/eng/workers/alpha/WORKER.md": "---\ndescription: Replies.\nmodel: embedded/echo\n"
+            'capabilities:\n  mail.send: ["*"]\nrun:\n  triggers: [mail]\n---\n\nAnswer every mail.\n'
+            '/tool mail_reply {"thread": "{mailbox}", "body": "{heard}"}\n',
+        },
+    )
+    server = start_server(tree)
+    sent = server.call(
+        "POST", "/api/mail", {"userId": "ann@example.org", "to": "eng.alpha", "subject": "Build", "body": "Green?"}
+    )
+    assert sent.status == 201, sent.body
+    act_as(page, server.base)
+    page.click("header nav a[href='/mail/']")
+    page.wait_for_url(server.base + "/mail/")
+    page.click("#threads a[href='/mail/eng.alpha:1/']")
+    page.wait_for_url(server.base + "/mail/eng.alpha:1/")
+    assert "Green?" in page.inner_text("#messages")
+    assert "mail.sent" in page.inner_text("#ledger")
+    page.screenshot(path=str(tmp_path / "mail-thread.png"), full_page=True)
+    page.goto(server.base + "/mail/desk/eng.alpha/")
+    assert page.locator("#desk .thread").count() == 1
+    page.screenshot(path=str(tmp_path / "mail-desk.png"), full_page=True)

@@ -1,0 +1,36 @@
+"""Mail as the pages read it (README "The pages"): the agent kind's ``MAIL_READER`` facet
+(``workforce.facets.MailReader``), set in ``MailConfig.ready()``. The web app may not
+import this app (docs/architecture.md "Apps": the top apps are independent), so it reads
+mail through this facet, in the mail API's wire shape."""
+
+from __future__ import annotations
+
+from workforce.models import Organization
+
+from .models import Thread
+from .queries import access_thread, ledger_wire, list_ledger, list_threads, thread_wire
+
+
+class IndexReader:
+    """Reads of the mail index (``mail.queries``) as plain dicts."""
+
+    states: tuple[str, ...] = tuple(Thread.State.values)
+
+    def threads(
+        self, org: Organization, *, recipient: str | None = None, state: str | None = None, limit: int = 200
+    ) -> list[dict]:
+        """The newest ``limit`` threads of ``org`` (only ``recipient``'s, only in
+        ``state``, when given), as ``thread_wire`` dicts."""
+        return [thread_wire(t) for t in list_threads(org, recipient=recipient, state=state)[:limit]]
+
+    def thread(self, org: Organization, thread_id: str) -> dict:
+        """``thread_wire(messages=True)`` plus ``ledger``: the thread's ledger entries in
+        the order they were written.
+
+        Raises:
+            Refusal("thread-not-found"): no such thread in ``org``.
+        """
+        thread = access_thread(org, thread_id)
+        data = thread_wire(thread, messages=True)
+        data["ledger"] = [ledger_wire(e) for e in list_ledger(org, thread=thread.thread_id)]
+        return data
