@@ -135,3 +135,61 @@ def start_cluster(env: dict | None = None) -> tuple[subprocess.Popen, Path]:
         start_new_session=True,
     )
     return cluster, log
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()  # fields from the state (3rd) on
+
+
+def cluster_cpu(pid: int, workers: int) -> dict[str, float]:
+    """CPU seconds so far (user + system, from ``/proc``) of a running ``qcluster`` whose
+    main process is ``pid``, by role: ``main``, ``sentinel``, ``workers`` (their sum),
+    ``monitor``, ``pusher``. django-q2's sentinel forks its ``workers`` workers first,
+    then the monitor, then the pusher, so its children are told apart by start time (a
+    worker reincarnated later would be counted as the pusher: the benches' clusters
+    recycle none). Processes not found count 0."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[tuple[int, int]]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        rest = _proc_stat(int(entry))
+        if rest is None:
+            continue
+        children.setdefault(int(rest[1]), []).append((int(rest[19]), int(entry)))  # (starttime, pid)
+        cpu[int(entry)] = (int(rest[11]) + int(rest[12])) / tick  # utime + stime
+    roles = {"main": cpu.get(pid, 0.0), "sentinel": 0.0, "workers": 0.0, "monitor": 0.0, "pusher": 0.0}
+    sentinels = sorted(children.get(pid, []))
+    if not sentinels:
+        return roles
+    sentinel = sentinels[0][1]
+    roles["sentinel"] = cpu.get(sentinel, 0.0)
+    kids = [p for _, p in sorted(children.get(sentinel, []))]
+    roles["workers"] = sum(cpu.get(p, 0.0) for p in kids[:workers])
+    # A worker's sweeper threads are part of the worker process: counted there.
+    if len(kids) > workers:
+        roles["monitor"] = cpu.get(kids[workers], 0.0)
+    if len(kids) > workers + 1:
+        roles["pusher"] = cpu.get(kids[workers + 1], 0.0)
+    return roles
+
+
+def pg_sessions(url: str) -> int | None:
+    """Sessions (connections) PostgreSQL has established to the database ``url`` names
+    so far (``pg_stat_database.sessions``, PostgreSQL 14+), counting the one this asks
+    with; None when it cannot say. A backend reports its session to the statistics
+    within about a second: read twice with a pause between to count a phase."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()").fetchone()
+    except Exception:  # noqa: BLE001  (an older server, or no such column: no figure)
+        return None
+    return int(row[0]) if row else None

@@ -22,6 +22,7 @@ Prints median and 95th percentile in milliseconds per size, the ratios to the ba
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import statistics
@@ -37,7 +38,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings")  # a real cluster, not sync
 os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
 
-from bench._db import start_cluster, throwaway_database  # noqa: E402
+from bench._db import cluster_cpu, pg_sessions, start_cluster, throwaway_database  # noqa: E402
 
 WORKER = "---\ndescription: Listens.\nmodel: embedded/echo\n---\n\nYou listen.\n"
 
@@ -130,6 +131,8 @@ def main() -> None:
         org = ensure_organization(DEFAULT_ORG_ID)
         cluster, log = start_cluster()
 
+        busy: list[float] = []  # each delivery's claim -> settle, ms: a worker's time per turn
+
         def one_post(size: int, n: int) -> list[float]:
             stamp: dict = {}
             with transaction.atomic():
@@ -152,6 +155,7 @@ def main() -> None:
                     raise SystemExit(f"deliveries did not finish; cluster log:\n{log.read_text()[-3000:]}")
                 time.sleep(0.02)
             assert all(r.status == "done" for r in rows), [r.error for r in rows if r.error]
+            busy.extend((r.finished_at - r.started_at).total_seconds() * 1000 for r in rows)
             return [(r.turn_request.started_at - stamp["at"]).total_seconds() * 1000 for r in rows]
 
         try:
@@ -165,19 +169,46 @@ def main() -> None:
                 f"{settings.Q_CLUSTER.get('poll')}s, {args.posts} posts per size, embedded/echo)"
             )
             figures: dict[int, tuple[float, float]] = {}
+            workers = int(settings.Q_CLUSTER["workers"])
+            url = os.environ.get("DATABASE_URL", "") if engine == "postgresql" else ""
             for size in sizes:
                 latencies: list[float] = []
                 firsts: list[float] = []
+                busy.clear()
+                cpu0, sessions0 = cluster_cpu(cluster.pid, workers), pg_sessions(url) if url else None
                 for n in range(args.posts):
                     got = one_post(size, n)
                     latencies.extend(got)
                     firsts.append(min(got))
+                cpu1 = cluster_cpu(cluster.pid, workers)
+                time.sleep(1.5)  # backends report their sessions to the statistics within a second
+                sessions1 = pg_sessions(url) if url else None
                 figures[size] = (statistics.median(latencies), percentile(latencies, 0.95))
                 print(
                     f"  {size:>3} member(s): {len(latencies):>4} turns  median {statistics.median(latencies):7.1f} ms"
                     f"  p95 {percentile(latencies, 0.95):7.1f} ms  (first seat per post: median "
                     f"{statistics.median(firsts):6.1f} ms)"
                 )
+                cpu = {role: (cpu1[role] - cpu0[role]) * 1000 / args.posts for role in cpu0}
+                print(
+                    f"        cluster CPU per post ({size} turn(s)): {sum(cpu.values()):6.1f} ms  (workers {cpu['workers']:.1f}, "
+                    f"monitor {cpu['monitor']:.1f}, pusher {cpu['pusher']:.1f}, sentinel {cpu['sentinel']:.1f}, "
+                    f"main {cpu['main']:.1f}; /proc, idle time between posts included)"
+                )
+                if size > 1 and 1 in figures:
+                    # The k-th seat's turn cannot start before k // workers turns ahead of it
+                    # on its worker have run (claim -> settle each), after the first seat's
+                    # wake: the p95 seat's floor from worker throughput alone.
+                    ahead = (math.ceil(0.95 * size) - 1) // workers
+                    floor = figures[1][0] + ahead * statistics.median(busy)
+                    print(
+                        f"        worker throughput bound: a turn holds its worker {statistics.median(busy):.1f} ms "
+                        f"(median claim -> settle); the p95 seat waits for {ahead} turns ahead of it on each of "
+                        f"{workers} workers: p95 >= {floor:.0f} ms = {floor / figures[1][1]:.2f} x the 1-member p95"
+                    )
+                if sessions0 is not None and sessions1 is not None:
+                    # Minus the statistics read's own session; this process keeps its one connection.
+                    print(f"        new PostgreSQL connections per post: {(sessions1 - sessions0 - 1) / args.posts:.2f}")
             print(verdict(figures, settings.Q_CLUSTER.get("poll") or 0.2))
         finally:
             cluster.send_signal(signal.SIGTERM)  # the main process only (a group signal can deadlock it)

@@ -210,18 +210,30 @@ WORKFORCE_MCP_TOKEN = os.environ.get("WORKFORCE_MCP_TOKEN", "")
 # --- Task queue (django-q2) -----------------------------------------------------------
 # timeout < retry, or a task still running is handed out again; max_attempts is finite,
 # or a failing task is redelivered forever by the ORM broker. A system check enforces both.
+# save_limit -1: a task that succeeded leaves no django-q2 result row. Nothing reads them
+# (the work's own rows, deliveries and board rows, say what was done), and keeping a
+# bounded number made every result's save re-read all of them (its CPU grew with the
+# rows kept). A failure is still saved (django-q2's Failure admin) and acknowledged
+# (ack_failures): the work's row and its sweeper decide whether it runs again.
+# bulk: tasks one dequeue claims, in one statement on PostgreSQL (workforce.broker).
+_Q_WORKERS = _env_number("WORKFORCE_Q_WORKERS", 2, int)
 Q_CLUSTER = {
     "name": "workforce",
-    "workers": _env_number("WORKFORCE_Q_WORKERS", 2, int),
+    "workers": _Q_WORKERS,
     "timeout": _env_number("WORKFORCE_Q_TIMEOUT", 120, int),
     "retry": _env_number("WORKFORCE_Q_RETRY", 180, int),
     "max_attempts": _env_number("WORKFORCE_Q_MAX_ATTEMPTS", 3, int),
     "ack_failures": True,
     "catch_up": False,
     "poll": 0.2,
-    "save_limit": 1000,
+    "save_limit": -1,
+    "bulk": _env_number("WORKFORCE_Q_BULK", max(1, _Q_WORKERS), int),
     "label": "Task queue",
 }
+# The cluster's processes keep their database connections this many seconds (Django's
+# CONN_MAX_AGE, with health checks; 0: a new connection for every task and poll, as
+# django-q2 does by default). The web process pools its own (WORKFORCE_DB_POOL).
+WORKFORCE_CLUSTER_CONN_MAX_AGE = _env_number("WORKFORCE_CLUSTER_CONN_MAX_AGE", 600, float)
 if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswith("rediss://"):
     # A broker that does not answer fails an enqueue in seconds instead of hanging it.
     _sep = "&" if "?" in WORKFORCE_BROKER_URL else "?"
@@ -230,6 +242,8 @@ if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswit
         if "socket_connect_timeout=" in WORKFORCE_BROKER_URL
         else f"{WORKFORCE_BROKER_URL}{_sep}socket_connect_timeout=5"
     )
+    # django-q2's Redis broker; the cluster's processes keep their connections.
+    Q_CLUSTER["broker_class"] = "workforce.broker.ClusterRedis"
 else:
     Q_CLUSTER["orm"] = "default"
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).

@@ -120,3 +120,123 @@ def test_the_cluster_uses_it_with_the_orm_broker():
     from django_q.brokers import get_broker
 
     assert isinstance(get_broker(), ListeningORM)
+
+
+# --------------------------------------------------------------------- one NOTIFY per transaction
+
+
+def notify_statements(queries) -> int:
+    return sum("pg_notify" in q["sql"] for q in queries)
+
+
+def test_a_fan_out_in_one_transaction_sends_one_notification(broker, listener):
+    """25 enqueues in one transaction (a post to 25 members) notify once, at the commit."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+        for n in range(25):
+            broker.enqueue(f"task-{n}")
+    assert notify_statements(ctx.captured_queries) == 1
+    assert received(listener) == ["bench-q"]
+    assert OrmQ.objects.filter(key="bench-q").count() == 25
+
+
+def test_control_enqueues_outside_a_transaction_each_notify(broker, listener):
+    """Each autocommit enqueue is a transaction of its own: each one notifies."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as ctx:
+        for n in range(3):
+            broker.enqueue(f"task-{n}")
+    assert notify_statements(ctx.captured_queries) == 3
+    assert received(listener) == ["bench-q"] * 3
+
+
+def test_a_savepoint_rolled_back_takes_its_notification_and_the_next_enqueue_sends_another(broker, listener):
+    """PostgreSQL drops a NOTIFY sent inside a savepoint that rolls back; the enqueue after
+    it must notify again, or its committed task would wait for the idle poll."""
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            broker.enqueue("task-dropped")
+            raise RuntimeError("the savepoint fails")
+        broker.enqueue("task-kept")
+    assert received(listener) == ["bench-q"]
+    assert list(OrmQ.objects.filter(key="bench-q").values_list("payload", flat=True)) == ["task-kept"]
+
+
+def test_two_queues_in_one_transaction_are_each_notified(broker, listener):
+    other = ListeningORM(list_key="other-q")
+    try:
+        with transaction.atomic():
+            broker.enqueue("task-1")
+            other.enqueue("task-2")
+            broker.enqueue("task-3")
+        assert sorted(received(listener)) == ["bench-q", "other-q"]
+    finally:
+        OrmQ.objects.filter(key="other-q").delete()
+
+
+# --------------------------------------------------------------------- claims in one statement
+
+
+def test_a_dequeue_claims_up_to_bulk_oldest_first_in_one_statement(broker, monkeypatch):
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "BULK", 3)
+    for n in range(5):
+        broker.enqueue(f"task-{n}")
+    with CaptureQueriesContext(connection) as ctx:
+        first = broker.dequeue()
+    assert [payload for _, payload in first] == ["task-0", "task-1", "task-2"]
+    assert len(ctx.captured_queries) == 1
+    assert all(
+        lock > timezone.now() for lock in OrmQ.objects.filter(pk__in=[pk for pk, _ in first]).values_list("lock", flat=True)
+    )
+    assert [payload for _, payload in broker.dequeue()] == ["task-3", "task-4"]
+    # Claimed tasks are not handed out again until their lock lapses (Q_CLUSTER retry).
+    assert broker._claim() == []
+
+
+def test_bulk_claims_by_many_pushers_never_overlap(broker, monkeypatch):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "BULK", 4)
+    for n in range(40):
+        broker.enqueue(f"task-{n}")
+    pushers = [ListeningORM(list_key="bench-q") for _ in range(6)]
+
+    def drain(i: int) -> list:
+        got = []
+        while claimed := pushers[i]._claim():
+            got.extend(pk for pk, _ in claimed)
+        return got
+
+    try:
+        settled = run_in_threads(drain, len(pushers))
+    finally:
+        for p in pushers:
+            p.close_listener()
+    every = [pk for claimed in settled for pk in claimed]
+    assert len(every) == 40 and len(set(every)) == 40
+
+
+def test_control_a_claim_that_does_not_lock_hands_one_task_to_several_pushers(broker):
+    """Without ``FOR UPDATE SKIP LOCKED`` (read the oldest, then lock them), pushers that
+    read at the same moment all claim the same tasks."""
+    from django.utils import timezone
+
+    for n in range(8):
+        broker.enqueue(f"task-{n}")
+    read = threading.Barrier(3)
+
+    def naive(i: int) -> list:
+        ids = list(OrmQ.objects.filter(key="bench-q", lock__lt=timezone.now()).order_by("id").values_list("id", flat=True)[:4])
+        read.wait(timeout=30)
+        OrmQ.objects.filter(id__in=ids).update(lock=broker.timeout(None))
+        return ids
+
+    settled = run_in_threads(naive, 3)
+    every = [pk for claimed in settled for pk in claimed]
+    assert len(every) == 12 and len(set(every)) == 4
