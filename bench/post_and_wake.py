@@ -67,7 +67,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings")  # a real cluster, not sync
 os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
 
-from bench._db import scratch_postgres, throwaway_database  # noqa: E402
+from bench._db import cluster_cpu, pg_sessions, scratch_postgres, throwaway_database  # noqa: E402
 from bench.seat_wake import percentile  # noqa: E402
 
 SEAT, USER, THREAD, WARM = "bench.echo", "u_bench", "bench.thread", "bench.warm"
@@ -154,9 +154,15 @@ def server_cpu(pid: int) -> dict[str, float]:
     tree = descendants(pid, children)
     cluster_root = next((p for p in tree if "qcluster" in cmd.get(p, "")), None)
     cluster = set(descendants(cluster_root, children)) if cluster_root else set()
+    roles = {}
+    if cluster_root:
+        from django.conf import settings
+
+        roles = cluster_cpu(cluster_root, int(settings.Q_CLUSTER["workers"]))  # without reaped children
     return {
         "cluster": sum(cpu.get(p, 0.0) for p in cluster),
         "web": sum(cpu.get(p, 0.0) for p in tree if p not in cluster),
+        **{f"cluster_{role}": seconds for role, seconds in roles.items()},
     }
 
 
@@ -329,6 +335,7 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
             f"{args.posts:,} posts after {args.warmup} warm-up posts",
             flush=True,
         )
+        sessions0 = pg_sessions(pg_url) if pg_url else None
         cpu0, own0 = server_cpu(server.proc.pid), time.process_time()
         posts: list[dict] = []
         t0 = time.time()
@@ -341,6 +348,8 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
                 break
         elapsed = time.time() - t0
         cpu1, own1 = server_cpu(server.proc.pid), time.process_time()
+        time.sleep(1.5)  # backends report their sessions to the statistics within a second
+        sessions1 = pg_sessions(pg_url) if pg_url else None
         settled = time.monotonic() + 30  # the last delivery settles after its answer line
         while Delivery.objects.filter(mailbox_id=sessions[THREAD], status__in=["pending", "running"]).exists():
             if time.monotonic() > settled:
@@ -362,6 +371,9 @@ def run_ours(args, connection, root: Path, logdir: Path, pg_url: str | None, dea
         "posts": posts,
         "elapsed": elapsed,
         "cpu_ms": cpu,
+        # New PostgreSQL connections per post-and-wake, by every process (the web server,
+        # its cluster, this poster and its watcher), minus the statistics read's own.
+        "connections": (sessions1 - sessions0 - 1) / done if sessions0 is not None and sessions1 is not None else None,
         "stages": stage_split(posts),
     }
 
@@ -713,6 +725,17 @@ def main() -> None:
                 f"  CPU per post-and-wake: cluster {cpu['cluster']:.1f} ms"
                 + (f", web server {cpu['web']:.1f} ms" if args.via == "http" else "")
                 + f", this process (poster and watcher) {cpu['poster']:.1f} ms  (/proc; the database server not counted)"
+                + (
+                    f"\n    cluster by process: workers {cpu['cluster_workers']:.1f}, monitor {cpu['cluster_monitor']:.1f}, "
+                    f"pusher {cpu['cluster_pusher']:.1f}, sentinel {cpu['cluster_sentinel']:.1f}, main {cpu['cluster_main']:.1f} ms"
+                    if "cluster_workers" in cpu
+                    else ""
+                )
+                + (
+                    f"\n  new PostgreSQL connections per post-and-wake: {ours['connections']:.2f}"
+                    if ours.get("connections") is not None
+                    else ""
+                )
             )
             result["ours"] = {
                 "rate": rate,
