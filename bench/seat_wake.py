@@ -132,6 +132,8 @@ def main() -> None:
         cluster, log = start_cluster()
 
         busy: list[float] = []  # each delivery's claim -> settle, ms: a worker's time per turn
+        cycles: list[float] = []  # per post: ms between turn starts on one worker
+        workers = int(settings.Q_CLUSTER["workers"])
 
         def one_post(size: int, n: int) -> list[float]:
             stamp: dict = {}
@@ -156,6 +158,9 @@ def main() -> None:
                 time.sleep(0.02)
             assert all(r.status == "done" for r in rows), [r.error for r in rows if r.error]
             busy.extend((r.finished_at - r.started_at).total_seconds() * 1000 for r in rows)
+            starts = sorted(r.turn_request.started_at for r in rows)
+            if size > 1:  # a worker's whole cycle per turn: its turns' starts, first to last
+                cycles.append((starts[-1] - starts[0]).total_seconds() * 1000 / ((size - 1) / workers))
             return [(r.turn_request.started_at - stamp["at"]).total_seconds() * 1000 for r in rows]
 
         try:
@@ -169,12 +174,12 @@ def main() -> None:
                 f"{settings.Q_CLUSTER.get('poll')}s, {args.posts} posts per size, embedded/echo)"
             )
             figures: dict[int, tuple[float, float]] = {}
-            workers = int(settings.Q_CLUSTER["workers"])
             url = os.environ.get("DATABASE_URL", "") if engine == "postgresql" else ""
             for size in sizes:
                 latencies: list[float] = []
                 firsts: list[float] = []
                 busy.clear()
+                cycles.clear()
                 cpu0, sessions0 = cluster_cpu(cluster.pid, workers), pg_sessions(url) if url else None
                 for n in range(args.posts):
                     got = one_post(size, n)
@@ -205,6 +210,11 @@ def main() -> None:
                         f"        worker throughput bound: a turn holds its worker {statistics.median(busy):.1f} ms "
                         f"(median claim -> settle); the p95 seat waits for {ahead} turns ahead of it on each of "
                         f"{workers} workers: p95 >= {floor:.0f} ms = {floor / figures[1][1]:.2f} x the 1-member p95"
+                    )
+                    print(
+                        f"        measured: a worker starts a turn every {statistics.median(cycles):.1f} ms (median per post), "
+                        f"{statistics.median(cycles) - statistics.median(busy):.1f} ms of it outside claim -> settle "
+                        f"(django-q2's hand-off, the task's own reads and commits, waiting for a core)"
                     )
                 if sessions0 is not None and sessions1 is not None:
                     # Minus the statistics read's own session; this process keeps its one connection.
