@@ -18,6 +18,7 @@ from mail.repair import SETTLE_SECONDS, do_sweep_vaults, index_agrees
 from mail.services import agent_principal, do_reply_mail, do_send_mail
 from mail.sweeps import do_sweep_mail_and_chats
 from mail.vault import VaultStore
+from tests.web.test_mail_page import as_member
 from workforce.refusals import Refusal
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +57,7 @@ def test_a_reply_whose_notification_is_refused_writes_nothing_to_the_vault(agent
 
 
 def test_a_database_failure_after_the_vault_was_written_is_repaired_by_the_vault_sweep(
-    agents, org, vaults, committed, monkeypatch
+    agents, org, vaults, committed, monkeypatch, client
 ):
     agents()
     store = VaultStore(vaults)
@@ -101,6 +102,12 @@ def test_a_database_failure_after_the_vault_was_written_is_repaired_by_the_vault
     assert MailRun.objects.filter(thread=notified).count() == 1
     assert committed(do_sweep_vaults, store=store, now=later()) == []  # idempotent
     assert MailRun.objects.filter(thread=notified).count() == 1
+    # The Mail endpoints and the agent's desk show what the vault holds.
+    answer = client.get("/api/mail/eng.idle:1").json()
+    assert answer["state"] == "replied" and [m["body"] for m in answer["messages"]] == ["Status?", "All good."]
+    assert {t["thread"] for t in client.get("/api/mail").json()["threads"]} == {"eng.idle:1", "eng.reader:1"}
+    desk = as_member(client).get("/mail/desk/eng.idle/").content.decode()
+    assert "eng.idle:1" in desk.split('data-state="replied"', 1)[1].split("</section>", 1)[0]
 
 
 def test_the_mail_sweep_runs_the_vault_sweep(agents, org, vaults, committed, monkeypatch):
