@@ -68,7 +68,7 @@ class McpMount:
             json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        self._running: asyncio.Event | None = None
+        self._running = False
         self._starting = asyncio.Lock()
         self._task: asyncio.Task | None = None
 
@@ -77,28 +77,32 @@ class McpMount:
         """The session manager's ``run()`` context: enter it once, for the life of the
         process (the ASGI lifespan)."""
         async with self.server.session_manager.run():
-            self._running = asyncio.Event()
-            self._running.set()
+            self._running = True
             try:
                 yield
             finally:
-                self._running = None
+                self._running = False
 
     async def _start_without_lifespan(self) -> None:
         # A server run with its lifespan off (uvicorn --lifespan off): hold the manager's
         # run() context in a task of this event loop instead, until the loop ends.
         async with self._starting:
-            if self._running is not None:
+            if self._running:
                 return
             started = asyncio.Event()
 
             async def hold() -> None:
-                async with self.running():
-                    started.set()
-                    await asyncio.Event().wait()
+                try:
+                    async with self.running():
+                        started.set()
+                        await asyncio.Event().wait()
+                finally:
+                    started.set()  # it failed to start: the wait below ends too
 
             self._task = asyncio.get_running_loop().create_task(hold())
             await started.wait()
+            if not self._running:
+                raise RuntimeError("the MCP session manager did not start")
 
     async def __call__(self, scope, receive, send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -114,7 +118,7 @@ class McpMount:
         except Refusal as refusal:
             await _answer(send, refusal)
             return
-        if self._running is None:
+        if not self._running:
             await self._start_without_lifespan()
         scope = {**scope, CALLER_SCOPE_KEY: caller}
         await self.server.session_manager.handle_request(scope, receive, send)
