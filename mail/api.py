@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request as HttpRequest
@@ -29,10 +28,9 @@ from workforce.principals import resolve_principal
 from workforce.refusals import Refusal
 
 from .chat import do_start_chat
-from .constants import SEND_PERMISSION
 from .models import Thread
 from .queries import access_thread, ledger_wire, list_ledger, list_threads, thread_wire
-from .services import do_send_mail, human_principal
+from .services import do_send_person_mail
 
 BODY_KEYS = {"userId", "to", "subject", "body"}
 
@@ -59,14 +57,6 @@ class SendMailBody(serializers.Serializer):
     body = serializers.CharField()
 
 
-def sender_of(request: HttpRequest, user_id: str) -> str:
-    """The principal a person sends as (see the module docstring)."""
-    user = getattr(request, "user", None)
-    if settings.WORKFORCE_AUTH != "none" and user is not None and user.is_authenticated:
-        return human_principal(user.email or user.get_username())
-    return human_principal(user_id)
-
-
 class MailView(APIView):
     """Send a mail; list the organization's threads."""
 
@@ -83,14 +73,8 @@ class MailView(APIView):
         if not isinstance(body.get("to"), str) or not body["to"].strip():
             raise Refusal("invalid-input", "to: the id of the agent to mail is required.")
         principal = resolve_principal(request, body.get("userId"))
-        if settings.WORKFORCE_AUTH != "none" and not request.user.has_perm(SEND_PERMISSION):
-            raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
-        thread = do_send_mail(
-            principal.org,
-            sender=sender_of(request, principal.user_id),
-            to=body["to"].strip(),
-            subject=body.get("subject"),
-            body=body.get("body"),
+        thread = do_send_person_mail(
+            principal, getattr(request, "user", None), to=body["to"].strip(), subject=body.get("subject"), body=body.get("body")
         )
         return Response(thread_wire(thread), status=201)
 

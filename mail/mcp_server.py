@@ -1,28 +1,36 @@
 """Mail and the mailbox basics as an MCP server (spec "Mail versus chat": the human MCP
 tool ``mail_send``), built on the official ``mcp`` Python SDK (``MCPServer``).
 
-The tools act as one person, the server's caller, with the REST API's rules and
-refusals: ``mail_send`` (``to``, ``body``, ``subject``; needs the ``mail.send``
-permission with token auth, as ``POST /api/mail`` does), ``agent_chat`` (``worker``,
+One tool table, two transports: ``manage.py mcp`` serves it over stdio acting as one
+person (``build_server``, named at start-up), and ``serve`` mounts it at ``/mcp`` over the
+SDK's Streamable HTTP transport (``mail.mcp_http``), where each HTTP request names its
+caller by the REST API's token auth (``http_caller``). Either way a tool runs as that
+caller (``McpCaller``) with the REST API's rules and refusals: ``mail_send`` (``to``,
+``body``, ``subject``; needs the ``mail.send`` permission with token auth, as ``POST
+/api/mail`` does: ``mail.services.do_send_person_mail``), ``agent_chat`` (``worker``,
 ``message``: a chat turn, as ``POST /api/workers/{worker}/chat``, waited for up to the
-turn's deadline), and a mailbox's ``post``,
-``read``, ``fileTask`` and ``readBoard``, each run as the flow action the HTTP contract
-runs (``workforce.sessions.do_run_action``), recorded as a request. A refusal is a tool
-error whose text is the refusal's message (``"<reason>: <detail>"``). Each tool's JSON
-schema comes from its signature. ``manage.py mcp`` serves it over stdio.
+turn's deadline), and a mailbox's ``post``, ``read``, ``fileTask`` and ``readBoard``,
+each run as the flow action the HTTP contract runs (``workforce.sessions.do_run_action``),
+recorded as a request. A refusal is a tool error whose text is the SDK's ``Error
+executing tool <name>: `` and then the refusal's message (``"<reason>: <detail>"``). Each tool's JSON schema comes from its signature.
+
+The tools are plain functions: the SDK runs each call in a worker thread, so the ORM is
+called from sync code, and each call closes that thread's connections when it ends.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from rest_framework.authtoken.models import Token
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
 
 from workforce.models import Request
 from workforce.principals import Principal, resolve_principal
@@ -30,10 +38,14 @@ from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 
 from .chat import do_start_chat
-from .constants import SEND_PERMISSION
 from .queries import thread_wire
-from .services import do_send_mail, human_principal
+from .services import do_send_person_mail
 
+# The key of the ASGI scope under which the HTTP mount leaves the request's caller.
+CALLER_SCOPE_KEY = "workforce.mcp_caller"
+# The schemes an Authorization header may name: DRF's ("Token <key>", as the REST API
+# takes it) and the one MCP clients send ("Bearer <key>"), both a DRF token's key.
+TOKEN_SCHEMES = ("token", "bearer")
 MAILBOX_KIND = "mailbox"
 
 
@@ -44,9 +56,32 @@ class _Caller:
     user: Any = None
 
 
-def caller_from(*, token: str | None, user_id: str | None) -> tuple[Principal, Any]:
-    """The person the server acts as: with ``WORKFORCE_AUTH=token`` the user whose DRF
-    token is ``token``; in development the ``user_id`` given.
+@dataclass(frozen=True)
+class McpCaller:
+    """Who a tool call acts as: the verified ``principal`` and, with token auth, the
+    Django ``user`` its token names (None in development)."""
+
+    principal: Principal
+    user: Any = None
+
+
+def token_user(key: str | None):
+    """The active user whose DRF token is ``key``, checked as the REST API's
+    ``TokenAuthentication`` checks it.
+
+    Raises:
+        Refusal("not-authenticated"): no such token, or its user is inactive.
+    """
+    try:
+        user, _ = TokenAuthentication().authenticate_credentials(key or "")
+    except AuthenticationFailed as failed:
+        raise Refusal("not-authenticated", f"{failed.detail} Send Authorization: Bearer <your API token>.") from None
+    return user
+
+
+def caller_from(*, token: str | None, user_id: str | None) -> McpCaller:
+    """The person ``manage.py mcp`` acts as: with ``WORKFORCE_AUTH=token`` the user whose
+    DRF token is ``token``; in development the ``user_id`` given.
 
     Raises:
         Refusal("not-authenticated"): token auth without a valid token.
@@ -54,11 +89,33 @@ def caller_from(*, token: str | None, user_id: str | None) -> tuple[Principal, A
         Refusal("not-a-member"): a user in no organization.
     """
     if settings.WORKFORCE_AUTH == "none":
-        return resolve_principal(_Caller(), user_id), None
-    row = Token.objects.select_related("user").filter(key=token or "").first()
-    if row is None or not row.user.is_active:
+        return McpCaller(resolve_principal(_Caller(), user_id))
+    if not token:
         raise Refusal("not-authenticated", "the MCP server needs a valid token (--token or WORKFORCE_MCP_TOKEN).")
-    return resolve_principal(_Caller(row.user), None), row.user
+    user = token_user(token)
+    return McpCaller(resolve_principal(_Caller(user), None), user)
+
+
+def http_caller(authorization: str | None, claimed_user_id: str | None) -> McpCaller:
+    """The caller of one request to the HTTP mount, by the REST API's rule
+    (``workforce.principals.resolve_principal``): with ``WORKFORCE_AUTH=token`` the user
+    whose DRF token the ``Authorization`` header carries (``Token <key>`` or ``Bearer
+    <key>``), a ``userId`` (the mount's query parameter) naming anyone else refused; in
+    development the caller names itself with ``userId`` and runs in the default
+    organization, as a REST write does.
+
+    Raises:
+        Refusal("not-authenticated"): token auth and no valid token (401).
+        Refusal("principal-mismatch"), Refusal("not-a-member"): as the REST API (403).
+        Refusal("invalid-input"): development without a ``userId`` (400).
+    """
+    if settings.WORKFORCE_AUTH == "none":
+        return McpCaller(resolve_principal(_Caller(), claimed_user_id))
+    scheme, _, key = (authorization or "").strip().partition(" ")
+    if scheme.lower() not in TOKEN_SCHEMES or not key.strip() or " " in key.strip():
+        raise Refusal("not-authenticated", "Send Authorization: Bearer <your API token> (or Token <your API token>).")
+    user = token_user(key.strip())
+    return McpCaller(resolve_principal(_Caller(user), claimed_user_id), user)
 
 
 def _refusal(refusal: Refusal) -> ToolError:
@@ -80,30 +137,38 @@ def _action(principal: Principal, mailbox: str, action: str, input: dict) -> dic
     return {"requestId": row.request_id, "status": row.status, "output": row.output}
 
 
-def build_server(*, token: str | None = None, user_id: str | None = None) -> MCPServer:
-    """The MCP server acting as the caller ``caller_from(token=..., user_id=...)`` names
-    (checked now: a bad token raises Refusal before anything is served)."""
-    principal, user = caller_from(token=token, user_id=user_id)
-    sender = human_principal(user.email or user.get_username()) if user is not None else human_principal(principal.user_id)
+def _scope_caller(ctx: Context) -> McpCaller:
+    """The caller the HTTP mount verified for the request this tool call came in."""
+    request = ctx.request_context.request
+    caller = getattr(request, "scope", {}).get(CALLER_SCOPE_KEY)
+    if not isinstance(caller, McpCaller):  # never served unauthenticated: the mount checks first
+        raise ToolError("not-authenticated: this request was not authenticated.")
+    return caller
+
+
+def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
+    """The MCP server: the one tool table both transports serve, each call acting as
+    ``caller_of(ctx)`` (``ctx`` the SDK's request context)."""
     server = MCPServer(
         "workforce",
         instructions="Send mail to the office's agents; post to, read and file tasks on its mailboxes.",
     )
 
-    def mail_send(to: str, body: str, subject: str | None = None) -> dict:
+    def mail_send(to: str, body: str, ctx: Context, subject: str | None = None) -> dict:
         """Send a durable mail to an agent (an issue on its vault, labelled mail:new);
         answers the thread."""
+        caller = caller_of(ctx)
         try:
-            if user is not None and not user.has_perm(SEND_PERMISSION):
-                raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
-            return thread_wire(do_send_mail(principal.org, sender=sender, to=to, subject=subject, body=body))
+            thread = do_send_person_mail(caller.principal, caller.user, to=to.strip(), subject=subject, body=body)
+            return thread_wire(thread)
         except Refusal as refusal:
             raise _refusal(refusal) from None
         finally:
             connections.close_all()
 
-    def agent_chat(worker: str, message: str) -> dict:
+    def agent_chat(worker: str, message: str, ctx: Context) -> dict:
         """Chat with an agent (run kind chat): its reply, once its turn ran."""
+        principal = caller_of(ctx).principal
         try:
             request = do_start_chat(principal.org, user_id=principal.user_id, worker=worker, message=message)
             deadline = time.monotonic() + float(settings.WORKFORCE_TURN_TIMEOUT) + 5
@@ -122,22 +187,24 @@ def build_server(*, token: str | None = None, user_id: str | None = None) -> MCP
         reply = (request.output or {}).get("reply")
         return {"requestId": request.request_id, "sessionId": session_id, "status": request.status, "reply": reply}
 
-    def post(mailbox: str, body: str, author: str | None = None) -> dict:
+    def post(mailbox: str, body: str, ctx: Context, author: str | None = None) -> dict:
         """Post a line to a mailbox (author: an unverified member label)."""
-        return _action(principal, mailbox, "post", {"body": body, **({"author": author} if author else {})})
+        return _action(caller_of(ctx).principal, mailbox, "post", {"body": body, **({"author": author} if author else {})})
 
-    def read(mailbox: str) -> dict:
+    def read(mailbox: str, ctx: Context) -> dict:
         """Read a mailbox's lines inside its history window."""
-        return _action(principal, mailbox, "read", {})
+        return _action(caller_of(ctx).principal, mailbox, "read", {})
 
-    def file_task(mailbox: str, board: str, goal: str, title: str | None = None, assignee: str | None = None) -> dict:
+    def file_task(
+        mailbox: str, board: str, goal: str, ctx: Context, title: str | None = None, assignee: str | None = None
+    ) -> dict:
         """File a row onto a board the mailbox holds."""
         extra = {k: v for k, v in (("title", title), ("assignee", assignee)) if v}
-        return _action(principal, mailbox, "fileTask", {"board": board, "goal": goal, **extra})
+        return _action(caller_of(ctx).principal, mailbox, "fileTask", {"board": board, "goal": goal, **extra})
 
-    def read_board(mailbox: str, board: str) -> dict:
+    def read_board(mailbox: str, board: str, ctx: Context) -> dict:
         """Read every row on a board the mailbox holds."""
-        return _action(principal, mailbox, "readBoard", {"board": board})
+        return _action(caller_of(ctx).principal, mailbox, "readBoard", {"board": board})
 
     server.add_tool(mail_send, name="mail_send")
     server.add_tool(agent_chat, name="agent_chat")
@@ -146,3 +213,17 @@ def build_server(*, token: str | None = None, user_id: str | None = None) -> MCP
     server.add_tool(file_task, name="fileTask")
     server.add_tool(read_board, name="readBoard")
     return server
+
+
+def build_server(*, token: str | None = None, user_id: str | None = None) -> MCPServer:
+    """The server ``manage.py mcp`` runs over stdio, acting as the one person
+    ``caller_from(token=..., user_id=...)`` names (checked now: a bad token raises
+    Refusal before anything is served)."""
+    caller = caller_from(token=token, user_id=user_id)
+    return tool_server(lambda ctx: caller)
+
+
+def http_server() -> MCPServer:
+    """The server the HTTP mount runs (``mail.mcp_http``): each call acts as the caller
+    the mount verified for its HTTP request."""
+    return tool_server(_scope_caller)

@@ -176,3 +176,19 @@ class ChatRun(LeasedWork):
 
     def __str__(self) -> str:
         return f"chat run {self.pk} with {self.seat_id} ({self.status})"
+
+
+class VaultCursor(models.Model):
+    """How far the vault sweep (``mail.repair``) has read one vault's history: its branch
+    up to ``commit`` agrees with the index, so the next sweep reads only what came after."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    vault = models.CharField(max_length=200, help_text="The agent's slug: whose vault.")
+    commit = models.CharField(max_length=64, help_text="The last commit the sweep checked the index against.")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "vault"], name="mail_vault_cursor_unique_vault")]
+
+    def __str__(self) -> str:
+        return f"{self.organization_id}/{self.vault} at {self.commit[:12]}"

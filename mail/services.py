@@ -18,6 +18,7 @@ from django.utils import timezone
 from seats.models import Seat
 from seats.queries import reachable_seats
 from workforce.models import Organization
+from workforce.principals import Principal
 from workforce.refusals import Refusal
 from workforce.sessions import ensure_organization
 
@@ -33,6 +34,7 @@ from .constants import (
     MAIL_REPLIED,
     MAIL_SENT,
     MAX_HOPS,
+    SEND_PERMISSION,
 )
 from .header import Header, write_header
 from .index import index_issue
@@ -96,6 +98,51 @@ def _body(body: object) -> str:
     return body
 
 
+@dataclass(frozen=True)
+class _Send:
+    """A mail checked and ready to write: everything that can refuse it was decided."""
+
+    sender: str
+    to: str
+    subject: str
+    body: str
+    hops: int
+    in_reply_to: str
+    guarded: bool
+
+
+def _check_send(org: Organization, *, sender: str, to: str, body: object, subject: object, hops: int, in_reply_to: str):
+    body = _body(body)
+    subject = _subject(subject, body)
+    recipient_seat(org, to)
+    return _Send(sender, to, subject, body, hops, in_reply_to, guarded=hops > MAX_HOPS)
+
+
+def _write_send(org: Organization, send: _Send, store: MailStore, key: str | None = None) -> Thread:
+    """Open the issue, index it and ledger it; call inside a transaction."""
+    header = Header(
+        sender=send.sender,
+        to=agent_principal(send.to),
+        sent=timezone.now().replace(microsecond=0),
+        hops=send.hops,
+        in_reply_to=send.in_reply_to,
+    )
+    issue = _store_call(
+        store.create_issue,
+        org.pk,
+        send.to,
+        title=send.subject or "(no subject)",
+        body=write_header(header, send.body),
+        labels=[] if send.guarded else [LABEL_NEW],
+    )
+    thread = index_issue(org, send.to, issue)
+    to = agent_principal(send.to)
+    ledger(org, MAIL_SENT, send.sender, thread.thread_id, key=key, to=to, hops=send.hops, inReplyTo=send.in_reply_to)
+    if send.guarded:
+        ledger(org, MAIL_LOOP_GUARD, OFFICE, thread.thread_id, hops=send.hops, inReplyTo=send.in_reply_to, maxHops=MAX_HOPS)
+    return thread
+
+
 def do_send_mail(
     org: Organization,
     *,
@@ -129,30 +176,39 @@ def do_send_mail(
         Refusal("vault-unavailable"): the backend failed; nothing was indexed.
     """
     body = _body(body)
-    subject = _subject(subject, body)
+    _subject(subject, body)
     done = _thread_of(recorded(org, key))
     if done is not None:
         return done
-    recipient_seat(org, to)
+    send = _check_send(org, sender=sender, to=to, body=body, subject=subject, hops=hops, in_reply_to=in_reply_to)
     store = store or current_store()
-    guarded = hops > MAX_HOPS
-    header = Header(
-        sender=sender, to=agent_principal(to), sent=timezone.now().replace(microsecond=0), hops=hops, in_reply_to=in_reply_to
-    )
     with transaction.atomic():
-        issue = _store_call(
-            store.create_issue,
-            org.pk,
-            to,
-            title=subject or "(no subject)",
-            body=write_header(header, body),
-            labels=[] if guarded else [LABEL_NEW],
-        )
-        thread = index_issue(org, to, issue)
-        ledger(org, MAIL_SENT, sender, thread.thread_id, key=key, to=agent_principal(to), hops=hops, inReplyTo=in_reply_to)
-        if guarded:
-            ledger(org, MAIL_LOOP_GUARD, OFFICE, thread.thread_id, hops=hops, inReplyTo=in_reply_to, maxHops=MAX_HOPS)
-    return thread
+        return _write_send(org, send, store, key)
+
+
+def person_sender(user, user_id: str) -> str:
+    """The principal a person sends as: ``human:<email>`` of the authenticated ``user``
+    (its user name when it has no email) with token auth; ``human:<user_id>`` in
+    development (``WORKFORCE_AUTH=none``), where callers name themselves."""
+    if settings.WORKFORCE_AUTH != "none" and user is not None and user.is_authenticated:
+        return human_principal(user.email or user.get_username())
+    return human_principal(user_id)
+
+
+def do_send_person_mail(principal: Principal, user, *, to: str, body: str, subject: str | None = None) -> Thread:
+    """A person's mail (``POST /api/mail`` and the MCP tool ``mail_send``; spec "How mail
+    becomes work": "needs the mail.send permission"): with token auth ``user`` (the
+    authenticated Django user) needs the ``mail.send`` permission; in development anyone
+    may send. Then ``do_send_mail`` from ``person_sender(user, principal.user_id)``.
+
+    Raises:
+        Refusal("mail-send-not-permitted"): token auth and no ``mail.send`` permission.
+        Refusal("invalid-input"), Refusal("recipient-not-found"), Refusal("vault-unavailable"):
+            as ``do_send_mail``.
+    """
+    if settings.WORKFORCE_AUTH != "none" and (user is None or not user.has_perm(SEND_PERMISSION)):
+        raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
+    return do_send_mail(principal.org, sender=person_sender(user, principal.user_id), to=to, subject=subject, body=body)
 
 
 def _check_own(thread: Thread, slug: str) -> None:
@@ -185,6 +241,12 @@ def do_reply_mail(
     that agent's inbox as a new mail with one more hop (spec "How mail becomes work",
     "Loop guard").
 
+    Everything that can refuse the reply, its notification included (the sender agent
+    no longer reachable, a subject the notification could not carry), is decided before
+    the vault is written, so a refusal leaves the vault and the index as they were. A
+    database failure after the vault was written is repaired by the vault sweep
+    (``mail.repair``), which tells the office what its vault holds.
+
     Returns the reply notification's thread when one was sent, else the thread replied on.
     ``key`` (``mail<run>:mail_reply:<n>``): a call that already replied answers the thread
     and replies nothing.
@@ -192,6 +254,7 @@ def do_reply_mail(
     Raises:
         Refusal("thread-not-found"): the thread is not in ``author``'s vault.
         Refusal("mail-closed"): the mail was closed.
+        Refusal("recipient-not-found"): the mail's sender was an agent no longer hired here.
         Refusal("invalid-input"), Refusal("vault-unavailable").
     """
     body = _body(body)
@@ -200,18 +263,11 @@ def do_reply_mail(
         return thread
     if thread.state == Thread.State.CLOSED:
         raise Refusal("mail-closed", f"{thread.thread_id} was closed; nothing was replied.")
-    store = store or current_store()
     me = agent_principal(author)
-    header = Header(sender=me, sent=timezone.now().replace(microsecond=0))
-    with transaction.atomic():
-        _store_call(store.comment, org.pk, author, thread.number, write_header(header, body))
-        issue = _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_REPLIED])
-        replied = index_issue(org, author, issue)
-        ledger(org, MAIL_REPLIED, me, thread.thread_id, key=key, to=thread.sender)
-        other = agent_of(thread.sender)
-        if other is None:
-            return replied
-        return do_send_mail(
+    other = agent_of(thread.sender)
+    notification = None
+    if other is not None:
+        notification = _check_send(
             org,
             sender=me,
             to=other,
@@ -219,8 +275,17 @@ def do_reply_mail(
             body=body,
             hops=thread.hops + 1,
             in_reply_to=thread.thread_id,
-            store=store,
         )
+    store = store or current_store()
+    header = Header(sender=me, sent=timezone.now().replace(microsecond=0))
+    with transaction.atomic():
+        _store_call(store.comment, org.pk, author, thread.number, write_header(header, body))
+        issue = _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_REPLIED])
+        replied = index_issue(org, author, issue)
+        ledger(org, MAIL_REPLIED, me, thread.thread_id, key=key, to=thread.sender)
+        if notification is None:
+            return replied
+        return _write_send(org, notification, store)
 
 
 def _reply_subject(subject: str) -> str:

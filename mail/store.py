@@ -53,7 +53,8 @@ class StoreEvent:
     """What a vault tells the office about one change (a forge's issue webhook):
 
     Attributes:
-        action: ``opened``, ``commented``, ``label_updated`` or ``closed``.
+        action: ``opened``, ``commented``, ``label_updated`` or ``closed``; ``synced``
+            when the vault sweep (``mail.repair``) tells an issue the office missed.
         org_id: the organization whose vault changed; vault: the agent's slug.
         issue: the issue after the change.
         delivery: an id unique to this change (a commit id, a webhook's delivery id),

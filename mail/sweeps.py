@@ -1,26 +1,33 @@
 """The ``mail`` sweep (``workforce.sweepers``): mail runs and chat turns a crashed worker
-or a lossy broker dropped, and mail the office was never told of."""
+or a lossy broker dropped, and mail the office was never told of (a vault ahead of the
+index: ``mail.repair``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from .chat import do_sweep_chats
+from .repair import do_sweep_vaults
 from .runs import do_sweep_mail
 
 
 @dataclass
 class MailSweep:
-    """What one sweep enqueued again: mail runs and chat turns, by primary key."""
+    """What one sweep did: the threads whose vault it told the office of again (the
+    index had missed them), then the mail runs and chat turns it enqueued again, by
+    primary key."""
 
+    vaults: list[str] = field(default_factory=list)
     mail: list[int] = field(default_factory=list)
     chat: list[int] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         """True when the sweep did anything (the sweeper logs it then)."""
-        return bool(self.mail or self.chat)
+        return bool(self.vaults or self.mail or self.chat)
 
 
 def do_sweep_mail_and_chats() -> MailSweep:
-    """Run ``mail.runs.do_sweep_mail`` and ``mail.chat.do_sweep_chats``."""
-    return MailSweep(mail=do_sweep_mail(), chat=do_sweep_chats())
+    """Run ``mail.repair.do_sweep_vaults`` (first, so a mail it indexes is admitted
+    now), ``mail.runs.do_sweep_mail`` and ``mail.chat.do_sweep_chats``."""
+    vaults = do_sweep_vaults()
+    return MailSweep(vaults=vaults, mail=do_sweep_mail(), chat=do_sweep_chats())

@@ -31,6 +31,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,17 @@ class _LockTolerantStore:
 
     def add_object(self, obj) -> None:
         _add_object(self.repo, obj)
+
+
+@dataclass(frozen=True)
+class VaultChanges:
+    """What ``VaultStore.changes_since`` read: ``commit``, the newest settled commit (None
+    when the vault has none yet), the issue numbers changed up to it, and those of them
+    opened since."""
+
+    commit: str | None
+    changed: list[int] = field(default_factory=list)
+    opened: list[int] = field(default_factory=list)
 
 
 class VaultStore:
@@ -361,6 +373,48 @@ class VaultStore:
                 if repo.name.endswith(".git") and not repo.name.startswith(".") and (repo / "HEAD").exists():
                     found.append((org.name, repo.name[: -len(".git")]))
         return found
+
+    def changes_since(self, org_id: str, vault: str, since: str | None, *, settled_before: float) -> VaultChanges:
+        """What changed on the branch after commit ``since`` (None: from the start, or
+        when ``since`` is not on the branch), up to the newest commit made before
+        ``settled_before`` (a Unix time, seconds): a writer whose commit is newer may
+        still be telling the office itself. Read by the vault sweep (``mail.repair``).
+        One tree comparison, whatever the number of commits in between."""
+        repo = self._repo(org_id, vault, create=False)
+        try:
+            settled = None
+            at = self._tip(repo)
+            while at is not None:  # the branch is linear: each commit has one parent
+                commit = repo.object_store[at]
+                if commit.commit_time < settled_before:
+                    settled = commit
+                    break
+                at = commit.parents[0] if commit.parents else None
+            if settled is None:
+                return VaultChanges(commit=None)
+            base = None
+            if since and since.encode() != settled.id:
+                try:
+                    base = repo.object_store[since.encode()]
+                except (KeyError, ValueError):
+                    base = None
+            elif since:
+                return VaultChanges(commit=since)
+            old_tree = base.tree if isinstance(base, Commit) else None
+            changed: set[int] = set()
+            opened: set[int] = set()
+            for change in repo.object_store.tree_changes(old_tree, settled.tree):
+                (old_path, new_path) = change[0]
+                path = (new_path or old_path or b"").decode()
+                parts = path.split("/")
+                if len(parts) < 3 or parts[0] != "issues" or not parts[1].isdigit():
+                    continue
+                changed.add(int(parts[1]))
+                if parts[2] == "meta.json" and old_path is None:
+                    opened.add(int(parts[1]))
+            return VaultChanges(commit=settled.id.decode(), changed=sorted(changed), opened=sorted(opened))
+        finally:
+            repo.close()
 
     def commits(self, org_id: str, vault: str) -> int:
         """How many commits the branch has (for tests and the admin)."""

@@ -10,12 +10,19 @@ and one more is refused at once with 503 ``too-many-streams`` (``Retry-After``).
 holds a database connection while it waits (``workforce.streams``,
 ``workforce.streams.release_connection``).
 
+The MCP server's HTTP mount (``/mcp``, ``mail.mcp_http``: the SDK's Streamable HTTP
+transport, serving the tools ``manage.py mcp`` serves) takes a web concurrency slot per
+request like any other call. Its SDK session manager runs for the life of the process:
+this app answers the ASGI lifespan (``serve`` runs uvicorn with it on) and enters it at
+start-up; Django itself takes no lifespan, so nothing else changes for the rest of the app.
+
 A process started some other way (``uvicorn workforce_project.asgi:application``) boots
 itself on its first request: hires the tree's seats and wires the notify block, as
 ``serve`` does before it listens (``serve`` marks its process booted, so this is free).
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -29,6 +36,7 @@ django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
 
+from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 
@@ -39,10 +47,14 @@ STREAM_RETRY_AFTER_SECONDS = 5
 
 _slots: asyncio.Semaphore | None = None
 _open_streams = 0
+_mcp: McpMount | None = None
 
 
 async def application(scope, receive, send):
     global _slots, _open_streams
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
     if scope["type"] != "http":
         await django_application(scope, receive, send)
         return
@@ -63,7 +75,43 @@ async def application(scope, receive, send):
     async with _slots:
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
+        if is_mcp_path(scope.get("path", "")):
+            await mcp_mount()(scope, receive, send)
+            return
         await django_application(scope, receive, send)
+
+
+def mcp_mount() -> McpMount:
+    """This process's MCP mount (made on first use when no lifespan made it)."""
+    global _mcp
+    if _mcp is None:
+        _mcp = McpMount()
+    return _mcp
+
+
+async def _lifespan(receive, send) -> None:
+    """The ASGI lifespan: the MCP mount's session manager runs between start-up and
+    shutdown. A new mount each time, as a manager runs once (a process may run several
+    servers one after another: tests)."""
+    global _mcp
+    await receive()  # lifespan.startup
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            _mcp = McpMount()
+            await stack.enter_async_context(_mcp.running())
+        except Exception as exc:  # the server does not start: uvicorn reports it
+            await send({"type": "lifespan.startup.failed", "message": f"the MCP mount did not start: {exc}"})
+            return
+        await send({"type": "lifespan.startup.complete"})
+        try:
+            await receive()  # lifespan.shutdown
+        except asyncio.CancelledError:
+            # A forced stop (a second Ctrl-C) skips the shutdown event and cancels this
+            # task with the loop: the manager's context closes on the way out, quietly.
+            _mcp = None
+            return
+        _mcp = None
+    await send({"type": "lifespan.shutdown.complete"})
 
 
 def is_long_lived(scope) -> bool:

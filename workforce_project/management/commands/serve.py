@@ -124,7 +124,7 @@ class Command(BaseCommand):
             host=host,
             port=port,
             log_level="info",
-            lifespan="off",
+            lifespan="on",  # the MCP mount's session manager runs in it (workforce_project.asgi)
             # Open requests and streams get part of the stop budget, then are cut.
             timeout_graceful_shutdown=max(1, int(stopper.seconds * 0.8)),
         )

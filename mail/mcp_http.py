@@ -1,0 +1,134 @@
+"""The MCP server over HTTP: the SDK's Streamable HTTP transport, mounted at ``/mcp`` in
+the ASGI app ``serve`` runs (``workforce_project.asgi``), serving the same tool table as
+``manage.py mcp`` (``mail.mcp_server.tool_server``).
+
+Each HTTP request is authenticated before the SDK sees it, by the REST API's rule
+(``mail.mcp_server.http_caller``): with ``WORKFORCE_AUTH=token`` an ``Authorization:
+Bearer <key>`` (or ``Token <key>``) header carrying a user's DRF token; in development
+a ``userId`` query parameter (``/mcp?userId=ann``). A request that fails answers the REST
+API's error body with the refusal's status (401 ``not-authenticated`` with a
+``WWW-Authenticate`` challenge; 403 ``principal-mismatch``/``not-a-member``; 400
+``invalid-input``), and the SDK never runs it. A request whose ``Host`` is not in
+Django's ``ALLOWED_HOSTS`` answers 400, as a Django view would (the SDK's own DNS
+rebinding check is replaced by that one rule).
+
+The transport runs stateless with JSON answers: each POST is one JSON-RPC exchange with
+no session kept between requests, so nothing is held in memory per client and any web
+process can answer any request. The SDK's session manager needs its ``run()`` context
+for the life of the process: ``running()`` enters it from the ASGI lifespan; a process
+served without a lifespan starts it on the first request instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from urllib.parse import parse_qs
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connections
+from django.http.request import split_domain_port, validate_host
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+from workforce.refusals import Refusal
+
+from .mcp_server import CALLER_SCOPE_KEY, McpCaller, http_caller, http_server
+
+MOUNT_PATH = "/mcp"
+CHALLENGE = b'Bearer realm="workforce", Token realm="workforce"'
+
+
+def is_mcp_path(path: str) -> bool:
+    """True for the mount's own path, ``/mcp`` or ``/mcp/``."""
+    return path in (MOUNT_PATH, MOUNT_PATH + "/")
+
+
+def _verified_caller(authorization: str | None, user_id: str | None) -> McpCaller:
+    try:
+        return http_caller(authorization, user_id)
+    finally:
+        # Run in a worker thread (sync_to_async below): its connections end with the call.
+        connections.close_all()
+
+
+class McpMount:
+    """The ASGI app of the HTTP mount (see the module docstring). One per process."""
+
+    def __init__(self, server: MCPServer | None = None):
+        self.server = server or http_server()
+        # Builds the SDK's session manager (server.session_manager); its Starlette app is
+        # not used: this mount hands each request to the manager itself.
+        self.server.streamable_http_app(
+            streamable_http_path=MOUNT_PATH,
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self._running = False
+        self._starting = asyncio.Lock()
+        self._task: asyncio.Task | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The session manager's ``run()`` context: enter it once, for the life of the
+        process (the ASGI lifespan)."""
+        async with self.server.session_manager.run():
+            self._running = True
+            try:
+                yield
+            finally:
+                self._running = False
+
+    async def _start_without_lifespan(self) -> None:
+        # A server run with its lifespan off (uvicorn --lifespan off): hold the manager's
+        # run() context in a task of this event loop instead, until the loop ends.
+        async with self._starting:
+            if self._running:
+                return
+            started = asyncio.Event()
+
+            async def hold() -> None:
+                try:
+                    async with self.running():
+                        started.set()
+                        await asyncio.Event().wait()
+                finally:
+                    started.set()  # it failed to start: the wait below ends too
+
+            self._task = asyncio.get_running_loop().create_task(hold())
+            await started.wait()
+            if not self._running:
+                raise RuntimeError("the MCP session manager did not start")
+
+    async def __call__(self, scope, receive, send) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        domain, _port = split_domain_port(headers.get("host", ""))
+        if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+            await _answer(send, Refusal("invalid-input", "Invalid Host header: add it to DJANGO_ALLOWED_HOSTS."))
+            return
+        user_ids = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("userId")
+        try:
+            caller = await sync_to_async(_verified_caller, thread_sensitive=False)(
+                headers.get("authorization"), user_ids[0] if user_ids else None
+            )
+        except Refusal as refusal:
+            await _answer(send, refusal)
+            return
+        if not self._running:
+            await self._start_without_lifespan()
+        scope = {**scope, CALLER_SCOPE_KEY: caller}
+        await self.server.session_manager.handle_request(scope, receive, send)
+
+
+async def _answer(send, refusal: Refusal) -> None:
+    """The REST API's error body for a request the mount refuses before the SDK sees it."""
+    body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if refusal.http_status == 401:
+        headers.append((b"www-authenticate", CHALLENGE))
+    await send({"type": "http.response.start", "status": refusal.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

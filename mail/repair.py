@@ -1,0 +1,83 @@
+"""The vault sweep: the vault tells the office what the office missed (spec "Where mail
+lives": the mail is the issue; the office's index follows the vault).
+
+A service writes the vault first and the index in a database transaction after it; the
+vault tells the office of each commit once that transaction commits
+(``mail.vault.VaultStore``). When the transaction fails after the vault was written (a
+lost connection, a crash between the two), that event never comes, and the vault is
+ahead of the index. This sweep, run with the mail sweep on every cluster worker
+(``mail.sweeps``), reads each vault's history after the last commit it checked
+(``VaultCursor``), and for every issue changed there whose index disagrees with the
+vault (labels, state, texts) hands the issue to the office's one handler
+(``mail.events.do_handle_store_event``), as the event would have: indexed again, and
+for an issue opened with ``mail:new`` its run admitted (once per mail). Idempotent: an
+issue that agrees is left alone, and running the sweep twice repairs nothing twice.
+
+Commits younger than ``SETTLE_SECONDS`` are left to the next sweep: their writer may
+still be telling the office itself. A backend whose server tells the office of its own
+changes (a forge's webhook, which the forge redelivers) has no history to read here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from workforce.sessions import ensure_organization
+
+from .events import do_handle_store_event
+from .index import state_of
+from .models import Message, Thread, VaultCursor
+from .store import Issue, MailStore, StoreError, StoreEvent, current_store
+
+logger = logging.getLogger(__name__)
+
+SETTLE_SECONDS = 30
+# The action of an event this sweep re-tells for an issue opened before (an issue it
+# finds opened is re-told as "opened", so its run is admitted).
+SYNCED = "synced"
+
+
+def index_agrees(org_id: str, vault: str, issue: Issue) -> bool:
+    """True when the index holds ``issue`` as the vault does: its thread, labels and
+    state, and one message per text (the body and each comment)."""
+    thread = Thread.objects.filter(organization_id=org_id, recipient=vault, number=issue.number).first()
+    if thread is None or list(thread.labels) != list(issue.labels) or thread.state != state_of(issue):
+        return False
+    positions = set(Message.objects.filter(thread=thread).values_list("position", flat=True))
+    return positions == {0, *(c.id for c in issue.comments)}
+
+
+def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None) -> list[str]:
+    """Tell the office of every issue a vault holds differently from the index (see the
+    module docstring). ``now``: a Unix time (seconds; default the clock). Returns the
+    threads repaired, ``<agent>:<number>``; a vault that cannot be read is logged and
+    left for the next sweep."""
+    store = store or current_store()
+    changes_since = getattr(store, "changes_since", None)
+    if changes_since is None:
+        return []
+    settled_before = (time.time() if now is None else now) - SETTLE_SECONDS
+    repaired: list[str] = []
+    for org_id, vault in store.list_vaults():
+        cursor = VaultCursor.objects.filter(organization_id=org_id, vault=vault).first()
+        try:
+            changes = changes_since(org_id, vault, cursor.commit if cursor else None, settled_before=settled_before)
+            if changes.commit is None or (cursor is not None and changes.commit == cursor.commit):
+                continue
+            for number in changes.changed:
+                issue = store.get_issue(org_id, vault, number)  # as the vault holds it now
+                if index_agrees(org_id, vault, issue):
+                    continue
+                action = "opened" if number in changes.opened else SYNCED
+                do_handle_store_event(StoreEvent(action=action, org_id=org_id, vault=vault, issue=issue, delivery=changes.commit))
+                repaired.append(f"{vault}:{number}")
+        except StoreError:
+            logger.exception("the vault sweep could not read %s in %s", vault, org_id)
+            continue
+        VaultCursor.objects.update_or_create(
+            organization=ensure_organization(org_id), vault=vault, defaults={"commit": changes.commit}
+        )
+    if repaired:
+        logger.warning("the vault sweep told the office of %s, which the index had missed", ", ".join(repaired))
+    return repaired

@@ -1,0 +1,208 @@
+"""The MCP server's HTTP mount (``/mcp``, ``mail.mcp_http``) reached by the ``mcp`` SDK's
+own Streamable HTTP client, against the real ASGI app (``workforce_project.asgi``) under
+uvicorn on loopback in a thread: the tools ``manage.py mcp`` serves, each with its JSON
+schema; ``mail_send`` lands in the recipient's vault and the index; the REST API's
+refusals with its reason codes; token auth (``Bearer`` or ``Token``) or 401 with a
+challenge; and in development the REST API's ``userId`` rule."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import httpx2
+import pytest
+import uvicorn
+from django.contrib.auth.models import Permission, User
+from django.test import override_settings
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from mail.models import LedgerEntry, Thread
+from mail.vault import VaultStore
+from tests.e2e.conftest import free_port
+from workforce.models import Membership
+from workforce.sessions import ensure_organization
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOOLS = ["agent_chat", "fileTask", "mail_send", "post", "read", "readBoard"]
+
+
+@pytest.fixture(params=["on", "off"], ids=["lifespan", "no-lifespan"])
+def mcp_url(request):
+    """The mount's address on a uvicorn serving the project's ASGI app in a thread, with
+    the ASGI lifespan (as ``serve`` runs it) and without (the mount starts itself)."""
+    port = free_port()
+    config = uvicorn.Config(
+        "workforce_project.asgi:application", host="127.0.0.1", port=port, lifespan=request.param, log_level="warning"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/mcp"
+    server.should_exit = True
+    thread.join(timeout=30)
+
+
+def person(org, name: str, *, may_send: bool = True) -> str:
+    """A user of ``org`` (with the ``mail.send`` permission unless told otherwise); its
+    API token's key."""
+    user = User.objects.create_user(name, email=f"{name}@example.org")
+    Membership.objects.create(user=user, organization=org)
+    if may_send:
+        user.user_permissions.add(Permission.objects.get(content_type__app_label="mail", codename="send"))
+    return Token.objects.create(user=user).key
+
+
+async def _session(url: str, headers: dict, calls: list[tuple[str, dict]]):
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            tools = await client.list_tools()
+            return tools, [await client.call_tool(name, args) for name, args in calls]
+
+
+def session(url: str, calls=(), *, token: str | None = None, scheme: str = "Bearer"):
+    """List the tools and make ``calls`` through the SDK's client; ``(tools, results)``."""
+    headers = {"Authorization": f"{scheme} {token}"} if token else {}
+    return asyncio.run(_session(url, headers, list(calls)))
+
+
+def text(result) -> str:
+    return "".join(getattr(part, "text", "") for part in result.content)
+
+
+def reason_of(result) -> str:
+    """The reason code of a refused call: the SDK writes ``Error executing tool <name>: ``
+    before the refusal's message, ``<reason>: <detail>``."""
+    assert result.is_error
+    message = text(result).partition("Error executing tool ")[2].partition(": ")[2]
+    return message.partition(": ")[0]
+
+
+def raw_post(url: str, headers: dict | None = None) -> httpx2.Response:
+    """A JSON-RPC ``initialize`` as an MCP client sends it, without the SDK."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json", **(headers or {})}
+    return httpx2.post(url, json=body, headers=head, timeout=30)
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_an_mcp_client_lists_the_tools_and_sends_a_mail_with_a_token(mcp_url, agents, org, vaults):
+    agents()
+    key = person(org, "ann")
+    tools, (sent, again) = session(
+        mcp_url,
+        [
+            ("mail_send", {"to": "eng.idle", "subject": "Hello", "body": "Are you there?"}),
+            ("mail_send", {"to": "eng.idle", "body": "A second one."}),
+        ],
+        token=key,
+    )
+    by_name = {tool.name: tool for tool in tools.tools}
+    assert sorted(by_name) == TOOLS
+    for tool in tools.tools:  # each a JSON schema; the SDK's request context is no argument
+        assert tool.input_schema["type"] == "object" and tool.input_schema["properties"], tool.name
+        assert "ctx" not in tool.input_schema["properties"] and "ctx" not in tool.input_schema.get("required", [])
+    schema = by_name["mail_send"].input_schema
+    assert set(schema["required"]) == {"to", "body"} and "subject" in schema["properties"]
+    assert set(by_name["fileTask"].input_schema["required"]) == {"mailbox", "board", "goal"}
+
+    assert not sent.is_error, text(sent)
+    assert json.loads(text(sent))["thread"] == "eng.idle:1" and not again.is_error
+    # In the recipient's vault (a git repository) and in the index, from the token's user.
+    issue = VaultStore(vaults, notify=False).get_issue("default", "eng.idle", 1)
+    assert issue.title == "Hello" and issue.labels == ("mail:new",)
+    assert "From: human:ann@example.org" in issue.body and issue.body.endswith("Are you there?")
+    thread = Thread.objects.get(recipient="eng.idle", number=1)
+    assert (thread.sender, thread.state, thread.labels) == ("human:ann@example.org", "new", ["mail:new"])
+    assert [m.body for m in thread.messages.all()] == ["Are you there?"]
+    assert LedgerEntry.objects.filter(event="mail.sent", principal="human:ann@example.org").count() == 2
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_the_mount_refuses_what_the_rest_api_refuses_with_the_same_reason(mcp_url, agents, org):
+    agents()
+    ann, bob = person(org, "ann"), person(org, "bob", may_send=False)
+    _, (nobody, empty) = session(
+        mcp_url, [("mail_send", {"to": "eng.nobody", "body": "x"}), ("mail_send", {"to": "eng.reader", "body": " "})], token=ann
+    )
+    _, (not_permitted,) = session(mcp_url, [("mail_send", {"to": "eng.reader", "body": "x"})], token=bob, scheme="Token")
+    rest = APIClient()
+    answers = {}
+    for name, body in (("ann", {"to": "eng.nobody", "body": "x"}), ("ann", {"to": "eng.reader", "body": " "})):
+        rest.force_authenticate(User.objects.get(username=name))
+        answers[body["to"]] = rest.post("/api/mail", body, format="json")
+    rest.force_authenticate(User.objects.get(username="bob"))
+    answers["bob"] = rest.post("/api/mail", {"to": "eng.reader", "body": "x"}, format="json")
+    for result, answer, status in (
+        (nobody, answers["eng.nobody"], 404),
+        (empty, answers["eng.reader"], 400),
+        (not_permitted, answers["bob"], 403),
+    ):
+        assert answer.status_code == status and reason_of(result) == answer.json()["error"]["reason"], text(result)
+    assert [reason_of(r) for r in (nobody, empty, not_permitted)] == [
+        "recipient-not-found",
+        "invalid-input",
+        "mail-send-not-permitted",
+    ]
+    assert not Thread.objects.exists() and not LedgerEntry.objects.exists()
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_without_a_valid_token_the_mount_answers_401_with_a_challenge(mcp_url, org):
+    key = person(org, "ann")
+    for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": f"Basic {key}"}, {"Authorization": "Bearer"}):
+        answer = raw_post(mcp_url, headers)
+        assert answer.status_code == 401, headers
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.headers["www-authenticate"].startswith("Bearer ")
+        assert answer.json()["error"]["reason"] == "not-authenticated"
+    with pytest.raises(Exception):  # noqa: B017  the SDK's client gives up on a 401
+        session(mcp_url)
+    assert raw_post(mcp_url, {"Authorization": f"Bearer {key}"}).status_code == 200
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_each_call_acts_as_its_tokens_user_in_its_organization(mcp_url, agents, org):
+    agents()
+    acme = ensure_organization("acme")
+    zed = person(acme, "zed")
+    _, (sent,) = session(mcp_url, [("mail_send", {"to": "eng.reader", "body": "from acme"})], token=zed)
+    assert not sent.is_error, text(sent)
+    thread = Thread.objects.get()
+    assert (thread.organization_id, thread.sender) == (acme.pk, "human:zed@example.org")
+    # A userId naming someone else is the REST API's 403; a user in no organization too.
+    answer = raw_post(mcp_url + "?userId=ann", {"Authorization": f"Bearer {zed}"})
+    assert answer.status_code == 403 and answer.json()["error"]["reason"] == "principal-mismatch"
+    stranger = User.objects.create_user("stranger")
+    answer = raw_post(mcp_url, {"Authorization": f"Token {Token.objects.create(user=stranger).key}"})
+    assert answer.status_code == 403 and answer.json()["error"]["reason"] == "not-a-member"
+    # Another organization's thread is not found, as on the REST API.
+    rest = APIClient()
+    rest.force_authenticate(User.objects.create_user("ann"))
+    Membership.objects.create(user=User.objects.get(username="ann"), organization=org)
+    assert rest.get(f"/api/mail/{thread.thread_id}").status_code == 404
+
+
+def test_in_development_the_caller_names_itself_with_user_id(mcp_url, agents, org):
+    agents()
+    tools, (sent,) = session(mcp_url + "?userId=ann", [("mail_send", {"to": "eng.reader", "body": "dev"})])
+    assert sorted(t.name for t in tools.tools) == TOOLS
+    assert not sent.is_error and Thread.objects.get().sender == "human:ann"
+    answer = raw_post(mcp_url)
+    assert answer.status_code == 400 and answer.json()["error"]["reason"] == "invalid-input"
+
+
+@override_settings(ALLOWED_HOSTS=["workforce.example.org"])
+def test_a_host_django_would_refuse_is_refused(mcp_url, org):
+    answer = raw_post(mcp_url + "?userId=ann")
+    assert answer.status_code == 400 and "Host" in answer.json()["error"]["message"]
