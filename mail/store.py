@@ -23,6 +23,8 @@ from typing import Protocol
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from workforce.runtime import Slot
+
 
 @dataclass(frozen=True)
 class Comment:
@@ -104,32 +106,34 @@ class StoreError(Exception):
     refused)."""
 
 
-_listener: Callable[[StoreEvent], None] | None = None
-_store: MailStore | None = None
+# Process state lives in the runtime object (docs/architecture.md "Process state"):
+# the office's listener, installed by ``MailConfig.ready``, and the backend, built on
+# first use from ``WORKFORCE_MAIL_STORE``.
+EVENT_LISTENER: Slot[Callable[[StoreEvent], None] | None] = Slot("mail.event-listener", empty=lambda: None)
+STORE: Slot[MailStore] = Slot("mail.store", load=lambda: import_string(settings.WORKFORCE_MAIL_STORE)())
 
 
 def set_event_listener(listener: Callable[[StoreEvent], None] | None) -> None:
     """Install the office's handler of store events (``MailConfig.ready``)."""
-    global _listener
-    _listener = listener
+    EVENT_LISTENER.set(listener)
 
 
 def tell_office(event: StoreEvent) -> None:
     """Hand ``event`` to the office's listener (nothing when none is installed)."""
-    if _listener is not None:
-        _listener(event)
+    listener = EVENT_LISTENER.get()
+    if listener is not None:
+        listener(event)
 
 
 def current_store() -> MailStore:
     """The configured backend (``WORKFORCE_MAIL_STORE``, a dotted path to a factory;
     default the embedded vault), built once per process."""
-    global _store
-    if _store is None:
-        _store = import_string(settings.WORKFORCE_MAIL_STORE)()
-    return _store
+    return STORE.get()
 
 
 def set_store(store: MailStore | None) -> None:
     """Use ``store`` in this process (None: build the configured one again on next use)."""
-    global _store
-    _store = store
+    if store is None:
+        STORE.clear()
+    else:
+        STORE.set(store)

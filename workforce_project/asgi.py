@@ -45,13 +45,20 @@ STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards|sess
 REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
 STREAM_RETRY_AFTER_SECONDS = 5
 
-_slots: asyncio.Semaphore | None = None
-_open_streams = 0
-_mcp: McpMount | None = None
+
+class _Server:
+    """This ASGI process's own state: the web slots, the open long-lived requests, the
+    MCP mount. One event loop touches it, so it needs no lock."""
+
+    slots: asyncio.Semaphore | None = None
+    open_streams = 0
+    mcp: McpMount | None = None
+
+
+_server = _Server()
 
 
 async def application(scope, receive, send):
-    global _slots, _open_streams
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
         return
@@ -59,20 +66,20 @@ async def application(scope, receive, send):
         await django_application(scope, receive, send)
         return
     if is_long_lived(scope):
-        if _open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
+        if _server.open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
             await _refuse_stream(send)
             return
-        _open_streams += 1  # one event loop: no lock needed
+        _server.open_streams += 1
         try:
             if not is_booted():
                 await sync_to_async(ensure_booted, thread_sensitive=True)()
             await django_application(scope, receive, send)
         finally:
-            _open_streams -= 1
+            _server.open_streams -= 1
         return
-    if _slots is None:
-        _slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
-    async with _slots:
+    if _server.slots is None:
+        _server.slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
+    async with _server.slots:
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
         if is_mcp_path(scope.get("path", "")):
@@ -83,22 +90,20 @@ async def application(scope, receive, send):
 
 def mcp_mount() -> McpMount:
     """This process's MCP mount (made on first use when no lifespan made it)."""
-    global _mcp
-    if _mcp is None:
-        _mcp = McpMount()
-    return _mcp
+    if _server.mcp is None:
+        _server.mcp = McpMount()
+    return _server.mcp
 
 
 async def _lifespan(receive, send) -> None:
     """The ASGI lifespan: the MCP mount's session manager runs between start-up and
     shutdown. A new mount each time, as a manager runs once (a process may run several
     servers one after another: tests)."""
-    global _mcp
     await receive()  # lifespan.startup
     async with contextlib.AsyncExitStack() as stack:
         try:
-            _mcp = McpMount()
-            await stack.enter_async_context(_mcp.running())
+            _server.mcp = McpMount()
+            await stack.enter_async_context(_server.mcp.running())
         except Exception as exc:  # the server does not start: uvicorn reports it
             await send({"type": "lifespan.startup.failed", "message": f"the MCP mount did not start: {exc}"})
             return
@@ -108,9 +113,9 @@ async def _lifespan(receive, send) -> None:
         except asyncio.CancelledError:
             # A forced stop (a second Ctrl-C) skips the shutdown event and cancels this
             # task with the loop: the manager's context closes on the way out, quietly.
-            _mcp = None
+            _server.mcp = None
             return
-        _mcp = None
+        _server.mcp = None
     await send({"type": "lifespan.shutdown.complete"})
 
 
@@ -130,7 +135,7 @@ def is_long_lived(scope) -> bool:
 
 def open_streams() -> int:
     """How many streams and waiting reads this process has open now."""
-    return _open_streams
+    return _server.open_streams
 
 
 async def _refuse_stream(send) -> None:

@@ -15,7 +15,7 @@ from tests.boards.test_seat_drain import FOLLOWUPS, tree, worker_md
 from workforce.runtime import Slot, ensure_booted, is_booted, mark_booted
 
 REPO = Path(__file__).resolve().parents[2]
-APPS = ("workforce", "boards", "seats", "mailboxes", "coordinators")
+APPS = ("workforce", "boards", "seats", "mailboxes", "coordinators", "mail", "web", "workforce_project")
 
 PROBE = Slot("tests.probe", empty=lambda: "empty", after_boot=True)
 BOOTS: list[str] = []
