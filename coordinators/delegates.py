@@ -38,7 +38,7 @@ from .constants import (
     not_a_delegate,
     takes_neither,
 )
-from .models import Conversation, Delegate
+from .models import Conversation, Delegate, DelegateSession
 from .queries import delegate_session_id, delegates_answer, find_conversation, list_delegates
 
 
@@ -87,6 +87,13 @@ def open_conversation(org: Organization, session: Session, user_id: str) -> Conv
 # ----------------------------------------------------------------------------- delegates
 
 
+def _held_by_another(org: Organization, conv: Conversation, worker: str, child: str) -> bool:
+    """True when ``child``, the id of ``worker``'s session for ``conv``, is held by a
+    session other than the one that delegate already works ``conv``'s posts in."""
+    own = DelegateSession.objects.filter(conversation=conv, worker=worker).values("session_id")
+    return Session.objects.filter(organization=org, session_id=child).exclude(pk__in=own).exists()
+
+
 def do_change_delegates(org: Organization, session: Session, user_id: str, change: str, data: dict) -> dict:
     """One delegate action or tool call (spec "Changing the delegates", "Who can be a
     delegate"), inside the caller's transaction; a refusal writes nothing.
@@ -102,7 +109,8 @@ def do_change_delegates(org: Organization, session: Session, user_id: str, chang
         Refusal: the spec's refusals, each with its sentence: ``worker-not-on-roster``,
             ``delegate-cannot-take-work``, ``delegate-already-listed``, ``delegates-full``,
             ``delegate-not-listed``, ``fallback-not-a-delegate``; ``invalid-input`` for a
-            malformed tool call.
+            malformed tool call; ``session-not-addressable`` (409) for a worker whose
+            session id under this conversation another conversation holds.
     """
     session = policies.lock_conversation(session)
     conv = open_conversation(org, session, user_id)
@@ -139,6 +147,15 @@ def do_change_delegates(org: Organization, session: Session, user_id: str, chang
                 f"{worker} can't be a delegate of this conversation: its session ({session.session_id[:40]}…"
                 f"{CHILD_SEPARATOR}{worker}) would be {len(child)} characters, and ids are at most {MAX_ID_LENGTH}. "
                 "Open a conversation with a shorter sessionId.",
+            )
+        if _held_by_another(org, conv, worker, child):
+            # The delegate's session id ("<conversation>:<worker>") is held by another of
+            # the caller's sessions (a conversation opened with sessionId = this worker):
+            # every post handed to it would fail in the cluster. Refused here instead.
+            raise Refusal(
+                "session-not-addressable",
+                f'{worker} can\'t be a delegate of this conversation: the id of its session, "{child}", is held by '
+                "another conversation of yours.",
             )
         position = max((d.position for d in delegates), default=-1) + 1
         Delegate.objects.create(conversation=conv, worker=worker, note=note, position=position)

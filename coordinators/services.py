@@ -25,7 +25,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django_q.models import Schedule
 
-from seats.queries import access_seat
+from seats.queries import access_seat, reachable_seats
 from workforce.dispatch import dispatch, enqueue
 from workforce.leases import lapsed_claim_q, max_attempts, requeue_lost
 from workforce.models import Organization, Session
@@ -120,7 +120,9 @@ def do_ensure_worker_session(
     Raises:
         Refusal("state-field-reserved"): the state carries ``delegates`` or ``fallback`` (400).
         Refusal("invalid-input"): the state is not an object (or not storable), or an
-            id is empty, too long or holds ``:``; or the session id, or the session id
+            id is empty, too long or holds ``:``; ``sessionId`` names a worker (the
+            file's delegates or one the caller reaches: its id is that delegate's
+            session under the default conversation); or the session id, or the session id
             of a delegate the worker's file lists (``<session id>:<delegate>``), would
             be longer than 300 characters.
         Refusal("worker-not-on-roster"): no such worker on the caller's roster (404).
@@ -146,6 +148,22 @@ def do_ensure_worker_session(
     chosen = session_id
     session_id = f"{worker}{CHILD_SEPARATOR}{user_id}" + (f"{CHILD_SEPARATOR}{session_id}" if session_id else "")
     file_delegates = (seat.config or {}).get("delegates") or []
+    if (
+        chosen is not None
+        and (chosen in file_delegates or reachable_seats(org.pk, user_id, [chosen]))
+        and not Session.objects.filter(organization=org, session_id=session_id).exists()
+    ):
+        # "<worker>:<user>:<sessionId>" is the id of the session delegate <sessionId>
+        # works the default conversation's posts in ("<conversation>:<delegate>"): a
+        # conversation named after a worker would take it, and that delegate could never
+        # answer there (spec 004 "Changing the delegates": each delegate works a
+        # conversation's posts in a session of its own).
+        raise Refusal(
+            "invalid-input",
+            f'sessionId "{chosen}" names a worker: {session_id} is the session that worker works your '
+            f"conversation {worker}{CHILD_SEPARATOR}{user_id}'s posts in as a delegate; choose a sessionId that "
+            "names no worker.",
+        )
     _check_conversation_ids(session_id, chosen, [w for w in file_delegates if isinstance(w, str)])
     with transaction.atomic():
         session, created = Session.objects.get_or_create(

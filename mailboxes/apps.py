@@ -19,6 +19,8 @@ REASONS = {
     "talk-bound-elsewhere": 409,
     "talk-on-a-mailbox": 409,
     "project-exists": 409,
+    # A project member who is not a person of the organization (or no user at all).
+    "member-not-in-organization": 404,
     "author-on-a-person-post": 400,
     "not-project-owner": 403,
     "answer-token-refused": 403,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q, Subquery
+from django.db.models import Q
 from django.utils import timezone
 
 from seats.models import Seat
@@ -37,8 +37,9 @@ from workforce.notify import ON_MAILBOX_POST
 from workforce.refusals import Refusal
 from workforce.sessions import do_abort_request, do_record_failed_request, ensure_child_session
 
-from .models import Delivery, Line
+from .models import Delivery
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
+from .rooms import post_request_of
 from .routing import do_finish_fan_out
 
 logger = logging.getLogger(__name__)
@@ -261,10 +262,9 @@ def _run_post_turn(post_turn: PostTurn, delivery: Delivery, seat: Seat, conversa
     def note_turn(request: Request) -> None:
         if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
             raise LeaseLost()
-        # The turn was started by the post: its runs are listed under the post's request
-        # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
-        post_request = Line.objects.filter(session_id=delivery.mailbox_id, line_id=delivery.post_id).values("request_id")[:1]
-        Request.objects.filter(pk=request.pk).update(parent_request_id=Subquery(post_request))
+        # The turn was started by the post (a mailbox line's or a room line's): its runs
+        # are listed under the post's request (GET /api/sessions/{id}/runs?startedBy=).
+        Request.objects.filter(pk=request.pk).update(parent_request_id=post_request_of(delivery))
 
     turn = post_turn(
         seat=seat,

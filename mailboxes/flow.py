@@ -12,7 +12,7 @@ from functools import partial
 
 from rest_framework import serializers
 
-from workforce.facets import ACTION_FAMILIES, MAILBOX, NOTIFY, PRIVATE_SESSION, ROUTE
+from workforce.facets import ACTION_FAMILIES, CLIENT_CREATES_SESSIONS, MAILBOX, NOTIFY, PRIVATE_SESSION, ROUTE
 from workforce.flows import Action, ClientTextField, FlowKind, StrictCharField, registry
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
@@ -25,9 +25,8 @@ from .board_actions import (
     read_board,
     resolve_board_action,
 )
-from .projects import talk_state
 from .queries import access_mailbox_state, held_boards, list_window_lines
-from .rooms import do_answer_room_post, do_join, do_post_room_line, do_read_room, is_room_session
+from .rooms import do_answer_room_post, do_join, do_post_room_line, do_read_room, is_room_session, is_talk_address
 from .services import do_answer_post, do_post_line
 
 KIND = "mailbox"
@@ -118,8 +117,22 @@ def read(ctx: ActionContext, data: dict) -> dict:
 
 
 def is_talk_session(session) -> bool:
-    """True for a bound talk session (``PRIVATE_SESSION``: only its owner reads it)."""
-    return talk_state(session) is not None
+    """True for a room session (``PRIVATE_SESSION``: only its owner reads it): a bound
+    talk session, or an empty session at a talk address, which only its owner can bind
+    with ``join``. Anyone else gets the kernel's ``session-not-found``, word for word
+    as for an id nobody holds, on every action (``client_creates_session``)."""
+    return is_room_session(session)
+
+
+def client_creates_session(session_id: str, action: str) -> bool:
+    """``CLIENT_CREATES_SESSIONS`` of the mailbox kind: a client's call naming an id
+    nobody holds creates the session at a mailbox address (spec "Opening it, and why an
+    unopened id is not a mailbox": an empty session, then ``mailbox-not-bound``), and at
+    a talk address (no dot) only for ``join``, the one action a fresh talk session is
+    for. Any other action there answers ``session-not-found``, as it does on another
+    user's talk session: an outsider can't tell a held talk address from a free one by
+    the answer (``join`` is the exception: it takes a free id, and can't take a held one)."""
+    return action == "join" or not is_talk_address(session_id)
 
 
 def build_mailbox_kind() -> FlowKind:
@@ -148,6 +161,7 @@ def build_mailbox_kind() -> FlowKind:
             NOTIFY.key: None,
             ROUTE.key: None,
             PRIVATE_SESSION.key: is_talk_session,
+            CLIENT_CREATES_SESSIONS.key: client_creates_session,
             ACTION_FAMILIES.key: board_action_families(),
         },
         # boardActions: true -> the eight task tools as <tool>_<suffix> actions.

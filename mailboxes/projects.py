@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from workforce.facets import TOOL_CATALOG
 from workforce.flows import registry
-from workforce.models import Organization, Session
+from workforce.models import Membership, Organization, Session
+from workforce.principals import check_user_id
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
 from workforce.tree import name_problem
+from workforce.wire import check_storable
 
 from .models import Project, ProjectMember, TalkListing
 from .roster import current_roster
@@ -46,6 +49,43 @@ def mint_talk_session_id() -> str:
     return f"{TALK_ID_PREFIX}{secrets.token_hex(10)}"
 
 
+def unknown_project(project_id: str) -> Refusal:
+    """The one refusal for a project a caller can't see: none with that id in the
+    organization, or one the caller is not a member of (ids don't leak). A long id is
+    shown cut (a message never echoes a whole input)."""
+    shown = project_id if len(project_id) <= 80 else f"{project_id[:80]}..."
+    return Refusal("no-such-project", f'No project "{shown}" in this organization.')
+
+
+def check_members(org: Organization, members: list[str] | tuple[str, ...]) -> None:
+    """Refuse a project member who is not a person of ``org``.
+
+    Every member is a user id (``workforce.principals.USER_ID_RULE``). With
+    ``WORKFORCE_AUTH=token`` a member is also the user name of an account whose
+    ``Membership`` is in ``org``: a user of another organization, and a name nobody
+    holds, get the same refusal, so the answer says nothing about other organizations.
+    Without authentication every caller acts in the default organization, so any user
+    id is one of its people.
+
+    Raises:
+        Refusal("invalid-input"): a member that is not a user id (400).
+        Refusal("member-not-in-organization"): 404.
+    """
+    for member in members:
+        check_user_id(member, label="member")
+    if settings.WORKFORCE_AUTH == "none" or not members:
+        return
+    known = set(
+        Membership.objects.filter(organization=org, user__username__in=list(members)).values_list("user__username", flat=True)
+    )
+    missing = [m for m in dict.fromkeys(members) if m not in known]
+    if missing:
+        raise Refusal(
+            "member-not-in-organization",
+            f'"{missing[0]}" is not a user of this organization; a project\'s members are its people.',
+        )
+
+
 def access_project(org: Organization, project_id: str, *, reader: str | None = None) -> Project:
     """The project ``project_id`` in ``org``; with ``reader``, only when that user is a
     member (another organization's project, or one the reader is not in, is not found:
@@ -59,7 +99,7 @@ def access_project(org: Organization, project_id: str, *, reader: str | None = N
         qs = qs.filter(members__user_id=reader)
     project = qs.first()
     if project is None:
-        raise Refusal("no-such-project", f'No project "{project_id}" in this organization.')
+        raise unknown_project(project_id)
     return project
 
 
@@ -127,32 +167,49 @@ def do_create_project(
 
     Args:
         project_id: the project's id (the tree's name rule); default ``p-<10 hex digits>``.
-        title: a line of text (at most 200 characters); brief: free text.
+        title: a line of text (at most 200 characters); brief: free text (at most
+            ``WORKFORCE_MAX_TEXT_CHARS``, 32,000 characters).
 
     Returns:
         ``(project, talk session or None)``.
 
     Raises:
-        Refusal("invalid-input"): a bad id or an empty title.
-        Refusal("project-exists"): the id is taken in this organization.
+        Refusal("invalid-input"): a bad id, an empty title, or a member that is not a
+            user id.
+        Refusal("member-not-in-organization"): a member who is not a person of ``org``
+            (``check_members``).
+        Refusal("project-exists"): the id is taken by a project ``owner`` is a member of.
+        Refusal("no-such-project"): the id is taken by a project ``owner`` is not a
+            member of. Ids are unique in the organization, so that create can't
+            succeed; it answers what ``GET /api/projects/{id}`` answers that caller
+            (404, word for word), not a 409 that would say the project exists.
     """
     if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
         raise Refusal("invalid-input", f"title: a project needs a title of 1 to {MAX_TITLE} characters.")
+    brief = brief or ""
+    if not isinstance(brief, str) or len(brief) > settings.WORKFORCE_MAX_TEXT_CHARS:
+        # Every project listing carries the brief: a text is capped where it is taken.
+        raise Refusal("invalid-input", f"brief: text of at most {settings.WORKFORCE_MAX_TEXT_CHARS} characters.")
+    check_storable({"title": title, "brief": brief})
     project_id = project_id or f"p-{secrets.token_hex(5)}"
     problem = name_problem(project_id)
     if problem:
         raise Refusal("invalid-input", f"id: {problem}")
     people = [owner] + [m for m in dict.fromkeys(members) if m != owner]
+    check_members(org, people[1:])
     try:
         with transaction.atomic():
             project = Project.objects.create(
-                organization=org, project_id=project_id, title=title, brief=brief or "", owner_user_id=owner
+                organization=org, project_id=project_id, title=title, brief=brief, owner_user_id=owner
             )
             ProjectMember.objects.bulk_create([ProjectMember(project=project, user_id=u, added_by=owner) for u in people])
             session = do_ready_talk_session(project, owner) if ready_talk else None
     except IntegrityError:
-        if Project.objects.filter(organization=org, project_id=project_id).exists():
+        taken = Project.objects.filter(organization=org, project_id=project_id)
+        if taken.filter(members__user_id=owner).exists():
             raise Refusal("project-exists", f'A project "{project_id}" already exists in this organization.') from None
+        if taken.exists():
+            raise unknown_project(project_id) from None
         raise
     return project, session
 
@@ -165,11 +222,14 @@ def do_add_project_member(org: Organization, project_id: str, *, user_id: str, b
     Raises:
         Refusal("no-such-project"): no such project, or ``by`` is not one of its members.
         Refusal("not-project-owner"): ``by`` is a member but not the owner.
+        Refusal("invalid-input" | "member-not-in-organization"): ``user_id`` is not a
+            person of ``org`` (``check_members``).
     """
     with transaction.atomic():
         project = access_project(org, project_id, reader=by)
         if project.owner_user_id != by:
             raise Refusal("not-project-owner", f"Only the project's owner ({project.owner_user_id}) adds its members.")
+        check_members(org, [user_id])
         member, _ = ProjectMember.objects.get_or_create(project=project, user_id=user_id, defaults={"added_by": by})
     return member
 

@@ -15,9 +15,12 @@ A talk session is a session on the built-in mailbox kind bound to one project
   back through the poster's session with its token; at most one per seat per post; it
   wakes nobody.
 
-A post or read through a session the project does not list for its owner (or by
-anyone but that owner) is refused ``talk-session-not-listed`` and wakes nobody; a room
-action on an unbound talk address (an id without a dot) is ``talk-not-bound``. Room
+A post or read through a session the project does not list for its owner is refused
+``talk-session-not-listed`` and wakes nobody; a room action on one's own unbound talk
+session (an id without a dot that a ``join`` created and did not bind) is
+``talk-not-bound``. Another user's talk session, bound or not, and a talk address nobody
+holds answer every action alike: the kernel's ``session-not-found`` (the mailbox kind's
+``PRIVATE_SESSION`` and ``CLIENT_CREATES_SESSIONS`` in ``mailboxes.flow``). Room
 lines are in their own table (``RoomLine``), numbered gap-free per project under the
 project's row lock, and in no session's history. The template's seats and charter are
 read from the roster each time, so an edit reaches every room at the next start.
@@ -29,7 +32,8 @@ import secrets
 import uuid
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, Subquery
+from django.db.models.functions import Coalesce
 
 from workforce.facets import NOTIFY
 from workforce.models import Session
@@ -37,9 +41,9 @@ from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, now_ms
 
 from .inventory import template_refusal
-from .models import Delivery, Project, ProjectMember, RoomLine, TalkListing
+from .models import Delivery, Line, Project, ProjectMember, RoomLine, TalkListing
 from .notify import do_wake_seats
-from .projects import TALK_KEY, talk_state
+from .projects import TALK_KEY, talk_state, unknown_project
 from .queries import is_mailbox_state
 from .roster import current_roster
 
@@ -93,6 +97,17 @@ def _listed_project(ctx: ActionContext, *, lock: bool) -> Project:
     return project
 
 
+def post_request_of(delivery: Delivery) -> Coalesce:
+    """The id of the request that carried ``delivery``'s post, as one SQL expression:
+    the mailbox line's request, or for a room's post (``RoomLine``, through the poster's
+    talk session) the room line's. A delivery's turn takes it as its ``parent_request``,
+    so ``GET /api/sessions/{mailbox or talk session}/runs?startedBy=<post request>``
+    lists the wakes of a room post as it does a mailbox post's."""
+    line = Line.objects.filter(session_id=delivery.mailbox_id, line_id=delivery.post_id).values("request_id")[:1]
+    room = RoomLine.objects.filter(session_id=delivery.mailbox_id, line_id=delivery.post_id).values("request_id")[:1]
+    return Coalesce(Subquery(line), Subquery(room))
+
+
 def lock_project(org_id: str, project_id: str) -> Project | None:
     """The project row, locked (``SELECT … FOR UPDATE``) until the transaction ends: the
     room's lock, under which its lines get their gap-free ``seq`` and a post gets at
@@ -121,7 +136,8 @@ def do_join(ctx: ActionContext, *, project_id: str) -> dict:
     Raises:
         Refusal("mailbox-is-a-template"): the id is a room template's.
         Refusal("talk-on-a-mailbox"): the session is (or can only be) a declared mailbox's.
-        Refusal("no-such-project"), Refusal("not-a-member").
+        Refusal("no-such-project"): no such project in the organization, or the caller
+            is not one of its members (one answer for both).
         Refusal("talk-bound-elsewhere"): the session is bound to another project.
         Refusal("talk-session-not-listed"): the session belongs to another user.
     """
@@ -141,10 +157,10 @@ def do_join(ctx: ActionContext, *, project_id: str) -> dict:
     if session.state and talk_state(session) is None:
         raise Refusal("talk-on-a-mailbox", f'"{session.session_id}" holds state that is not a talk session.')
     project = Project.objects.filter(organization=ctx.org, project_id=project_id).first()
-    if project is None:
-        raise Refusal("no-such-project", f'No project "{project_id}" in this organization.')
-    if not ProjectMember.objects.filter(project=project, user_id=ctx.user_id).exists():
-        raise Refusal("not-a-member", f'"{ctx.user_id}" is not a member of {project_id}; its owner adds members.')
+    if project is None or not ProjectMember.objects.filter(project=project, user_id=ctx.user_id).exists():
+        # A project the caller is not in is one they can't see: the same refusal as an
+        # unknown id, as GET /api/projects/{id} answers them (ids don't leak).
+        raise unknown_project(project_id)
     talk = talk_state(session)
     if talk is not None and talk["projectId"] != project_id:
         raise Refusal("talk-bound-elsewhere", f'"{session.session_id}" is bound to the project {talk["projectId"]}.')

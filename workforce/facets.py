@@ -210,9 +210,22 @@ PRIVATE_SESSIONS: Facet[bool] = Facet("private_sessions", bool, False, "a sessio
 PRIVATE_SESSION: Facet[Callable[[Any], bool]] = Facet(
     "private_session", object, None, "which of the kind's sessions are their owner's only"
 )
-CLIENT_CREATES_SESSIONS: Facet[bool] = Facet(
-    "client_creates_sessions", bool, True, "an action call naming a new id creates the session"
+# Whether a client's action call naming an id nobody holds creates the session: a bool,
+# or ``(session_id, action) -> bool`` for a kind that creates some only (the mailbox kind:
+# a talk address is created by ``join`` alone, so an id nobody holds answers every other
+# action as another user's private session does: session-not-found).
+CLIENT_CREATES_SESSIONS: Facet[bool | Callable[[str, str], bool]] = Facet(
+    "client_creates_sessions", object, True, "an action call naming a new id creates the session"
 )
+
+
+def client_creates_session(flow: Any, session_id: str, action: str) -> bool:
+    """True when a client's ``action`` call on ``flow`` naming the id ``session_id``,
+    which no session holds, creates it (``CLIENT_CREATES_SESSIONS``)."""
+    value = CLIENT_CREATES_SESSIONS.get(flow)
+    return bool(value(session_id, action)) if callable(value) else bool(value)
+
+
 MAIL_READER: Facet[MailReader] = Facet("mail_reader", MailReader, None, "how a worker kind's mail reads (the Mail page)")
 ACTION_FAMILIES: Facet[tuple[ActionFamily, ...]] = Facet(
     "action_families", tuple, (), "public actions named at run time (resolve), as the schema documents them"

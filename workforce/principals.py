@@ -8,13 +8,53 @@ names someone else is refused (403).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
 
 from .models import DEFAULT_ORG_ID, Membership, Organization
 from .refusals import Refusal
-from .sessions import CHILD_SEPARATOR, ensure_organization
+from .sessions import ensure_organization
+from .wire import MAX_USER_ID_LENGTH
+
+# A user id names a person the way the spec's principals do ("u_42", an email for
+# "human:<email>"; a Django user name in token mode): ASCII letters and digits, then also
+# "." "_" "@" "+" "-". Nothing else: a ":" could spell another user's session id
+# ("<worker>:<user>"), a "/" would make a conversation's URL unreachable, and control
+# characters, spaces and look-alike letters would put names in ids and logs that read as
+# someone else's. It starts with a letter or digit, so it is never "." or "..".
+USER_ID_RULE = "ASCII letters, digits and . _ @ + - only, starting with a letter or digit, at most 200 characters"
+_USER_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*")
+
+
+def user_id_problem(value: object, *, label: str = "userId") -> str | None:
+    """Why ``value`` is not a user id (``USER_ID_RULE``), as one sentence naming
+    ``label``; None when it is one. Never raises."""
+    if not isinstance(value, str) or not value.strip():
+        return f"{label} must be a non-empty string."
+    if ":" in value:
+        # Session ids are built from user ids ("<worker>:<user>"): the rule's most
+        # likely breach gets its own sentence.
+        return f'{label} can\'t contain ":".'
+    if len(value) > MAX_USER_ID_LENGTH or _USER_ID_PATTERN.fullmatch(value) is None:
+        shown = ascii(value[:40]) + ("..." if len(value) > 40 else "")
+        return f"{label} {shown} is not a user id: {USER_ID_RULE}."
+    return None
+
+
+def check_user_id(value: object, *, label: str = "userId") -> str:
+    """``value`` when it is a user id (``USER_ID_RULE``): every ``userId`` a caller sends
+    (REST, pages, streams, the MCP server: all through ``resolve_principal``) and every
+    user a caller names as someone else (a project's ``members``, ``member``).
+
+    Raises:
+        Refusal("invalid-input"): 400, saying what the rule is.
+    """
+    problem = user_id_problem(value, label=label)
+    if problem is not None:
+        raise Refusal("invalid-input", problem)
+    return value
 
 
 @dataclass(frozen=True)
@@ -45,17 +85,15 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         require_user: reads pass False: without authentication they need no ``userId``.
 
     Raises:
-        Refusal("invalid-input"): no authentication and no usable ``userId``.
+        Refusal("invalid-input"): no authentication and no ``userId``, or a ``userId``
+            that breaks ``USER_ID_RULE`` (in either mode).
         Refusal("not-authenticated"): authentication is on and the caller has none.
         Refusal("principal-mismatch"): ``userId`` names someone other than the caller.
         Refusal("not-a-member"): an authenticated user with no organization membership.
     """
-    if claimed_user_id is not None and (not isinstance(claimed_user_id, str) or not claimed_user_id.strip()):
-        raise Refusal("invalid-input", "userId must be a non-empty string.")
-    if isinstance(claimed_user_id, str) and CHILD_SEPARATOR in claimed_user_id:
-        # Session ids are built from user ids ("<worker>:<user>"); a ":" in one could
-        # spell another user's session id.
-        raise Refusal("invalid-input", f'userId can\'t contain "{CHILD_SEPARATOR}".')
+    if claimed_user_id is not None:
+        # The one place a caller's userId is read: the same rule for every path.
+        check_user_id(claimed_user_id)
     if settings.WORKFORCE_AUTH == "none":
         if not claimed_user_id:
             if not require_user:
@@ -81,4 +119,4 @@ def org_principal(org_id: str, user_id: str) -> Principal:
     return Principal(user_id=user_id, org=ensure_organization(org_id))
 
 
-__all__ = ["Principal", "resolve_principal", "org_principal", "Organization"]
+__all__ = ["Principal", "resolve_principal", "org_principal", "check_user_id", "user_id_problem", "USER_ID_RULE", "Organization"]

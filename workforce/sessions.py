@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .facets import CLIENT_CREATES_SESSIONS
+from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .privacy import may_read
@@ -179,24 +179,29 @@ def do_run_action(
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
+    creates = True
     if not internal:
-        client_creates = CHILD_SEPARATOR not in session_id and CLIENT_CREATES_SESSIONS.get(flow)
+        creates = CHILD_SEPARATOR not in session_id and client_creates_session(flow, session_id, action)
         missing = f'No session "{session_id}" exists' + (
-            f"; a {kind} session is opened by the server, not by this call." if not client_creates else "."
+            f"; a {kind} session is opened by the server, not by this call." if not creates else "."
         )
-        if not client_creates and not Session.objects.filter(organization=org, session_id=session_id).exists():
-            # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
-            # sessions are opened another way (a coordinator conversation) creates none on a
-            # client's call: a client that could take an id first would leave a seat unable
-            # to hear that mailbox, or a mailbox the tree declares later unable to open.
-            raise Refusal("session-not-found", missing)
     try:
         with transaction.atomic():
-            session, _ = Session.objects.get_or_create(
-                organization=org,
-                session_id=session_id,
-                defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
-            )
+            if creates:
+                session, _ = Session.objects.get_or_create(
+                    organization=org,
+                    session_id=session_id,
+                    defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
+                )
+            else:
+                # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
+                # sessions are opened another way (a coordinator conversation, a talk address
+                # before its join) creates none on a client's call: a client that could take
+                # an id first would leave a seat unable to hear that mailbox, or a mailbox the
+                # tree declares later unable to open.
+                session = Session.objects.filter(organization=org, session_id=session_id).first()
+                if session is None:
+                    raise Refusal("session-not-found", missing)
             if not internal and not may_read(session, user_id):
                 # Another user's conversation, or a session under one: not found, and
                 # nothing recorded in it (a refused call would take up the owner's

@@ -117,3 +117,30 @@ def test_one_delivery_run_from_two_workers_at_once_runs_one_turn(a_post, org):
     assert sorted(outcomes) == ["done", "not-claimed"]
     assert Request.objects.filter(action=ON_MAILBOX_POST, session__session_id__endswith=f":{LEAD}").count() == 1
     assert RoomLine.objects.filter(answer_to=line, author=LEAD).count() == 1
+
+
+def test_concurrent_creates_of_one_project_id_make_one_project_and_leak_nothing(room_tree, org):
+    """N people create the project "launch" at the same moment: the unique constraint
+    lets one in; each other one is told what ``GET /api/projects/launch`` tells them (404
+    ``no-such-project``: they are not its members), never a 500, and no member row or
+    talk session of theirs is left behind."""
+    from rest_framework.test import APIClient
+
+    from mailboxes.models import ProjectMember, TalkListing
+
+    room_tree()
+
+    def create(i: int):
+        answer = APIClient().post("/api/projects", {"userId": f"u_{i}", "title": "Launch", "id": "launch"}, format="json")
+        return answer.status_code, answer.json()
+
+    answers = run_in_threads(create, N)
+    created = [i for i, (status, _) in enumerate(answers) if status == 201]
+    assert len(created) == 1, answers
+    winner = f"u_{created[0]}"
+    for i, (status, body) in enumerate(answers):
+        if i != created[0]:
+            assert (status, body["error"]["reason"]) == (404, "no-such-project"), body
+    assert Project.objects.filter(project_id="launch").count() == 1
+    assert list(ProjectMember.objects.values_list("user_id", flat=True)) == [winner]
+    assert list(TalkListing.objects.values_list("user_id", flat=True)) == [winner]

@@ -43,7 +43,10 @@ def test_join_binds_and_lists_and_answers_the_listed_session(project, act, org):
 def test_join_refusals(project, act, org):
     _, alice, bob = project
     refused(act("talk-x", "join", {"projectId": "nowhere"}, user_id=BOB), "no-such-project", 404, "nowhere")
-    refused(act("talk-x", "join", {"projectId": "launch"}, user_id=OUTSIDER), "not-a-member", 403, OUTSIDER, "launch")
+    # A project the caller is not in answers as one that does not exist (ids don't leak).
+    refused(act("talk-y", "join", {"projectId": "launch"}, user_id=OUTSIDER), "no-such-project", 404, "launch")
+    # Bob's unbound talk-x is his own: to anyone else it is no session at all.
+    not_found(lambda: act("talk-x", "join", {"projectId": "launch"}, user_id=OUTSIDER))
     do_create_project(org, owner=BOB, title="Other", project_id="other")
     refused(act(bob, "join", {"projectId": "other"}, user_id=BOB), "talk-bound-elsewhere", 409, "launch")
     refused(act("eng.standup", "join", {"projectId": "launch"}, user_id=BOB), "talk-on-a-mailbox", 409, "eng.standup")
@@ -55,8 +58,13 @@ def test_join_refusals(project, act, org):
 
 
 def test_a_room_action_on_an_unbound_session_is_talk_not_bound(project, act):
+    # Bob's own unbound talk session (a join that found no project made it) ...
+    refused(act("talk-nobody", "join", {"projectId": "nowhere"}, user_id=BOB), "no-such-project", 404)
     refused(act("talk-nobody", "post", {"body": "hi"}, user_id=BOB), "talk-not-bound", 404, "join")
     refused(act("talk-nobody", "read", user_id=BOB), "talk-not-bound", 404)
+    # ... while a talk address nobody holds is no session at all, and stays none.
+    not_found(lambda: act("talk-none", "post", {"body": "hi"}, user_id=BOB))
+    assert not Session.objects.filter(session_id="talk-none").exists()
     # A mailbox address stays the mailbox's refusal.
     refused(act("eng.nowhere", "post", {"body": "hi"}, user_id=BOB), "mailbox-not-bound", 404)
     assert not RoomLine.objects.exists()

@@ -73,6 +73,7 @@ def test_the_kernel_holds_only_its_own_codes():
         "talk-bound-elsewhere": 409,
         "talk-on-a-mailbox": 409,
         "project-exists": 409,
+        "member-not-in-organization": 404,
         "author-on-a-person-post": 400,
         "not-project-owner": 403,
         "answer-token-refused": 403,
