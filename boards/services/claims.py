@@ -12,12 +12,13 @@ the same call until none is left or its ``max_rows``/``max_seconds`` bound stops
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -207,6 +208,55 @@ def _locked_candidate_sql(qs) -> tuple[str, tuple]:
     return f"{sql} FOR UPDATE SKIP LOCKED", tuple(params)
 
 
+class _Arg(str):
+    """A placeholder in a compiled candidate query's parameters, named for the value a
+    claim puts there (``org``, ``board``, ``key``, ``now``)."""
+
+
+# Values no real claim uses, compiled into the candidate queries once and found again in
+# their parameters by equality (see _claim_sql_for).
+_ORG, _BOARD, _KEY = "\x00org\x00", "\x00board\x00", "\x00key\x00"
+_NOW = datetime(1999, 12, 31, 23, 59, 58, 987654, tzinfo=UTC)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_claim(
+    keyed: bool, lapsed_query: Callable, pending_query: Callable, candidate_sql: Callable, template: str
+) -> tuple[str, tuple]:
+    """The one claim statement with its candidate queries compiled (Django's compile
+    costs more than the statement itself): ``(sql, params)`` whose parameters are the
+    values of any claim, or an ``_Arg`` naming what a claim puts there. One entry per
+    shape (with or without a worker key) and per definition of the candidate queries,
+    their locking and the statement around them (``template``)."""
+    org = Organization(pk=_ORG)
+    key = _KEY if keyed else None
+    lapsed_sql, lapsed_params = candidate_sql(lapsed_query(org, _BOARD, now=_NOW, worker_key=key))
+    pending_sql, pending_params = candidate_sql(pending_query(org, _BOARD, worker_key=key))
+    names = {_ORG: "org", _BOARD: "board", _KEY: "key"}
+
+    def slot(value):
+        if isinstance(value, str) and value in names:
+            return _Arg(names[value])
+        if isinstance(value, datetime) and value == _NOW:
+            return _Arg("now")
+        return value
+
+    columns = ", ".join(f't."{f.column}"' for f in _TASK_FIELDS)
+    claimed_columns = ", ".join(f'c."{f.column}"' for f in _TASK_FIELDS)
+    sql = template.format(lapsed=lapsed_sql, pending=pending_sql, returning=columns, claimed_columns=claimed_columns)
+    return sql, tuple(slot(v) for v in (*lapsed_params, *pending_params))
+
+
+def _claim_sql_for(org: Organization, board_id: str, *, worker_key: str | None, at: datetime) -> tuple[str, list]:
+    """The claim statement for this claim and its candidate queries' parameters (the
+    claim's own values follow them, see ``_claim_in_one_statement``)."""
+    sql, template = _compiled_claim(
+        worker_key is not None, claimable_lapsed, claimable_pending, _locked_candidate_sql, _CLAIM_SQL
+    )
+    values = {"org": org.pk, "board": board_id, "key": worker_key, "now": at}
+    return sql, [values[p] if isinstance(p, _Arg) else p for p in template]
+
+
 _TASK_FIELDS = tuple(BoardTask._meta.concrete_fields)
 
 # One claim, one statement (PostgreSQL). {lapsed} and {pending} are the two candidate
@@ -293,17 +343,12 @@ def _claim_in_one_statement(
     ``_release`` in its own short transaction, as the other path does, and the claim
     goes on to the next row; a lost guard (which the row lock rules out) tries again.
     """
-    columns = ", ".join(f't."{f.column}"' for f in _TASK_FIELDS)
-    claimed_columns = ", ".join(f'c."{f.column}"' for f in _TASK_FIELDS)
     lost = 0
     while lost < _CLAIM_RETRIES:
         at = now or timezone.now()
-        lapsed_sql, lapsed_params = _locked_candidate_sql(claimable_lapsed(org, board_id, now=at, worker_key=worker_key))
-        pending_sql, pending_params = _locked_candidate_sql(claimable_pending(org, board_id, worker_key=worker_key))
-        sql = _CLAIM_SQL.format(lapsed=lapsed_sql, pending=pending_sql, returning=columns, claimed_columns=claimed_columns)
+        sql, candidate_params = _claim_sql_for(org, board_id, worker_key=worker_key, at=at)
         params = (
-            *lapsed_params,
-            *pending_params,
+            *candidate_params,
             MAX_ABANDONMENTS,
             at + timedelta(seconds=lease_seconds),
             _mint_claim_token(),

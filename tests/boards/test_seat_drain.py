@@ -514,11 +514,13 @@ def test_a_drain_step_claims_the_next_row_itself_while_rows_remain_and_enqueues_
     hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
     rows = [do_file_task(org, FOLLOWUPS, goal=f"Row {i}.") for i in range(3)]  # no fileTask: nothing woken
     reports = _counting_steps(monkeypatch)
-    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+    enqueued = []
+    monkeypatch.setattr(seats.drains, "enqueue", lambda *args: enqueued.append(args))
+    with django_capture_on_commit_callbacks(execute=True):
         first = seats.drains.do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")
     assert first["claimed"] == 3 and first["completed"] == 3 and first["drained"] is True
     assert first["taskIds"] == [t.task_id for t in rows]  # claim order, one task
-    assert reports == [first] and callbacks == []  # no fresh task per row, none once drained
+    assert reports == [first] and enqueued == []  # no fresh task per row, none once drained
     assert first["run"] == LEAD_RUN and first["seat"] == "eng.lead"
     assert set(BoardTask.objects.values_list("status", flat=True)) == {"completed"}
     # one runTask request per row, one after another in the seat's board session
@@ -812,15 +814,15 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
 
     def drain(i: int) -> int:
         seat, key = ("eng.lead", "lead") if i % 2 else ("eng.analyst", "analyst")
-        steps = 0
+        claimed = 0
         while True:
             report = do_seat_drain(org.pk, FOLLOWUPS, seat, key)
             if report.get("waiting"):  # another step of this seat runs a row's turn: it is woken later
                 time.sleep(0.01)
                 continue
-            if not report["claimed"]:
-                return steps
-            steps += 1
+            claimed += report["claimed"]  # a step claims the next row itself while rows remain
+            if report["drained"]:
+                return claimed
 
     assert sum(run_in_threads(drain, 6)) == len(rows)
     # One seat's rows ran one at a time (seats.turns): its turns never overlapped.
