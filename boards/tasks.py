@@ -22,17 +22,19 @@ def drain_board(
     run: str | None = None,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     max_rows: int | None = None,
+    max_seconds: float | None = None,
 ) -> dict:
     """Drain ledger ``board_id`` in organization ``org_id`` (``do_drain_board``).
 
     Args:
         runner: the dotted path of ``run_row(task) -> output`` (e.g. the seats app's
             function that runs a row as the seat's turn).
-        run, lease_seconds (seconds), max_rows: as ``do_drain_board``.
+        run, lease_seconds (seconds), max_rows, max_seconds (seconds): as
+            ``do_drain_board``.
 
     Returns:
         ``DrainReport.as_dict()``: ``{boardId, run, claimed, completed, retried, errored,
-        parked, lost, taskIds}``.
+        parked, lost, taskIds, drained}``.
     """
     org = Organization.objects.get(pk=org_id)
     report = do_drain_board(
@@ -43,6 +45,7 @@ def drain_board(
         run=run,
         lease_seconds=lease_seconds,
         max_rows=max_rows,
+        max_seconds=max_seconds,
     )
     return report.as_dict()
 

@@ -12,9 +12,12 @@ seat_id, worker_key)``:
 1. enqueued once per seat draining the board when a row is filed (``fileTask``, or a
    seat's ``addTask_…``), and by the periodic sweep (``do_sweep_board_drains``) for rows
    nothing picked up: a dropped task, a lapsed lease, a row whose deps just completed;
-2. ``do_seat_drain`` runs ``boards.tasks.drain_board`` with ``max_rows=1`` and the
-   runner ``run_board_row``, so each task runs one row's turn, well inside the cluster's
-   ``timeout``; while it claimed a row it enqueues itself again;
+2. ``do_seat_drain`` takes the seat's turn slot once and runs ``boards.services.
+   do_drain_board`` under it: each row is claimed (one statement on PostgreSQL), run as
+   the seat's turn and settled, and the same task claims the next row while rows
+   remain, up to ``DRAIN_ROWS_PER_TASK`` rows and ``drain_seconds_per_task()`` seconds
+   (a bound that keeps the task inside the cluster's ``timeout`` and lets other work
+   have the worker); when a bound stopped it, it enqueues itself again;
 3. the claim decides who works a row (exactly one claimer wins), so redelivered or
    duplicate drains are harmless; a row whose turn a crash cut short is claimed again
    once its lease (the cluster's ``timeout`` plus a margin) lapses.
@@ -52,8 +55,7 @@ from boards.drains import (
 from boards.models import BoardTask, TaskStatus
 from boards.naming import split_board_id
 from boards.queries import claimable_tasks
-from boards.services import Settled, do_settle_claim
-from boards.tasks import drain_board
+from boards.services import Settled, do_drain_board, do_settle_claim
 from workforce.cancelling import CANCELLED
 from workforce.dispatch import enqueue
 from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
@@ -66,7 +68,7 @@ from workforce.runtime import Slot
 from .boards import default_worker_key, seat_boards
 from .models import DrainWake, Seat
 from .queries import access_seat
-from .turns import Wake, turn_slot
+from .turns import Wake, turn_slot, turn_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -336,21 +338,46 @@ def ensure_board_session(org: Organization, board_id: str, seat: Seat, *, user_i
     return session
 
 
+# A drain task runs at most this many rows before it hands the worker back (enqueueing
+# its next step): other seats' drains and deliveries on the same cluster get a turn.
+DRAIN_ROWS_PER_TASK = 32
+# ... and claims no further row after this many seconds (see drain_seconds_per_task).
+DRAIN_SECONDS_CAP = 10.0
+
+
+def drain_seconds_per_task() -> float:
+    """Seconds after which a drain task claims no further row: ``DRAIN_SECONDS_CAP``, or
+    less when the cluster's ``timeout`` leaves less room after one whole turn
+    (``Q_CLUSTER["timeout"] - WORKFORCE_TURN_TIMEOUT - 2``, at least 0: one row per task).
+
+    Why: a row claimed just before the bound may run a whole turn
+    (``seats.turns.turn_timeout()``), so the task always ends before the cluster kills it
+    (``timeout``) and before the ORM broker would hand it out again (``retry``); its turn
+    slot's hold (``slot_hold_seconds``, past the ``timeout``) and each row's lease (taken
+    at that row's claim, past the ``timeout``) therefore never lapse under a live task.
+    """
+    room = float(settings.Q_CLUSTER.get("timeout") or 60) - turn_timeout() - 2
+    return max(0.0, min(DRAIN_SECONDS_CAP, room))
+
+
 def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | None) -> dict:
     """One step of ``seat_id``'s drain of ``board_id`` in ``org_id`` (the
-    ``drain_board_as_seat`` task's body): claim at most one row and run it as the seat's
-    turn (``boards.tasks.drain_board`` with ``run_board_row``, ``max_rows=1``, a lease
-    of ``workforce.leases.lease_seconds()``), then, when it claimed one, enqueue the next
-    step. Never raises for a row's failure (the row is failed).
+    ``drain_board_as_seat`` task's body): claim rows one at a time and run each as the
+    seat's turn (``boards.services.do_drain_board`` with the seat's runner, a lease of
+    ``workforce.leases.lease_seconds()`` per row) until none is claimable or a bound
+    stops it (``DRAIN_ROWS_PER_TASK`` rows, ``drain_seconds_per_task()`` seconds); when a
+    bound stopped it, it enqueues the next step. Never raises for a row's failure (the
+    row is failed).
 
     The step takes the seat's turn slot in its board session first
-    (``seats.turns.turn_slot``): while a turn of the seat runs there it claims nothing,
-    and runs again when that turn ends.
+    (``seats.turns.turn_slot``) and holds it for all its rows, one turn after another:
+    while a turn of the seat runs there it claims nothing, and runs again when that turn
+    ends. The seat and its session are read once per step, not once per row.
 
     Returns:
         The drain report (``{boardId, run, claimed, completed, retried, errored, parked,
-        lost, taskIds}``) with ``seat``; ``{boardId, seat, waiting: True}`` when the
-        seat's turn slot was taken; or ``{boardId, seat, skipped: <reason>}`` when the
+        lost, taskIds, drained}``) with ``seat``; ``{boardId, seat, waiting: True}`` when
+        the seat's turn slot was taken; or ``{boardId, seat, skipped: <reason>}`` when the
         seat can't be reached in the organization or its kind can't run a row (the rows
         stay pending).
     """
@@ -360,30 +387,33 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     try:
         seat = access_seat(org, principal or "", seat_id)
         flow = registry.require(seat.kind)
-        if not callable(BOARD_ROW_TURN.get(flow)):
+        work_row = BOARD_ROW_TURN.get(flow)
+        if not callable(work_row):
             raise Refusal("cannot-drain", f"the {seat.kind} kind can't run a board's rows")
         session = ensure_board_session(org, board_id, seat, user_id=principal or seat_id)
     except Refusal as refusal:
         logger.warning("board %s: %s does not drain it in %s: %s", board_id, seat_id, org_id, refusal.message)
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
+    session.organization = org  # known: the turn reads it without a query
     DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
     # One turn of the seat at a time in its board session (seats.turns): a step that
     # finds a row's turn running there claims nothing and runs again when it ends.
     with turn_slot(session, seat_id, wake=Wake(SEAT_DRAIN_TASK, (org_id, board_id, seat_id, worker_key))) as held:
         if held is None:
             return {"boardId": board_id, "seat": seat_id, "waiting": True}
-        report = drain_board(
-            org_id,
+        report = do_drain_board(
+            org,
             board_id,
-            worker_key,
-            ROW_RUNNER,
+            worker_key=worker_key,
+            run_row=lambda task: _run_row_as(task, seat=seat, session=session, work_row=work_row),
             run=session.session_id,
             lease_seconds=lease_seconds(),
-            max_rows=1,
+            max_rows=DRAIN_ROWS_PER_TASK,
+            max_seconds=drain_seconds_per_task(),
         )
-    if report["claimed"]:
+    if not report.drained:  # a bound stopped it: rows may remain
         enqueue_drain(org_id, board_id, seat_id, worker_key)
-    return {**report, "seat": seat_id}
+    return {**report.as_dict(), "seat": seat_id}
 
 
 class TurnFailed(Exception):
@@ -425,6 +455,12 @@ def run_board_row(task: BoardTask) -> Settled:
     work_row = BOARD_ROW_TURN.get(registry.require(seat.kind))
     if not callable(work_row):
         raise TurnFailed(f"cannot-drain: the {seat.kind} kind can't run a board's rows")
+    return _run_row_as(task, seat=seat, session=session, work_row=work_row)
+
+
+def _run_row_as(task: BoardTask, *, seat: Seat, session: Session, work_row) -> Settled:
+    """``run_board_row`` once the seat, its board session and its kind's
+    ``board_row_turn`` are known (a seat drain knows them for all its rows)."""
     turn = work_row(task=task, seat=seat, session=session)
     with transaction.atomic():
         turn.finish()

@@ -1,19 +1,24 @@
 """Claiming, settling and leases, and the drain (spec "Working the rows": the
 ``taskBoard`` drain a seat runs).
 
-A claim reads its candidate ``SELECT … FOR UPDATE SKIP LOCKED`` where the database has
-it, so concurrent drainers skip each other's rows instead of queueing on them, and its
-UPDATE is conditional on the row still being as read, so exactly one claimer wins on any
-database. Settling only counts for the current claim (its ``claim_token``).
+On PostgreSQL a claim is one statement: the best claimable row is read ``FOR UPDATE SKIP
+LOCKED`` (concurrent drainers skip each other's rows instead of queueing on them),
+claimed, and its change records written, in one ``UPDATE … RETURNING`` with CTEs
+(``_CLAIM_SQL``). Elsewhere (SQLite) the candidate is read and the UPDATE is conditional
+on the row still being as read, so exactly one claimer wins on any database. Settling
+only counts for the current claim (its ``claim_token``). The drain claims the next row in
+the same call until none is left or its ``max_rows``/``max_seconds`` bound stops it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -84,9 +89,14 @@ def do_claim_task(
     unassigned or assigned to ``worker_key``. Order: highest priority first (unset is 0),
     then oldest. The claim sets in_progress, attempts + 1, a lease of ``lease_seconds``
     seconds, ``started_at``, ``run`` and a fresh ``claim_token`` (keep the returned row:
-    settle it with ``do_settle_claim``). Exactly one claimer wins a row: on PostgreSQL the
-    candidate is read ``FOR UPDATE SKIP LOCKED``; everywhere the UPDATE is conditional on
-    the row still being as read.
+    settle it with ``do_settle_claim``), and records a ``claimed`` change. Exactly one
+    claimer wins a row.
+
+    On PostgreSQL the claim is one statement (``_claim_in_one_statement``): the candidate
+    is read ``FOR UPDATE SKIP LOCKED`` and updated, and its change records written, in
+    the same ``UPDATE … RETURNING`` (one round trip, its own transaction when the caller
+    has none). Elsewhere (SQLite has no row locks) the candidate is read, then the UPDATE
+    is conditional on the row still being as read, and a lost race reads again.
 
     A lapsed row counts an abandonment first (``abandoned``): on its third, or when it has
     no attempts left, it is errored and the next row is tried.
@@ -99,6 +109,25 @@ def do_claim_task(
     Returns:
         The claimed row (status in_progress), or None when nothing is claimable.
     """
+    features = connection.features
+    if connection.vendor == "postgresql" and features.has_select_for_update_skip_locked:
+        return _claim_in_one_statement(org, board_id, worker_key=worker_key, run=run, lease_seconds=lease_seconds, now=now)
+    return _claim_read_then_update(org, board_id, worker_key=worker_key, run=run, lease_seconds=lease_seconds, now=now)
+
+
+def _claim_read_then_update(
+    org: Organization,
+    board_id: str,
+    *,
+    worker_key: str | None,
+    run: str | None,
+    lease_seconds: float,
+    now: datetime | None,
+) -> BoardTask | None:
+    """``do_claim_task`` where a claim can't be one locked statement (SQLite): read the
+    best candidate of the lapsed and the pending rows (``FOR UPDATE SKIP LOCKED`` where
+    the database has it), then an UPDATE conditional on the row still being as read,
+    then the change records, in one transaction per attempt."""
     skip_locked = connection.features.has_select_for_update_skip_locked
     lost = 0
     while lost < _CLAIM_RETRIES:  # each lost race means another claimer moved a row
@@ -158,6 +187,193 @@ def do_claim_task(
                 _record(task, kind, from_status, to_status, actor="lease", data=data)
             _record(task, K.CLAIMED, S.PENDING, S.IN_PROGRESS, actor=worker_key, data={"attempt": task.attempts})
             return task
+    return None
+
+
+# The candidate columns the one-statement claim reads from each locked candidate.
+_CANDIDATE_COLUMNS = ("id", "priority", "created_at", "status", "attempts", "max_attempts", "abandonments", "claimed_by")
+
+
+def _locked_candidate_sql(qs) -> tuple[str, tuple]:
+    """``qs`` (a claimable query in claim order, ``boards.queries``) as the SQL of its
+    first row's candidate columns, ``… ORDER BY … LIMIT 1 FOR UPDATE SKIP LOCKED``.
+
+    The SQL is compiled from the queryset, so what is claimable is defined once
+    (``claimable_pending``, ``claimable_lapsed``); the lock clause is appended as text
+    because Django's compiler refuses ``select_for_update`` outside a transaction, and
+    the statement it goes into is its own transaction. The outer query reads only
+    ``boards_boardtask`` (the deps check is a subquery), so only the candidate is locked.
+    """
+    sql, params = qs.values(*_CANDIDATE_COLUMNS)[:1].query.sql_with_params()
+    return f"{sql} FOR UPDATE SKIP LOCKED", tuple(params)
+
+
+class _Arg(str):
+    """A placeholder in a compiled candidate query's parameters, named for the value a
+    claim puts there (``org``, ``board``, ``key``, ``now``)."""
+
+
+# Values no real claim uses, compiled into the candidate queries once and found again in
+# their parameters by equality (see _claim_sql_for).
+_ORG, _BOARD, _KEY = "\x00org\x00", "\x00board\x00", "\x00key\x00"
+_NOW = datetime(1999, 12, 31, 23, 59, 58, 987654, tzinfo=UTC)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_claim(
+    keyed: bool, lapsed_query: Callable, pending_query: Callable, candidate_sql: Callable, template: str
+) -> tuple[str, tuple]:
+    """The one claim statement with its candidate queries compiled (Django's compile
+    costs more than the statement itself): ``(sql, params)`` whose parameters are the
+    values of any claim, or an ``_Arg`` naming what a claim puts there. One entry per
+    shape (with or without a worker key) and per definition of the candidate queries,
+    their locking and the statement around them (``template``)."""
+    org = Organization(pk=_ORG)
+    key = _KEY if keyed else None
+    lapsed_sql, lapsed_params = candidate_sql(lapsed_query(org, _BOARD, now=_NOW, worker_key=key))
+    pending_sql, pending_params = candidate_sql(pending_query(org, _BOARD, worker_key=key))
+    names = {_ORG: "org", _BOARD: "board", _KEY: "key"}
+
+    def slot(value):
+        if isinstance(value, str) and value in names:
+            return _Arg(names[value])
+        if isinstance(value, datetime) and value == _NOW:
+            return _Arg("now")
+        return value
+
+    columns = ", ".join(f't."{f.column}"' for f in _TASK_FIELDS)
+    claimed_columns = ", ".join(f'c."{f.column}"' for f in _TASK_FIELDS)
+    sql = template.format(lapsed=lapsed_sql, pending=pending_sql, returning=columns, claimed_columns=claimed_columns)
+    return sql, tuple(slot(v) for v in (*lapsed_params, *pending_params))
+
+
+def _claim_sql_for(org: Organization, board_id: str, *, worker_key: str | None, at: datetime) -> tuple[str, list]:
+    """The claim statement for this claim and its candidate queries' parameters (the
+    claim's own values follow them, see ``_claim_in_one_statement``)."""
+    sql, template = _compiled_claim(
+        worker_key is not None, claimable_lapsed, claimable_pending, _locked_candidate_sql, _CLAIM_SQL
+    )
+    values = {"org": org.pk, "board": board_id, "key": worker_key, "now": at}
+    return sql, [values[p] if isinstance(p, _Arg) else p for p in template]
+
+
+_TASK_FIELDS = tuple(BoardTask._meta.concrete_fields)
+
+# One claim, one statement (PostgreSQL). {lapsed} and {pending} are the two candidate
+# queries (``_locked_candidate_sql``); ``lapsed`` and ``pending`` lock the first row of
+# each (SKIP LOCKED: a row another claimer holds is passed over, never waited on).
+# ``pick`` takes the better of the two in claim order and says whether it is a lapsed
+# row on its last abandonment or attempt (``doomed``: the caller errors it instead, see
+# ``_abandon_fields``). ``claimed`` is the claim; its guard on status and attempts is the
+# same as the read-then-update path's, and cannot fail while the row is locked.
+# ``changes`` writes the ``abandoned`` record (a lapsed row) and then the ``claimed``
+# one. The result is one row when there was a candidate (its id, ``doomed``, then the
+# claimed row's columns, NULL when it was not claimed) and no row when nothing is
+# claimable.
+_CLAIM_SQL = """
+WITH lapsed AS MATERIALIZED ({lapsed}),
+pending AS MATERIALIZED ({pending}),
+pick AS (
+    SELECT c.*, (c.status = 'in_progress' AND (c.abandonments + 1 >= %s OR c.attempts >= c.max_attempts)) AS doomed
+    FROM (SELECT * FROM lapsed UNION ALL SELECT * FROM pending) AS c
+    ORDER BY COALESCE(c.priority, 0) DESC, c.created_at, c.id
+    LIMIT 1
+),
+claimed AS (
+    UPDATE boards_boardtask AS t SET
+        status = 'in_progress',
+        attempts = t.attempts + 1,
+        abandonments = t.abandonments + (CASE WHEN p.status = 'in_progress' THEN 1 ELSE 0 END),
+        lease_expires_at = %s,
+        claim_token = %s,
+        claimed_by = %s,
+        started_at = %s,
+        run = %s,
+        updated_at = %s
+    FROM pick AS p
+    WHERE t.id = p.id AND t.status = p.status AND t.attempts = p.attempts AND NOT p.doomed
+    RETURNING {returning}, p.status AS was_status, p.claimed_by AS was_claimed_by
+),
+changes AS (
+    INSERT INTO boards_taskchange (task_id, organization_id, board_id, kind, from_status, to_status, actor, run, data, at)
+    SELECT c.id, c.organization_id, c.board_id, e.kind, e.from_status, e.to_status, e.actor, c.run, e.data, %s
+    FROM claimed AS c
+    CROSS JOIN LATERAL (
+        VALUES
+            (1, 'abandoned', 'in_progress', 'pending', 'lease',
+             jsonb_build_object('abandonments', c.abandonments, 'claimedBy', c.was_claimed_by),
+             c.was_status = 'in_progress'),
+            (2, 'claimed', 'pending', 'in_progress', %s::varchar, jsonb_build_object('attempt', c.attempts), TRUE)
+    ) AS e (ord, kind, from_status, to_status, actor, data, wanted)
+    WHERE e.wanted
+    ORDER BY e.ord
+)
+SELECT p.id, p.doomed, {claimed_columns} FROM pick AS p LEFT JOIN claimed AS c ON c.id = p.id
+"""
+
+
+def _task_from_columns(values) -> BoardTask:
+    """A ``BoardTask`` from its concrete columns as a raw cursor returned them (JSON as
+    text), through the same converters a queryset applies."""
+    table = BoardTask._meta.db_table
+    converted = []
+    for model_field, value in zip(_TASK_FIELDS, values, strict=True):
+        col = model_field.get_col(table)
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            value = convert(value, col, connection)
+        converted.append(value)
+    return BoardTask.from_db(connection.alias, [f.attname for f in _TASK_FIELDS], converted)
+
+
+def _claim_in_one_statement(
+    org: Organization,
+    board_id: str,
+    *,
+    worker_key: str | None,
+    run: str | None,
+    lease_seconds: float,
+    now: datetime | None,
+) -> BoardTask | None:
+    """``do_claim_task`` on PostgreSQL: one ``UPDATE … WHERE id = (the best of the two
+    locked candidates) RETURNING …`` with its change records in the same statement
+    (``_CLAIM_SQL``), run without a transaction of its own, so it is one round trip and
+    commits by itself when the caller holds no transaction.
+
+    A doomed lapsed row (its third abandonment, or no attempts left) is errored by
+    ``_release`` in its own short transaction, as the other path does, and the claim
+    goes on to the next row; a lost guard (which the row lock rules out) tries again.
+    """
+    lost = 0
+    while lost < _CLAIM_RETRIES:
+        at = now or timezone.now()
+        sql, candidate_params = _claim_sql_for(org, board_id, worker_key=worker_key, at=at)
+        params = (
+            *candidate_params,
+            MAX_ABANDONMENTS,
+            at + timedelta(seconds=lease_seconds),
+            _mint_claim_token(),
+            worker_key,
+            at,
+            run,
+            at,
+            timezone.now(),
+            worker_key,
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        pk, doomed, *task_columns = row
+        if task_columns[0] is not None:
+            return _task_from_columns(task_columns)
+        if doomed:
+            with transaction.atomic():
+                task = BoardTask.objects.filter(pk=pk, status=S.IN_PROGRESS, lease_expires_at__lt=at).first()
+                if task is not None and not _release(task, at):
+                    lost += 1
+            continue
+        lost += 1  # pragma: no cover - the candidate is locked until the UPDATE
     return None
 
 
@@ -246,7 +462,9 @@ class Settled:
 @dataclass
 class DrainReport:
     """What one drain did: counts per outcome, and the task ids it claimed in order.
-    ``lost`` counts claims that were no longer current when settled (cancelled meanwhile)."""
+    ``lost`` counts claims that were no longer current when settled (cancelled meanwhile);
+    ``drained`` is True when it stopped because nothing was claimable (False: its
+    ``max_rows`` or ``max_seconds`` stopped it, and rows may remain)."""
 
     board_id: str
     run: str
@@ -257,6 +475,7 @@ class DrainReport:
     parked: int = 0
     lost: int = 0
     task_ids: list[str] = field(default_factory=list)
+    drained: bool = False
 
     def as_dict(self) -> dict:
         return {
@@ -269,6 +488,7 @@ class DrainReport:
             "parked": self.parked,
             "lost": self.lost,
             "taskIds": list(self.task_ids),
+            "drained": self.drained,
         }
 
 
@@ -281,9 +501,10 @@ def do_drain_board(
     run: str | None = None,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     max_rows: int | None = None,
+    max_seconds: float | None = None,
 ) -> DrainReport:
     """Claim and run rows of ledger ``board_id`` until none is claimable (spec "Working
-    the rows": the ``taskBoard`` drain a seat runs).
+    the rows": the ``taskBoard`` drain a seat runs), or until a bound stops it.
 
     For each claim, ``run_row(task)`` runs outside any claim transaction and its return
     value (JSON) becomes the row's ``output`` (completed), unless it is ``Settled``: the
@@ -299,12 +520,21 @@ def do_drain_board(
         run: the run id stored on each claimed row (default: a fresh ``run_…``).
         lease_seconds: how long a claim holds before it lapses, in seconds.
         max_rows: stop after this many claims (None: until the board is drained).
+        max_seconds: claim no further row once this many seconds have passed since the
+            drain began (None: no time bound); a row already claimed is run to its end.
+
+    ``DrainReport.drained`` says whether the drain stopped because nothing was left to
+    claim (False: a bound stopped it, and rows may remain).
     """
     report = DrainReport(board_id=board_id, run=run or mint_run_id())
+    started = time.monotonic()
     do_release_lapsed_tasks(org, board_id)
     while max_rows is None or report.claimed < max_rows:
+        if max_seconds is not None and report.claimed and time.monotonic() - started >= max_seconds:
+            break
         task = do_claim_task(org, board_id, worker_key=worker_key, run=report.run, lease_seconds=lease_seconds)
         if task is None:
+            report.drained = True
             break
         report.claimed += 1
         report.task_ids.append(task.task_id)

@@ -37,18 +37,23 @@ def _file_rows(org, n: int) -> list[BoardTask]:
 
 
 def _barrier_before_first_read(monkeypatch, n: int) -> None:
-    """Every claimer's first candidate read happens at the same moment, so the race is real."""
+    """Every claimer's first candidate read happens at the same moment, so the race is real:
+    the read-then-update path's first ``claimable_pending``, or the one-statement claim's
+    first statement (PostgreSQL), whichever the claimer reaches first."""
     barrier = threading.Barrier(n)
     waited = threading.local()
-    original = services.claimable_pending
 
-    def at_once(*args, **kwargs):
-        if not getattr(waited, "done", False):
-            waited.done = True
-            barrier.wait(timeout=30)
-        return original(*args, **kwargs)
+    def at_once(original):
+        def wrapped(*args, **kwargs):
+            if not getattr(waited, "done", False):
+                waited.done = True
+                barrier.wait(timeout=30)
+            return original(*args, **kwargs)
 
-    monkeypatch.setattr(services, "claimable_pending", at_once)
+        return wrapped
+
+    monkeypatch.setattr(services, "claimable_pending", at_once(services.claimable_pending))
+    monkeypatch.setattr(services, "_claim_sql_for", at_once(services._claim_sql_for))
 
 
 def _drain_in_threads(org) -> list[list[int]]:

@@ -492,13 +492,9 @@ def test_an_assigned_row_wakes_only_the_seat_whose_worker_key_it_names(hired, fi
     assert len(resolver.calls) == 2 and free.output == f"{resolver.calls[1].block} did it"
 
 
-def test_a_drain_step_runs_one_row_and_enqueues_the_next_while_rows_remain(
-    hired, org, monkeypatch, django_capture_on_commit_callbacks
-):
+def _counting_steps(monkeypatch) -> list[dict]:
     import seats.drains
 
-    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
-    rows = [do_file_task(org, FOLLOWUPS, goal=f"Row {i}.") for i in range(3)]  # no fileTask: nothing woken
     reports = []
     real = seats.drains.do_seat_drain
 
@@ -507,13 +503,75 @@ def test_a_drain_step_runs_one_row_and_enqueues_the_next_while_rows_remain(
         return reports[-1]
 
     monkeypatch.setattr(seats.drains, "do_seat_drain", counting)
+    return reports
+
+
+def test_a_drain_step_claims_the_next_row_itself_while_rows_remain_and_enqueues_nothing_once_drained(
+    hired, org, monkeypatch, django_capture_on_commit_callbacks
+):
+    import seats.drains
+
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    rows = [do_file_task(org, FOLLOWUPS, goal=f"Row {i}.") for i in range(3)]  # no fileTask: nothing woken
+    reports = _counting_steps(monkeypatch)
+    enqueued = []
+    monkeypatch.setattr(seats.drains, "enqueue", lambda *args: enqueued.append(args))
     with django_capture_on_commit_callbacks(execute=True):
         first = seats.drains.do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")
-    assert first["claimed"] == 1 and first["taskIds"] == [rows[0].task_id]
-    assert [r["claimed"] for r in reports] == [1, 1, 1, 0]  # one row per task, then one that finds none
-    assert [r["taskIds"] for r in reports[:3]] == [[t.task_id] for t in rows]
-    assert all(r["run"] == LEAD_RUN and r["seat"] == "eng.lead" for r in reports)
+    assert first["claimed"] == 3 and first["completed"] == 3 and first["drained"] is True
+    assert first["taskIds"] == [t.task_id for t in rows]  # claim order, one task
+    assert reports == [first] and enqueued == []  # no fresh task per row, none once drained
+    assert first["run"] == LEAD_RUN and first["seat"] == "eng.lead"
     assert set(BoardTask.objects.values_list("status", flat=True)) == {"completed"}
+    # one runTask request per row, one after another in the seat's board session
+    spans = list(Request.objects.filter(action="runTask").order_by("pk").values_list("started_at", "finished_at"))
+    assert len(spans) == 3 and all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+
+
+def test_a_drain_step_stops_at_its_row_bound_and_enqueues_the_next_step(
+    hired, org, monkeypatch, django_capture_on_commit_callbacks
+):
+    import seats.drains
+
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    monkeypatch.setattr(seats.drains, "DRAIN_ROWS_PER_TASK", 2)
+    rows = [do_file_task(org, FOLLOWUPS, goal=f"Row {i}.") for i in range(5)]
+    reports = _counting_steps(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = seats.drains.do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")
+    assert (first["claimed"], first["drained"]) == (2, False)
+    # the step it enqueued ran the next two, and the last one the fifth; then nothing is enqueued
+    assert [(r["claimed"], r["drained"]) for r in reports] == [(2, False), (2, False), (1, True)]
+    assert [r["taskIds"] for r in reports] == [[t.task_id for t in rows[i : i + 2]] for i in (0, 2, 4)]
+    assert set(BoardTask.objects.values_list("status", flat=True)) == {"completed"}
+
+
+def test_a_drain_step_claims_no_row_past_its_time_bound(hired, org, monkeypatch, django_capture_on_commit_callbacks):
+    import seats.drains
+
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    monkeypatch.setattr(seats.drains, "drain_seconds_per_task", lambda: 0.0)  # the bound is past after the first row
+    for i in range(2):
+        do_file_task(org, FOLLOWUPS, goal=f"Row {i}.")
+    reports = _counting_steps(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = seats.drains.do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")
+    assert (first["claimed"], first["drained"]) == (1, False)
+    assert [(r["claimed"], r["drained"]) for r in reports] == [(1, False), (1, False), (0, True)]
+
+
+def test_the_time_bound_leaves_a_whole_turn_inside_the_cluster_timeout(settings):
+    from seats.drains import DRAIN_SECONDS_CAP, drain_seconds_per_task
+
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 120}
+    settings.WORKFORCE_TURN_TIMEOUT = 100
+    assert drain_seconds_per_task() == min(DRAIN_SECONDS_CAP, 18.0)
+    assert drain_seconds_per_task() + 100 < 120
+    settings.WORKFORCE_TURN_TIMEOUT = 119
+    assert drain_seconds_per_task() == 0.0  # no room: one row per task
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "timeout": 600}
+    settings.WORKFORCE_TURN_TIMEOUT = 100
+    assert drain_seconds_per_task() == DRAIN_SECONDS_CAP
 
 
 def test_a_drain_step_whose_seat_has_a_turn_running_in_its_board_session_claims_nothing_and_waits(
@@ -756,15 +814,15 @@ def test_two_seats_draining_one_board_from_many_tasks_at_once_run_each_row_once(
 
     def drain(i: int) -> int:
         seat, key = ("eng.lead", "lead") if i % 2 else ("eng.analyst", "analyst")
-        steps = 0
+        claimed = 0
         while True:
             report = do_seat_drain(org.pk, FOLLOWUPS, seat, key)
             if report.get("waiting"):  # another step of this seat runs a row's turn: it is woken later
                 time.sleep(0.01)
                 continue
-            if not report["claimed"]:
-                return steps
-            steps += 1
+            claimed += report["claimed"]  # a step claims the next row itself while rows remain
+            if report["drained"]:
+                return claimed
 
     assert sum(run_in_threads(drain, 6)) == len(rows)
     # One seat's rows ran one at a time (seats.turns): its turns never overlapped.
