@@ -127,8 +127,12 @@ def build_mailbox_kind() -> FlowKind:
     return FlowKind(
         kind=KIND,
         actions={
-            "post": Action("post", post, PostInput, description="Post a line to the mailbox (or a project's room)."),
-            "join": Action("join", join, JoinInput, description="Bind this session to a project: your talk session."),
+            "post": Action(
+                "post", post, PostInput, description="Post a line to the mailbox (or a project's room).", locks_session=True
+            ),
+            "join": Action(
+                "join", join, JoinInput, description="Bind this session to a project: your talk session.", locks_session=True
+            ),
             # read takes no input; an ``after`` cursor is accepted and ignored on a mailbox.
             "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
             # A mailbox holding no board refuses both (board-not-declared).
@@ -138,8 +142,10 @@ def build_mailbox_kind() -> FlowKind:
             ),
         },
         internal_actions={
-            "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
-            "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
+            "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line.", locks_session=True),
+            "answer": Action(
+                "answer", answer, AnswerInput, description="A routed member's answer to a post.", locks_session=True
+            ),
         },
         # A talk session is its member's own (and the seats' conversations under it): the
         # room is read through each member's own session, never through another's.

@@ -1,9 +1,12 @@
 """Running actions on sessions: one Request per call, items per session.
 
 ``do_run_action`` is the one way any action runs, whether a client called it over HTTP
-or another flow dispatched it. It records a Request, runs the handler inside a savepoint
-so that a Refusal rolls back everything the action wrote, and records the outcome
-(completed with output, or failed with ``{reason, message}``) in the same transaction.
+or another flow dispatched it. It records a Request, runs the handler in the same
+transaction, and records the outcome: completed with output in that transaction; or, when
+the handler refuses or raises, that transaction is rolled back whole (so a Refusal leaves
+nothing the action wrote) and the failed request (``{reason, message}``) is recorded in a
+fresh one. The handler runs without a savepoint of its own: a savepoint costs two
+statements on every action, the refused path one short transaction more.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ class ActionContext:
         request: the Request being run (status ``running``).
         user_id: the caller's user id (the session's owner is ``session.user_id``).
         flow: the kind the action belongs to.
+        locked: ``session`` was read under its row lock in this transaction (an action
+            declared with ``locks_session``, or after ``lock_session``).
     """
 
     org: Organization
@@ -61,11 +66,17 @@ class ActionContext:
     user_id: str
     flow: FlowKind
     extras: dict[str, Any] = field(default_factory=dict)
+    locked: bool = False
 
     def lock_session(self) -> Session:
         """Take the session's row lock (``SELECT … FOR UPDATE``) until the transaction
-        ends, and return the freshly read row. Serializes writers of one session."""
-        self.session = Session.objects.select_for_update().get(pk=self.session.pk)
+        ends, and return the freshly read row. Serializes writers of one session.
+
+        When the row was already read under the lock in this transaction (``locked``),
+        that row is returned as it is: nobody else can have changed it since."""
+        if not self.locked:
+            self.session = Session.objects.select_for_update().get(pk=self.session.pk)
+            self.locked = True
         return self.session
 
     def emit(self, component: str, data: dict, *, type: str = "component") -> Item:
@@ -129,6 +140,14 @@ class _IdempotentReplay(Exception):
         self.request = request
 
 
+class _ActionFailed(Exception):
+    """The handler refused or raised: its transaction is rolled back and ``error``
+    (``{reason, message}``) is recorded on a failed request in a fresh one."""
+
+    def __init__(self, error: dict):
+        self.error = error
+
+
 def do_run_action(
     *,
     org: Organization,
@@ -150,6 +169,12 @@ def do_run_action(
     ``completed`` (with ``output``) or ``failed`` (with ``error = {reason, message}``);
     either way it is stored. With ``idempotency_key``, a second call with the same key by
     the same user answers the first call's request instead of acting again.
+
+    One transaction on the way that succeeds: the session read (``FOR UPDATE`` for an
+    action declared ``locks_session``), the request's INSERT, the handler, the request's
+    UPDATE. When the handler refuses or raises, that transaction (a savepoint when the
+    caller holds one open) is rolled back whole and the failed request, with the same
+    ``request_id``, is written in a fresh one: nothing the handler wrote stays.
 
     Args:
         org: the caller's organization; the session is looked up inside it.
@@ -179,6 +204,7 @@ def do_run_action(
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
+    missing = None
     if not internal:
         client_creates = CHILD_SEPARATOR not in session_id and CLIENT_CREATES_SESSIONS.get(flow)
         missing = f'No session "{session_id}" exists' + (
@@ -190,65 +216,120 @@ def do_run_action(
             # client's call: a client that could take an id first would leave a seat unable
             # to hear that mailbox, or a mailbox the tree declares later unable to open.
             raise Refusal("session-not-found", missing)
+    request = Request(
+        organization=org,
+        action=action,
+        internal=internal,
+        user_id=user_id,
+        input=stored_input,
+        status=Request.Status.RUNNING,
+        idempotency_key=idempotency_key or None,
+        parent_request=parent_request,
+        started_at=timezone.now(),
+    )
+    opening = {
+        "org": org,
+        "kind": kind,
+        "session_id": session_id,
+        "user_id": user_id,
+        "internal": internal,
+        "parent_session": parent_session,
+        "missing": missing,
+    }
     try:
         with transaction.atomic():
-            session, _ = Session.objects.get_or_create(
-                organization=org,
-                session_id=session_id,
-                defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
-            )
-            if not internal and not may_read(session, user_id):
-                # Another user's conversation, or a session under one: not found, and
-                # nothing recorded in it (a refused call would take up the owner's
-                # history window, and its answer would read the owner's history).
-                raise Refusal("session-not-found", missing)  # word for word: ids don't leak
-            if session.flow_kind != kind:
-                raise Refusal(
-                    "session-not-addressable",
-                    f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
-                )
-            request = Request(
-                organization=org,
+            session = _open_session(**opening, lock=act.locks_session)
+            _insert_request(request, session)
+            ctx = ActionContext(
+                org=org,
                 session=session,
-                action=action,
-                internal=internal,
+                request=request,
                 user_id=user_id,
-                input=stored_input,
-                status=Request.Status.RUNNING,
-                idempotency_key=idempotency_key or None,
-                parent_request=parent_request,
-                started_at=timezone.now(),
+                flow=flow,
+                extras=extras or {},
+                locked=act.locks_session,
             )
-            if idempotency_key:
-                # Two calls with one key at the same moment: the unique constraint picks
-                # the first; the second answers the first's request.
-                try:
-                    with transaction.atomic():
-                        request.save(force_insert=True)
-                except IntegrityError:
-                    raise _IdempotentReplay(_find_idempotent(org, user_id, idempotency_key)) from None
-            else:
-                request.save(force_insert=True)
-            ctx = ActionContext(org=org, session=session, request=request, user_id=user_id, flow=flow, extras=extras or {})
             try:
-                with transaction.atomic():
-                    data = act.validate(input)
-                    output = act.handler(ctx, data)
+                data = act.validate(input)
+                output = act.handler(ctx, data)
             except Refusal as refusal:
-                request.status = Request.Status.FAILED
-                request.error = refusal.as_error()
+                raise _ActionFailed(refusal.as_error()) from None
             except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
                 logger.exception("action %s.%s on %s failed", kind, action, session_id)
-                request.status = Request.Status.FAILED
-                request.error = {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
-            else:
-                request.status = Request.Status.COMPLETED
-                request.output = output
+                raise _ActionFailed(
+                    {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
+                ) from None
+            request.status = Request.Status.COMPLETED
+            request.output = output
             request.finished_at = timezone.now()
-            request.save(update_fields=["status", "output", "error", "finished_at"])
+            request.save(update_fields=["status", "output", "finished_at"])
             return request
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
+    except _ActionFailed as failed:
+        error = failed.error
+    # The action's transaction is rolled back (its request with it): record the failed
+    # request, same request id and start, on its own.
+    request.pk = None
+    request._state.adding = True
+    request.status = Request.Status.FAILED
+    request.output = None
+    request.error = error
+    request.finished_at = timezone.now()
+    try:
+        with transaction.atomic():
+            _insert_request(request, _open_session(**opening, lock=False))
+    except _IdempotentReplay as replay:
+        return _check_replay(replay.request, session_id, action, stored_input)
+    return request
+
+
+def _open_session(
+    *,
+    org: Organization,
+    kind: str,
+    session_id: str,
+    user_id: str,
+    internal: bool,
+    parent_session: Session | None,
+    missing: str | None,
+    lock: bool,
+) -> Session:
+    """The session an action runs on, created on first use, read under its row lock when
+    ``lock``; refuses (``session-not-found``, ``session-not-addressable``) before
+    anything is recorded on it."""
+    sessions = Session.objects.select_for_update() if lock else Session.objects
+    session, _ = sessions.get_or_create(
+        organization=org,
+        session_id=session_id,
+        defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
+    )
+    if not internal and not may_read(session, user_id):
+        # Another user's conversation, or a session under one: not found, and
+        # nothing recorded in it (a refused call would take up the owner's
+        # history window, and its answer would read the owner's history).
+        raise Refusal("session-not-found", missing)  # word for word: ids don't leak
+    if session.flow_kind != kind:
+        raise Refusal(
+            "session-not-addressable",
+            f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
+        )
+    return session
+
+
+def _insert_request(request: Request, session: Session) -> None:
+    """INSERT ``request`` on ``session``. Two calls with one idempotency key at the same
+    moment: the unique constraint picks the first, the second answers the first's
+    request (``_IdempotentReplay``)."""
+    request.session = session
+    if request.idempotency_key:
+        try:
+            with transaction.atomic():
+                request.save(force_insert=True)
+        except IntegrityError:
+            raise _IdempotentReplay(_find_idempotent(request.organization, request.user_id, request.idempotency_key)) from None
+    else:
+        request.save(force_insert=True)
 
 
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
