@@ -117,6 +117,7 @@ def main() -> None:
                         for j, req in enumerate(reqs)
                     ]
                 )
+            Session.objects.filter(pk=session.pk).update(line_seq=n)  # the counter a post numbers from
             if connection.vendor == "postgresql":
                 with connection.cursor() as cur:
                     cur.execute("ANALYZE")
