@@ -45,7 +45,7 @@ def post(ctx: ActionContext, data: dict) -> dict:
     the project's room (``mailboxes.rooms.do_post_room_line``)."""
     if is_room_session(ctx.session):
         return do_post_room_line(ctx, body=data["body"], author=data.get("author"))
-    return do_post_line(ctx, body=data["body"], author=data.get("author")).as_wire()
+    return do_post_line(ctx, body=data["body"], author=data.get("author"), answers_line=True).as_wire()
 
 
 class JoinInput(serializers.Serializer):
@@ -70,7 +70,7 @@ class SeatPostInput(serializers.Serializer):
 def seat_post(ctx: ActionContext, data: dict) -> dict:
     """A seat's own line (``seatAuthored: true``; it wakes nobody). Internal: only a
     dispatch reaches it. Refused like a post when the seat is not a member."""
-    return do_post_line(ctx, body=data["body"], author=data["author"], seat_authored=True).as_wire()
+    return do_post_line(ctx, body=data["body"], author=data["author"], seat_authored=True, answers_line=True).as_wire()
 
 
 class AnswerInput(serializers.Serializer):

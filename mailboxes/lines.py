@@ -47,22 +47,24 @@ _ITEM = Item._meta.db_table
 _LINE_COLUMNS = "session_id, seq, line_id, at, principal, author, seat_authored, body, request_id, answer_to_id"
 _ITEM_COLUMNS = "session_id, request_id, seq, type, component, data, created_at"
 
+# The counters' UPDATE locks nothing new (the session's row lock is held) and hands out
+# both numbers; the line and the item take them from it; ``{settle}`` is the request's
+# completion when the handler asked for it (``ActionContext.completion_statement``).
 _POSTGRESQL = f"""
 WITH counters AS (
     UPDATE "{_SESSION}" SET item_seq = item_seq + 1, line_seq = line_seq + 1
-    WHERE id = %(session)s
+    WHERE id = %s
     RETURNING item_seq, line_seq
 ), line AS (
     INSERT INTO "{_LINE}" ({_LINE_COLUMNS})
-    SELECT %(session)s, counters.line_seq, %(line_id)s, %(at)s, %(principal)s, %(author)s, %(seat_authored)s,
-           %(body)s, %(request)s, %(answer_to)s
+    SELECT %s, counters.line_seq, %s, %s, %s, %s, %s, %s, %s, %s
     FROM counters
     RETURNING id
 ), item AS (
     INSERT INTO "{_ITEM}" ({_ITEM_COLUMNS})
-    SELECT %(session)s, %(request)s, counters.item_seq, 'component', %(component)s, %(data)s::jsonb, %(now)s
+    SELECT %s, %s, counters.item_seq, 'component', %s, %s::jsonb, %s
     FROM counters
-)
+){{settle}}
 SELECT line.id, counters.line_seq, counters.item_seq FROM line, counters
 """
 
@@ -73,7 +75,7 @@ _SQLITE_LINE = f'INSERT INTO "{_LINE}" ({_LINE_COLUMNS}) VALUES (%s, %s, %s, %s,
 _SQLITE_ITEM = f'INSERT INTO "{_ITEM}" ({_ITEM_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)'
 
 
-def insert_line(ctx: ActionContext, line: Line) -> int:
+def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
     """Write ``line`` (not saved yet: ``seq`` and ``pk`` unset) and its ``mailbox-post``
     item (``line.as_wire()``, by ``ctx.request``) on the locked mailbox ``ctx.session``.
 
@@ -81,13 +83,17 @@ def insert_line(ctx: ActionContext, line: Line) -> int:
     item's ``seq``. Must run inside the post's transaction with the session's row lock
     held (``ctx.lock_session()``), which is what makes both numbers gap-free.
 
+    ``settle``: the action answers ``line.as_wire()``; on PostgreSQL the same statement
+    completes ``ctx.request`` with it (``ActionContext.completion_statement``), so the
+    post's last write is this one.
+
     Raises:
         IntegrityError: ``line.answer_to`` already has an answer (a unique constraint;
             call inside a savepoint when that can happen).
     """
     vendor = connection.vendor
     if vendor == "postgresql":
-        line_pk, line_seq, item_seq = _insert_postgresql(ctx, line)
+        line_pk, line_seq, item_seq = _insert_postgresql(ctx, line, settle=settle)
     elif vendor == "sqlite":
         line_pk, line_seq, item_seq = _insert_sqlite(ctx, line)
     else:
@@ -98,23 +104,22 @@ def insert_line(ctx: ActionContext, line: Line) -> int:
     return item_seq
 
 
-def _insert_postgresql(ctx: ActionContext, line: Line) -> tuple[int, int, int]:
-    params = {
-        "session": ctx.session.pk,
-        "line_id": line.line_id,
-        "at": line.at,
-        "principal": line.principal,
-        "author": line.author,
-        "seat_authored": line.seat_authored,
-        "body": line.body,
-        "request": ctx.request.pk,
-        "answer_to": line.answer_to_id,
-        "component": POST_ITEM,
-        "data": json.dumps(line.as_wire()),
-        "now": timezone.now(),
-    }
+def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> tuple[int, int, int]:
+    session, request = ctx.session.pk, ctx.request.pk
+    wire = line.as_wire()
+    params = [
+        session,
+        *(session, line.line_id, line.at, line.principal, line.author, line.seat_authored, line.body, request),
+        line.answer_to_id,
+        *(session, request, POST_ITEM, json.dumps(wire), timezone.now()),
+    ]
+    settle_cte = ""
+    if settle:
+        completion, completion_params = ctx.completion_statement(wire)
+        settle_cte = f", settled AS ({completion})"
+        params += completion_params
     with connection.cursor() as cursor:
-        cursor.execute(_POSTGRESQL, params)
+        cursor.execute(_POSTGRESQL.format(settle=settle_cte), params)
         return cursor.fetchone()
 
 

@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_rows, reachable_seats
+from workforce import rows
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
@@ -428,7 +429,10 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
         ``(recent, previous_id)``: the ledger's lines before ``line`` (at most 20) and
         the primary key of the last client post before it (None after a fresh start).
     """
-    ledger = RouteLedger.objects.filter(session=session).first()
+    if rows.supported():
+        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
+    else:
+        ledger = RouteLedger.objects.filter(session=session).first()
     fresh = ledger is None
     if fresh or ledger.last_seq != line.seq - 1:
         earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
@@ -443,7 +447,10 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
     ledger.last_seq = line.seq
     if not line.seat_authored:
         ledger.last_post_id = line.pk
-    ledger.save(force_insert=fresh)
+    if not fresh and rows.supported():
+        rows.update(ledger, ("lines", "last_seq", "last_post_id", "updated_at"))
+    else:
+        ledger.save(force_insert=fresh)
     return recent, previous_id
 
 

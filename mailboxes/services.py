@@ -179,6 +179,7 @@ def do_post_line(
     author: str | None = None,
     seat_authored: bool = False,
     answer_to: Line | None = None,
+    answers_line: bool = False,
 ) -> Line:
     """Append one line to the mailbox ``ctx.session`` (spec "Posting and reading").
 
@@ -196,6 +197,9 @@ def do_post_line(
         seat_authored: True only for a seat's own line (it wakes nobody).
         answer_to: the client post this line answers (a routed answer; unique, so a
             second answer raises IntegrityError: call inside a savepoint).
+        answers_line: the action answers this line's ``as_wire()`` (``post``,
+            ``seatPost``): its request is completed by the line's own write
+            (``mailboxes.lines.insert_line(settle=True)``).
 
     Raises:
         Refusal("mailbox-not-bound" | "mailbox-is-a-template" | "author-not-a-member").
@@ -218,7 +222,7 @@ def do_post_line(
         request=ctx.request,
         answer_to=answer_to,
     )
-    insert_line(ctx, line)  # the line's seq and its item's from the locked session row, in one write
+    insert_line(ctx, line, settle=answers_line)  # the line's seq and its item's from the locked session row, in one write
     route = ROUTE.get(ctx.flow)
     if route is not None and route.on_line(ctx, line):
         return line  # the route hands the post to its one member

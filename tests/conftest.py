@@ -81,7 +81,7 @@ def hire_tree(root: Path) -> list:
 def line_up_at_session_lock(monkeypatch, n: int, *, lock: bool = True) -> None:
     """Make ``n`` threads reach their first session row lock at the same moment, so the
     race is real: ``ActionContext.lock_session``, or the session read of an action
-    declared ``locks_session`` (``workforce.sessions._open_session``, which takes the
+    declared ``locks_session`` (``workforce.sessions._open_and_record``, which takes the
     lock in the read it makes anyway). With ``lock=False`` (a control) the lock is left
     out and the row read plainly."""
     from workforce import sessions
@@ -90,7 +90,7 @@ def line_up_at_session_lock(monkeypatch, n: int, *, lock: bool = True) -> None:
 
     barrier = threading.Barrier(n)
     original = ActionContext.lock_session
-    original_open = sessions._open_session
+    original_open = sessions._open_and_record
     local = threading.local()
 
     def line_up() -> None:
@@ -106,14 +106,15 @@ def line_up_at_session_lock(monkeypatch, n: int, *, lock: bool = True) -> None:
             self.session = Session.objects.get(pk=self.session.pk)
         return self.session
 
-    def open_session(**kwargs):
-        if kwargs["lock"]:
+    def open_and_record(request, opening, *, lock: bool):
+        if lock:
             line_up()
-            kwargs["lock"] = lock
-        return original_open(**kwargs)
+            lock = lock_wanted
+        return original_open(request, opening, lock=lock)
 
+    lock_wanted = lock
     monkeypatch.setattr(ActionContext, "lock_session", lock_session)
-    monkeypatch.setattr(sessions, "_open_session", open_session)
+    monkeypatch.setattr(sessions, "_open_and_record", open_and_record)
 
 
 @contextmanager

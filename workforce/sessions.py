@@ -15,12 +15,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from . import rows
 from .facets import CLIENT_CREATES_SESSIONS
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
@@ -33,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 
 CHILD_SEPARATOR = ":"  # child session ids: "<parent id>:<child name>"
+COMPLETION_FIELDS = ("status", "output", "finished_at")  # what completing a request writes
 
 
 def now_ms() -> int:
@@ -67,6 +70,20 @@ class ActionContext:
     flow: FlowKind
     extras: dict[str, Any] = field(default_factory=dict)
     locked: bool = False
+    settled: bool = False
+
+    def completion_statement(self, output: Any) -> tuple[str, list]:
+        """The request's completion with ``output`` as ``(sql, params)`` (an UPDATE,
+        ``%s`` placeholders) for a handler that sends it inside its own last statement
+        (a PostgreSQL CTE), saving a round trip. The handler must then return
+        ``output``: ``do_run_action`` writes no completion of its own for it. A refusal
+        or error after this still fails the request (the transaction is rolled back,
+        the completion with it). PostgreSQL and SQLite only (``workforce.rows``)."""
+        self.request.status = Request.Status.COMPLETED
+        self.request.output = output
+        self.request.finished_at = timezone.now()
+        self.settled = True
+        return rows.update_statement(self.request, COMPLETION_FIELDS)
 
     def lock_session(self) -> Session:
         """Take the session's row lock (``SELECT … FOR UPDATE``) until the transaction
@@ -238,8 +255,7 @@ def do_run_action(
     }
     try:
         with transaction.atomic():
-            session = _open_session(**opening, lock=act.locks_session)
-            _insert_request(request, session)
+            session = _open_and_record(request, opening, lock=act.locks_session)
             ctx = ActionContext(
                 org=org,
                 session=session,
@@ -259,10 +275,15 @@ def do_run_action(
                 raise _ActionFailed(
                     {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
                 ) from None
+            if ctx.settled and output == request.output:
+                return request  # the handler's own last statement completed it
             request.status = Request.Status.COMPLETED
             request.output = output
             request.finished_at = timezone.now()
-            request.save(update_fields=["status", "output", "finished_at"])
+            if rows.supported():
+                rows.update(request, COMPLETION_FIELDS)
+            else:
+                request.save(update_fields=list(COMPLETION_FIELDS))
             return request
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
@@ -284,6 +305,29 @@ def do_run_action(
     return request
 
 
+_SESSION_BY_ID = '"organization_id" = %s AND "session_id" = %s'
+
+
+def _open_and_record(request: Request, opening: dict, *, lock: bool) -> Session:
+    """``_open_session`` and ``_insert_request``: on PostgreSQL, for a session that
+    exists and a call without an idempotency key, one statement reads the session (under
+    its lock when ``lock``) and INSERTs the request (``rows.select_one_and_insert``); a
+    refusal of the session then raises inside the transaction, which rolls the request
+    back with it."""
+    if connection.vendor == "postgresql" and not request.idempotency_key:
+        org = opening["org"]
+        session = rows.select_one_and_insert(
+            Session, _SESSION_BY_ID, [org.pk, opening["session_id"]], request, "session_id", for_update=lock
+        )
+        if session is not None:
+            Session.organization.field.set_cached_value(session, org)
+            request.session = session
+            return _check_session(session, **opening)
+    session = _open_session(**opening, lock=lock)
+    _insert_request(request, session)
+    return session
+
+
 def _open_session(
     *,
     org: Organization,
@@ -298,12 +342,25 @@ def _open_session(
     """The session an action runs on, created on first use, read under its row lock when
     ``lock``; refuses (``session-not-found``, ``session-not-addressable``) before
     anything is recorded on it."""
-    sessions = Session.objects.select_for_update() if lock else Session.objects
-    session, _ = sessions.get_or_create(
-        organization=org,
-        session_id=session_id,
-        defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
-    )
+    session = None
+    if rows.supported():  # the SQL built once: the ORM's compile costs more than the read
+        session = rows.select_one(Session, _SESSION_BY_ID, [org.pk, session_id], for_update=lock)
+    if session is None:
+        sessions = Session.objects.select_for_update() if lock else Session.objects
+        session, _ = sessions.get_or_create(
+            organization=org,
+            session_id=session_id,
+            defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
+        )
+    else:
+        Session.organization.field.set_cached_value(session, org)
+    return _check_session(session, org=org, kind=kind, session_id=session_id, user_id=user_id, internal=internal, missing=missing)
+
+
+def _check_session(
+    session: Session, *, kind: str, session_id: str, user_id: str, internal: bool, missing: str | None, **_
+) -> Session:
+    """``session`` when the call may run on it; else the refusal (nothing recorded)."""
     if not internal and not may_read(session, user_id):
         # Another user's conversation, or a session under one: not found, and
         # nothing recorded in it (a refused call would take up the owner's
@@ -322,14 +379,15 @@ def _insert_request(request: Request, session: Session) -> None:
     moment: the unique constraint picks the first, the second answers the first's
     request (``_IdempotentReplay``)."""
     request.session = session
+    save = rows.insert if rows.supported() else partial(Request.save, force_insert=True)
     if request.idempotency_key:
         try:
             with transaction.atomic():
-                request.save(force_insert=True)
+                save(request)
         except IntegrityError:
             raise _IdempotentReplay(_find_idempotent(request.organization, request.user_id, request.idempotency_key)) from None
     else:
-        request.save(force_insert=True)
+        save(request)
 
 
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
@@ -385,7 +443,7 @@ def do_record_request(
         status = Request.Status.RUNNING
     else:
         status = Request.Status.FAILED if error else Request.Status.COMPLETED
-    return Request.objects.create(
+    request = Request(
         organization_id=session.organization_id,
         session=session,
         action=action,
@@ -400,6 +458,11 @@ def do_record_request(
         started_at=started_at or now,
         finished_at=None if running else now,
     )
+    if rows.supported():
+        rows.insert(request)  # a post's fan-out writes one: the INSERT without the ORM's compile
+    else:
+        request.save(force_insert=True)
+    return request
 
 
 def do_abort_request(request_pk: int, detail: str | None = None, *, now=None) -> bool:

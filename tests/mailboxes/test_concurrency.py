@@ -50,7 +50,7 @@ def test_control_an_unlocked_write_loses_lines(open_tree, org, monkeypatch):
     seq, so all but one collide on the per-mailbox sequence and their lines are lost."""
     from mailboxes import lines
 
-    def number_from_the_read(ctx, line):
+    def number_from_the_read(ctx, line, **_):
         seq = ctx.session.line_seq + 1
         Session.objects.filter(pk=ctx.session.pk).update(line_seq=seq)
         line.seq = seq
@@ -63,7 +63,7 @@ def test_control_an_unlocked_write_loses_lines(open_tree, org, monkeypatch):
     monkeypatch.setattr("mailboxes.services.insert_line", number_from_the_read)
     results = _post_from_threads(org, "eng.standup", N)
     landed = Line.objects.filter(session__session_id="eng.standup").count()
-    assert landed < N
+    assert 1 <= landed < N
     assert sum(r.status == "failed" for r in results) == N - landed
 
 
