@@ -44,7 +44,7 @@ def post(ctx: ActionContext, data: dict) -> dict:
     the project's room (``mailboxes.rooms.do_post_room_line``)."""
     if is_room_session(ctx.session):
         return do_post_room_line(ctx, body=data["body"], author=data.get("author"))
-    return do_post_line(ctx, body=data["body"], author=data.get("author")).as_wire()
+    return do_post_line(ctx, body=data["body"], author=data.get("author"), answers_line=True).as_wire()
 
 
 class JoinInput(serializers.Serializer):
@@ -69,7 +69,7 @@ class SeatPostInput(serializers.Serializer):
 def seat_post(ctx: ActionContext, data: dict) -> dict:
     """A seat's own line (``seatAuthored: true``; it wakes nobody). Internal: only a
     dispatch reaches it. Refused like a post when the seat is not a member."""
-    return do_post_line(ctx, body=data["body"], author=data["author"], seat_authored=True).as_wire()
+    return do_post_line(ctx, body=data["body"], author=data["author"], seat_authored=True, answers_line=True).as_wire()
 
 
 class AnswerInput(serializers.Serializer):
@@ -140,8 +140,12 @@ def build_mailbox_kind() -> FlowKind:
     return FlowKind(
         kind=KIND,
         actions={
-            "post": Action("post", post, PostInput, description="Post a line to the mailbox (or a project's room)."),
-            "join": Action("join", join, JoinInput, description="Bind this session to a project: your talk session."),
+            "post": Action(
+                "post", post, PostInput, description="Post a line to the mailbox (or a project's room).", locks_session=True
+            ),
+            "join": Action(
+                "join", join, JoinInput, description="Bind this session to a project: your talk session.", locks_session=True
+            ),
             # read takes no input; an ``after`` cursor is accepted and ignored on a mailbox.
             "read": Action("read", read, None, allow_extra=frozenset({"after"}), description="Read the mailbox."),
             # A mailbox holding no board refuses both (board-not-declared).
@@ -151,8 +155,10 @@ def build_mailbox_kind() -> FlowKind:
             ),
         },
         internal_actions={
-            "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line."),
-            "answer": Action("answer", answer, AnswerInput, description="A routed member's answer to a post."),
+            "seatPost": Action("seatPost", seat_post, SeatPostInput, description="A seat's own line.", locks_session=True),
+            "answer": Action(
+                "answer", answer, AnswerInput, description="A routed member's answer to a post.", locks_session=True
+            ),
         },
         # A talk session is its member's own (and the seats' conversations under it): the
         # room is read through each member's own session, never through another's.

@@ -46,6 +46,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_rows, reachable_seats
+from workforce import rows
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
@@ -130,7 +131,7 @@ class MailboxRoute:
         Returns:
             True when the route took the post (the notify block must not run for it).
         """
-        recent, previous = record_line(ctx.session, line)
+        recent, previous_id = record_line(ctx.session, line)
         if line.seat_authored:
             return False
         routing = declared_routing(ctx.session.session_id)
@@ -157,7 +158,7 @@ class MailboxRoute:
         route = Route.objects.create(
             session=ctx.session,
             post=line,
-            previous=previous,
+            previous_id=previous_id,
             recent=recent,
             fallback=routing["fallback"],
             request=fan_out,
@@ -415,34 +416,42 @@ def ledger_entry(line: Line) -> dict:
     return entry
 
 
-def record_line(session: Session, line: Line) -> tuple[list[dict], Line | None]:
+def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
     """Add ``line`` to ``session``'s ledger (inside the post's transaction, the
-    mailbox's row lock held).
+    mailbox's row lock held): one read of the ledger row and one write, no line read
+    back (the last client post is kept by its primary key).
 
     When the mailbox has no ledger yet, or the line's seq does not follow the last one
     recorded (lines were posted while the kind ran without a route), the ledger starts
     from the lines still inside the history window, and the line holds nothing.
 
     Returns:
-        ``(recent, previous)``: the ledger's lines before ``line`` (at most 20) and the
-        last client post before it (None after a fresh start).
+        ``(recent, previous_id)``: the ledger's lines before ``line`` (at most 20) and
+        the primary key of the last client post before it (None after a fresh start).
     """
-    ledger = RouteLedger.objects.filter(session=session).first()
-    if ledger is None or ledger.last_seq != line.seq - 1:
+    if rows.supported():
+        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
+    else:
+        ledger = RouteLedger.objects.filter(session=session).first()
+    fresh = ledger is None
+    if fresh or ledger.last_seq != line.seq - 1:
         earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
         lines = [ledger_entry(entry) for entry in earlier[-LEDGER_LINES:]]
-        previous = None
+        previous_id = None
         ledger = ledger or RouteLedger(session=session)
     else:
         lines = list(ledger.lines)
-        previous = ledger.last_post
+        previous_id = ledger.last_post_id
     recent = lines[-LEDGER_LINES:]
     ledger.lines = (recent + [ledger_entry(line)])[-LEDGER_LINES:]
     ledger.last_seq = line.seq
     if not line.seat_authored:
-        ledger.last_post = line
-    ledger.save()
-    return recent, previous
+        ledger.last_post_id = line.pk
+    if not fresh and rows.supported():
+        rows.update(ledger, ("lines", "last_seq", "last_post_id", "updated_at"))
+    else:
+        ledger.save(force_insert=fresh)
+    return recent, previous_id
 
 
 def read_route_ledger(session: Session) -> dict | None:

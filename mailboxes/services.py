@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
 
 from workforce.facets import NOTIFY, ROUTE
 from workforce.models import Organization, Session
@@ -16,6 +15,7 @@ from workforce.sessions import ActionContext, now_ms
 
 from .binder import BoundMailbox
 from .inventory import do_register_inventory, do_retire_templates
+from .lines import insert_line
 from .models import Line
 from .queries import access_mailbox_state, is_mailbox_state
 
@@ -179,12 +179,15 @@ def do_post_line(
     author: str | None = None,
     seat_authored: bool = False,
     answer_to: Line | None = None,
+    answers_line: bool = False,
 ) -> Line:
     """Append one line to the mailbox ``ctx.session`` (spec "Posting and reading").
 
-    Takes the mailbox session's row lock, so posts on one mailbox are serialized and
-    each line gets the next gap-free ``seq``; posts on two mailboxes never wait on each
-    other. Leaves one ``mailbox-post`` item carrying the line. On a kind built with a
+    Takes the mailbox session's row lock (already taken when the action is declared
+    ``locks_session``), so posts on one mailbox are serialized and each line gets the
+    next gap-free ``seq`` (the session's ``line_seq``, bumped with its item counter in
+    one write: ``mailboxes.lines.insert_line``); posts on two mailboxes never wait on
+    each other. Leaves one ``mailbox-post`` item carrying the line. On a kind built with a
     route, the route's ledger records the line and a client post on a mailbox that
     declares ``routing:`` goes to the route (``mailboxes.routing``); every other line is
     handed to the kind's notify block (its fan-out runs after commit).
@@ -194,6 +197,9 @@ def do_post_line(
         seat_authored: True only for a seat's own line (it wakes nobody).
         answer_to: the client post this line answers (a routed answer; unique, so a
             second answer raises IntegrityError: call inside a savepoint).
+        answers_line: the action answers this line's ``as_wire()`` (``post``,
+            ``seatPost``): its request is completed by the line's own write
+            (``mailboxes.lines.insert_line(settle=True)``).
 
     Raises:
         Refusal("mailbox-not-bound" | "mailbox-is-a-template" | "author-not-a-member").
@@ -205,10 +211,8 @@ def do_post_line(
             "author-not-a-member",
             f'"{author}" is not a member of {session.session_id}; its members are {", ".join(state["members"]) or "none"}.',
         )
-    last = Line.objects.filter(session=session).aggregate(last=Max("seq"))["last"] or 0
-    line = Line.objects.create(
+    line = Line(
         session=session,
-        seq=last + 1,
         line_id=str(uuid.uuid4()),
         at=now_ms(),
         principal=session.user_id,
@@ -218,7 +222,7 @@ def do_post_line(
         request=ctx.request,
         answer_to=answer_to,
     )
-    ctx.emit("mailbox-post", line.as_wire())
+    insert_line(ctx, line, settle=answers_line)  # the line's seq and its item's from the locked session row, in one write
     route = ROUTE.get(ctx.flow)
     if route is not None and route.on_line(ctx, line):
         return line  # the route hands the post to its one member

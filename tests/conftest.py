@@ -79,26 +79,42 @@ def hire_tree(root: Path) -> list:
 
 
 def line_up_at_session_lock(monkeypatch, n: int, *, lock: bool = True) -> None:
-    """Make ``n`` threads reach their first session row lock
-    (``ActionContext.lock_session``) at the same moment, so the race is real; with
-    ``lock=False`` (a control) the lock is left out and the row read plainly."""
+    """Make ``n`` threads reach their first session row lock at the same moment, so the
+    race is real: ``ActionContext.lock_session``, or the session read of an action
+    declared ``locks_session`` (``workforce.sessions._open_and_record``, which takes the
+    lock in the read it makes anyway). With ``lock=False`` (a control) the lock is left
+    out and the row read plainly."""
+    from workforce import sessions
     from workforce.models import Session
     from workforce.sessions import ActionContext
 
     barrier = threading.Barrier(n)
     original = ActionContext.lock_session
+    original_open = sessions._open_and_record
     local = threading.local()
 
-    def lock_session(self):
+    def line_up() -> None:
         if not getattr(local, "waited", False):
             local.waited = True
             barrier.wait(timeout=30)
+
+    def lock_session(self):
+        line_up()
         if lock:
             return original(self)
-        self.session = Session.objects.get(pk=self.session.pk)
+        if not self.locked:
+            self.session = Session.objects.get(pk=self.session.pk)
         return self.session
 
+    def open_and_record(request, opening, *, lock: bool):
+        if lock:
+            line_up()
+            lock = lock_wanted
+        return original_open(request, opening, lock=lock)
+
+    lock_wanted = lock
     monkeypatch.setattr(ActionContext, "lock_session", lock_session)
+    monkeypatch.setattr(sessions, "_open_and_record", open_and_record)
 
 
 @contextmanager

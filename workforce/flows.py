@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
@@ -32,6 +33,10 @@ class Action:
         input_serializer: a DRF Serializer class; keys it does not declare are refused
             (``invalid-input``). ``None`` means the action takes only ``{}``.
         allow_extra: keys that are accepted and ignored (``read``'s ``after`` cursor).
+        locks_session: the handler serializes on the session's row lock
+            (``ActionContext.lock_session``): ``do_run_action`` then reads the session
+            ``FOR UPDATE`` in the read it makes anyway, and ``lock_session`` returns
+            that row without reading it again (docs/architecture.md "A post end to end").
     """
 
     name: str
@@ -39,6 +44,13 @@ class Action:
     input_serializer: type[serializers.Serializer] | None = None
     allow_extra: frozenset[str] = frozenset()
     description: str = ""
+    locks_session: bool = False
+
+    @cached_property
+    def declared_keys(self) -> frozenset[str]:
+        """The input keys the schema declares (read once: a serializer is not built per
+        call just to list its fields)."""
+        return frozenset(self.input_serializer().fields) if self.input_serializer else frozenset()
 
     def validate(self, data: Any) -> dict:
         """Check ``data`` against the input schema; return the cleaned dict.
@@ -50,7 +62,7 @@ class Action:
             data = {}
         if not isinstance(data, dict):
             raise Refusal("invalid-input", f"{self.name} takes a JSON object, not {type(data).__name__}.")
-        declared = set(self.input_serializer().fields) if self.input_serializer else set()
+        declared = self.declared_keys
         extra = sorted(set(data) - declared - set(self.allow_extra))
         if extra:
             allowed = ", ".join(sorted(declared)) or "nothing"

@@ -49,7 +49,10 @@ class Session(models.Model):
     within an organization. ``state`` holds only what the spec calls session state
     (a mailbox's members, charter and description). ``item_seq`` is the last item
     sequence number handed out, bumped with a conditional UPDATE so that items get a
-    gap-free per-session order without a table-wide lock.
+    gap-free per-session order without a table-wide lock. ``line_seq`` is the last
+    transcript line number handed out on a session that keeps lines (a mailbox's
+    ``mailboxes.models.Line``), bumped in the same UPDATE as ``item_seq``, so one locked
+    row gives a post both numbers (docs/architecture.md "A post end to end").
     """
 
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="sessions")
@@ -59,6 +62,7 @@ class Session(models.Model):
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     state = models.JSONField(default=dict, blank=True)
     item_seq = models.BigIntegerField(default=0)
+    line_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,9 +1,12 @@
 """Running actions on sessions: one Request per call, items per session.
 
 ``do_run_action`` is the one way any action runs, whether a client called it over HTTP
-or another flow dispatched it. It records a Request, runs the handler inside a savepoint
-so that a Refusal rolls back everything the action wrote, and records the outcome
-(completed with output, or failed with ``{reason, message}``) in the same transaction.
+or another flow dispatched it. It records a Request, runs the handler in the same
+transaction, and records the outcome: completed with output in that transaction; or, when
+the handler refuses or raises, that transaction is rolled back whole (so a Refusal leaves
+nothing the action wrote) and the failed request (``{reason, message}``) is recorded in a
+fresh one. The handler runs without a savepoint of its own: a savepoint costs two
+statements on every action, the refused path one short transaction more.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from . import rows
 from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
@@ -30,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 
 CHILD_SEPARATOR = ":"  # child session ids: "<parent id>:<child name>"
+COMPLETION_FIELDS = ("status", "output", "finished_at")  # what completing a request writes
 
 
 def now_ms() -> int:
@@ -53,6 +59,8 @@ class ActionContext:
         request: the Request being run (status ``running``).
         user_id: the caller's user id (the session's owner is ``session.user_id``).
         flow: the kind the action belongs to.
+        locked: ``session`` was read under its row lock in this transaction (an action
+            declared with ``locks_session``, or after ``lock_session``).
     """
 
     org: Organization
@@ -61,11 +69,31 @@ class ActionContext:
     user_id: str
     flow: FlowKind
     extras: dict[str, Any] = field(default_factory=dict)
+    locked: bool = False
+    settled: bool = False
+
+    def completion_statement(self, output: Any) -> tuple[str, list]:
+        """The request's completion with ``output`` as ``(sql, params)`` (an UPDATE,
+        ``%s`` placeholders) for a handler that sends it inside its own last statement
+        (a PostgreSQL CTE), saving a round trip. The handler must then return
+        ``output``: ``do_run_action`` writes no completion of its own for it. A refusal
+        or error after this still fails the request (the transaction is rolled back,
+        the completion with it). PostgreSQL and SQLite only (``workforce.rows``)."""
+        self.request.status = Request.Status.COMPLETED
+        self.request.output = output
+        self.request.finished_at = timezone.now()
+        self.settled = True
+        return rows.update_statement(self.request, COMPLETION_FIELDS)
 
     def lock_session(self) -> Session:
         """Take the session's row lock (``SELECT … FOR UPDATE``) until the transaction
-        ends, and return the freshly read row. Serializes writers of one session."""
-        self.session = Session.objects.select_for_update().get(pk=self.session.pk)
+        ends, and return the freshly read row. Serializes writers of one session.
+
+        When the row was already read under the lock in this transaction (``locked``),
+        that row is returned as it is: nobody else can have changed it since."""
+        if not self.locked:
+            self.session = Session.objects.select_for_update().get(pk=self.session.pk)
+            self.locked = True
         return self.session
 
     def emit(self, component: str, data: dict, *, type: str = "component") -> Item:
@@ -119,7 +147,12 @@ def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: 
 
 
 def ensure_organization(org_id: str) -> Organization:
-    """The organization ``org_id``, created on first use."""
+    """The organization ``org_id``, created on first use (read on every HTTP call: the
+    read is sent as SQL built once, ``workforce.rows``)."""
+    if rows.supported():
+        org = rows.select_one(Organization, '"id" = %s', [org_id])
+        if org is not None:
+            return org
     org, _ = Organization.objects.get_or_create(id=org_id)
     return org
 
@@ -127,6 +160,14 @@ def ensure_organization(org_id: str) -> Organization:
 class _IdempotentReplay(Exception):
     def __init__(self, request: Request):
         self.request = request
+
+
+class _ActionFailed(Exception):
+    """The handler refused or raised: its transaction is rolled back and ``error``
+    (``{reason, message}``) is recorded on a failed request in a fresh one."""
+
+    def __init__(self, error: dict):
+        self.error = error
 
 
 def do_run_action(
@@ -150,6 +191,12 @@ def do_run_action(
     ``completed`` (with ``output``) or ``failed`` (with ``error = {reason, message}``);
     either way it is stored. With ``idempotency_key``, a second call with the same key by
     the same user answers the first call's request instead of acting again.
+
+    One transaction on the way that succeeds: the session read (``FOR UPDATE`` for an
+    action declared ``locks_session``), the request's INSERT, the handler, the request's
+    UPDATE. When the handler refuses or raises, that transaction (a savepoint when the
+    caller holds one open) is rolled back whole and the failed request, with the same
+    ``request_id``, is written in a fresh one: nothing the handler wrote stays.
 
     Args:
         org: the caller's organization; the session is looked up inside it.
@@ -179,81 +226,180 @@ def do_run_action(
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
+    missing = None
     creates = True
     if not internal:
         creates = CHILD_SEPARATOR not in session_id and client_creates_session(flow, session_id, action)
         missing = f'No session "{session_id}" exists' + (
             f"; a {kind} session is opened by the server, not by this call." if not creates else "."
         )
+    request = Request(
+        organization=org,
+        action=action,
+        internal=internal,
+        user_id=user_id,
+        input=stored_input,
+        status=Request.Status.RUNNING,
+        idempotency_key=idempotency_key or None,
+        parent_request=parent_request,
+        started_at=timezone.now(),
+    )
+    opening = {
+        "org": org,
+        "kind": kind,
+        "session_id": session_id,
+        "user_id": user_id,
+        "internal": internal,
+        "parent_session": parent_session,
+        "missing": missing,
+        "creates": creates,
+    }
     try:
         with transaction.atomic():
-            if creates:
-                session, _ = Session.objects.get_or_create(
-                    organization=org,
-                    session_id=session_id,
-                    defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
-                )
-            else:
-                # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
-                # sessions are opened another way (a coordinator conversation, a talk address
-                # before its join) creates none on a client's call: a client that could take
-                # an id first would leave a seat unable to hear that mailbox, or a mailbox the
-                # tree declares later unable to open.
-                session = Session.objects.filter(organization=org, session_id=session_id).first()
-                if session is None:
-                    raise Refusal("session-not-found", missing)
-            if not internal and not may_read(session, user_id):
-                # Another user's conversation, or a session under one: not found, and
-                # nothing recorded in it (a refused call would take up the owner's
-                # history window, and its answer would read the owner's history).
-                raise Refusal("session-not-found", missing)  # word for word: ids don't leak
-            if session.flow_kind != kind:
-                raise Refusal(
-                    "session-not-addressable",
-                    f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
-                )
-            request = Request(
-                organization=org,
+            session = _open_and_record(request, opening, lock=act.locks_session)
+            ctx = ActionContext(
+                org=org,
                 session=session,
-                action=action,
-                internal=internal,
+                request=request,
                 user_id=user_id,
-                input=stored_input,
-                status=Request.Status.RUNNING,
-                idempotency_key=idempotency_key or None,
-                parent_request=parent_request,
-                started_at=timezone.now(),
+                flow=flow,
+                extras=extras or {},
+                locked=act.locks_session,
             )
-            if idempotency_key:
-                # Two calls with one key at the same moment: the unique constraint picks
-                # the first; the second answers the first's request.
-                try:
-                    with transaction.atomic():
-                        request.save(force_insert=True)
-                except IntegrityError:
-                    raise _IdempotentReplay(_find_idempotent(org, user_id, idempotency_key)) from None
-            else:
-                request.save(force_insert=True)
-            ctx = ActionContext(org=org, session=session, request=request, user_id=user_id, flow=flow, extras=extras or {})
             try:
-                with transaction.atomic():
-                    data = act.validate(input)
-                    output = act.handler(ctx, data)
+                data = act.validate(input)
+                output = act.handler(ctx, data)
             except Refusal as refusal:
-                request.status = Request.Status.FAILED
-                request.error = refusal.as_error()
+                raise _ActionFailed(refusal.as_error()) from None
             except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
                 logger.exception("action %s.%s on %s failed", kind, action, session_id)
-                request.status = Request.Status.FAILED
-                request.error = {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
-            else:
-                request.status = Request.Status.COMPLETED
-                request.output = output
+                raise _ActionFailed(
+                    {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
+                ) from None
+            if ctx.settled and output == request.output:
+                return request  # the handler's own last statement completed it
+            request.status = Request.Status.COMPLETED
+            request.output = output
             request.finished_at = timezone.now()
-            request.save(update_fields=["status", "output", "error", "finished_at"])
+            if rows.supported():
+                rows.update(request, COMPLETION_FIELDS)
+            else:
+                request.save(update_fields=list(COMPLETION_FIELDS))
             return request
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
+    except _ActionFailed as failed:
+        error = failed.error
+    # The action's transaction is rolled back (its request with it): record the failed
+    # request, same request id and start, on its own.
+    request.pk = None
+    request._state.adding = True
+    request.status = Request.Status.FAILED
+    request.output = None
+    request.error = error
+    request.finished_at = timezone.now()
+    try:
+        with transaction.atomic():
+            _insert_request(request, _open_session(**opening, lock=False))
+    except _IdempotentReplay as replay:
+        return _check_replay(replay.request, session_id, action, stored_input)
+    return request
+
+
+_SESSION_BY_ID = '"organization_id" = %s AND "session_id" = %s'
+
+
+def _open_and_record(request: Request, opening: dict, *, lock: bool) -> Session:
+    """``_open_session`` and ``_insert_request``: on PostgreSQL, for a session that
+    exists and a call without an idempotency key, one statement reads the session (under
+    its lock when ``lock``) and INSERTs the request (``rows.select_one_and_insert``); a
+    refusal of the session then raises inside the transaction, which rolls the request
+    back with it."""
+    if connection.vendor == "postgresql" and not request.idempotency_key:
+        org = opening["org"]
+        session = rows.select_one_and_insert(
+            Session, _SESSION_BY_ID, [org.pk, opening["session_id"]], request, "session_id", for_update=lock
+        )
+        if session is not None:
+            Session.organization.field.set_cached_value(session, org)
+            request.session = session
+            return _check_session(session, **opening)
+    session = _open_session(**opening, lock=lock)
+    _insert_request(request, session)
+    return session
+
+
+def _open_session(
+    *,
+    org: Organization,
+    kind: str,
+    session_id: str,
+    user_id: str,
+    internal: bool,
+    parent_session: Session | None,
+    missing: str | None,
+    creates: bool = True,
+    lock: bool,
+) -> Session:
+    """The session an action runs on, created on first use, read under its row lock when
+    ``lock``; refuses (``session-not-found``, ``session-not-addressable``) before
+    anything is recorded on it."""
+    sessions = Session.objects.select_for_update() if lock else Session.objects
+    if rows.supported():  # the SQL built once: the ORM's compile costs more than the read
+        session = rows.select_one(Session, _SESSION_BY_ID, [org.pk, session_id], for_update=lock)
+    elif not creates:
+        session = sessions.filter(organization=org, session_id=session_id).first()
+    else:
+        session = None
+    if session is None and not creates:
+        # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
+        # sessions are opened another way (a coordinator conversation, a talk address
+        # before its join) creates none on a client's call: a client that could take an
+        # id first would leave a seat unable to hear that mailbox, or a mailbox the tree
+        # declares later unable to open.
+        raise Refusal("session-not-found", missing)
+    if session is None:
+        session, _ = sessions.get_or_create(
+            organization=org,
+            session_id=session_id,
+            defaults={"flow_kind": kind, "user_id": user_id, "parent": parent_session},
+        )
+    else:
+        Session.organization.field.set_cached_value(session, org)
+    return _check_session(session, org=org, kind=kind, session_id=session_id, user_id=user_id, internal=internal, missing=missing)
+
+
+def _check_session(
+    session: Session, *, kind: str, session_id: str, user_id: str, internal: bool, missing: str | None, **_
+) -> Session:
+    """``session`` when the call may run on it; else the refusal (nothing recorded)."""
+    if not internal and not may_read(session, user_id):
+        # Another user's conversation, or a session under one: not found, and
+        # nothing recorded in it (a refused call would take up the owner's
+        # history window, and its answer would read the owner's history).
+        raise Refusal("session-not-found", missing)  # word for word: ids don't leak
+    if session.flow_kind != kind:
+        raise Refusal(
+            "session-not-addressable",
+            f'Session "{session_id}" runs on the {session.flow_kind} kind, not {kind}.',
+        )
+    return session
+
+
+def _insert_request(request: Request, session: Session) -> None:
+    """INSERT ``request`` on ``session``. Two calls with one idempotency key at the same
+    moment: the unique constraint picks the first, the second answers the first's
+    request (``_IdempotentReplay``)."""
+    request.session = session
+    save = rows.insert if rows.supported() else partial(Request.save, force_insert=True)
+    if request.idempotency_key:
+        try:
+            with transaction.atomic():
+                save(request)
+        except IntegrityError:
+            raise _IdempotentReplay(_find_idempotent(request.organization, request.user_id, request.idempotency_key)) from None
+    else:
+        save(request)
 
 
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
@@ -309,7 +455,7 @@ def do_record_request(
         status = Request.Status.RUNNING
     else:
         status = Request.Status.FAILED if error else Request.Status.COMPLETED
-    return Request.objects.create(
+    request = Request(
         organization_id=session.organization_id,
         session=session,
         action=action,
@@ -324,6 +470,11 @@ def do_record_request(
         started_at=started_at or now,
         finished_at=None if running else now,
     )
+    if rows.supported():
+        rows.insert(request)  # a post's fan-out writes one: the INSERT without the ORM's compile
+    else:
+        request.save(force_insert=True)
+    return request
 
 
 def do_abort_request(request_pk: int, detail: str | None = None, *, now=None) -> bool:

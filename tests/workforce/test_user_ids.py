@@ -124,8 +124,8 @@ def test_the_mcp_server_refuses_it_in_development(db):
     with pytest.raises(Refusal) as caught:
         caller_from(token=None, user_id="a\nb")
     assert caught.value.reason == "invalid-input" and USER_ID_RULE in caught.value.message
-    principal, user = caller_from(token=None, user_id="alice@example.com")
-    assert principal.user_id == "alice@example.com" and user is None
+    caller = caller_from(token=None, user_id="alice@example.com")
+    assert caller.principal.user_id == "alice@example.com" and caller.user is None
 
 
 @override_settings(WORKFORCE_AUTH="token")

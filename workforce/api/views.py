@@ -34,6 +34,7 @@ from .serializers import (
     RequestPageSerializer,
     RequestSerializer,
     RunPageSerializer,
+    request_wire,
 )
 
 T = TypeVar("T")
@@ -93,7 +94,7 @@ def read_page(
 def request_response(request_row, *, http_request: HttpRequest, created: bool = True) -> Response:
     """A recorded request as the contract's answer: 202 (or the refusal's status) with
     ``Location`` pointing at ``GET /api/requests/{id}``."""
-    data = RequestSerializer(request_row).data
+    data = request_wire(request_row)
     if request_row.status == "failed" and request_row.error:
         status = http_status_for(request_row.error.get("reason", ""))
     else:

@@ -1,0 +1,167 @@
+"""Row reads and writes for the hot paths, with the SQL built once per model and database
+instead of compiled by the ORM on every call (docs/architecture.md "A post end to end").
+
+Compiling a query is most of what an ORM call costs on this stack (on SQLite a
+``Model.objects.get`` cost about ten times its ``execute``), and a post makes a few of
+them. These helpers send the same statements the ORM would, with each field's own
+conversions (``Field.pre_save``, ``Field.get_db_prep_save`` on the way in; the
+backend's and the field's ``from_db_value`` converters on the way out), so an instance
+read or written here is the instance the ORM would give. They run on PostgreSQL and on
+SQLite (3.35 or newer: ``RETURNING``); ``supported()`` says whether the default
+connection is one of those, and callers use the ORM otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from django.db import connection, models
+
+VENDORS = ("postgresql", "sqlite")
+
+
+def supported() -> bool:
+    """True when the default database is PostgreSQL or SQLite (these helpers' SQL)."""
+    return connection.vendor in VENDORS
+
+
+def _quote(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+@cache
+def _select_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple[str, ...], tuple]:
+    fields = model._meta.concrete_fields
+    columns = ", ".join(_quote(f.column) for f in fields)
+    converters = []
+    for field in fields:
+        col = field.get_col(model._meta.db_table)
+        found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        converters.append((col, tuple(found)))
+    return f"SELECT {columns} FROM {_quote(model._meta.db_table)}", tuple(f.attname for f in fields), tuple(converters)
+
+
+def select_one(model: type[models.Model], where: str, params: Sequence[Any], *, for_update: bool = False):
+    """The one ``model`` row ``WHERE <where>`` selects (``%s`` placeholders, quoted
+    column names), as an instance; None when there is none. ``for_update`` takes its
+    row lock (``FOR UPDATE``; nothing on SQLite, whose write transaction is already
+    serialized)."""
+    select, names, converters = _select_parts(model, connection.vendor)
+    sql = f"{select} WHERE {where}"
+    if for_update and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = []
+    for value, (col, found) in zip(row, converters, strict=True):
+        for converter in found:
+            value = converter(value, col, connection)
+        values.append(value)
+    return model.from_db(connection.alias, names, values)
+
+
+@cache
+def _insert_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple]:
+    pk = model._meta.pk
+    fields = tuple(f for f in model._meta.concrete_fields if f is not pk)
+    columns = ", ".join(_quote(f.column) for f in fields)
+    marks = ", ".join(["%s"] * len(fields))
+    sql = f"INSERT INTO {_quote(model._meta.db_table)} ({columns}) VALUES ({marks}) RETURNING {_quote(pk.column)}"
+    return sql, fields
+
+
+def insert(obj: models.Model) -> None:
+    """INSERT ``obj`` (an unsaved instance with an auto primary key) as ``save(
+    force_insert=True)`` would, without signals; sets its primary key.
+
+    Raises:
+        IntegrityError: a constraint refused the row.
+    """
+    sql, fields = _insert_parts(type(obj), connection.vendor)
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        (obj.pk,) = cursor.fetchone()
+    obj._state.adding = False
+    obj._state.db = connection.alias
+
+
+@cache
+def _update_parts(model: type[models.Model], vendor: str, names: tuple[str, ...]) -> tuple[str, tuple]:
+    fields = tuple(model._meta.get_field(name) for name in names)
+    sets = ", ".join(f"{_quote(f.column)} = %s" for f in fields)
+    pk = model._meta.pk
+    return f"UPDATE {_quote(model._meta.db_table)} SET {sets} WHERE {_quote(pk.column)} = %s", fields
+
+
+def update_statement(obj: models.Model, names: Sequence[str]) -> tuple[str, list]:
+    """``(sql, params)`` of the UPDATE ``update(obj, names)`` sends (``%s``
+    placeholders), for a caller that sends it inside a statement of its own (a CTE)."""
+    sql, fields = _update_parts(type(obj), connection.vendor, tuple(names))
+    params = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in fields]
+    params.append(obj.pk)
+    return sql, params
+
+
+def update(obj: models.Model, names: Sequence[str]) -> int:
+    """UPDATE the fields ``names`` of the saved ``obj`` as ``save(update_fields=names)``
+    would, without signals. Returns the rows updated (1, or 0 when it is gone)."""
+    sql, params = update_statement(obj, names)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount
+
+
+def select_one_and_insert(
+    model: type[models.Model], where: str, params: Sequence[Any], obj: models.Model, link: str, *, for_update: bool = False
+):
+    """PostgreSQL only: ``select_one(model, where, params)`` and, in the same statement,
+    INSERT ``obj`` (as ``insert``) with its foreign key ``link`` (an attname such as
+    ``session_id``) set to the selected row's primary key: one round trip instead of
+    two. Returns the selected instance (``obj`` inserted, its primary key set), or None
+    when no row matched (nothing inserted).
+
+    Raises:
+        IntegrityError: a constraint refused ``obj``'s row.
+    """
+    select, names, converters = _select_parts(model, connection.vendor)
+    _, fields = _insert_parts(type(obj), connection.vendor)
+    lock = " FOR UPDATE" if for_update else ""
+    pk = _quote(model._meta.pk.column)
+    columns = [_quote(f.column) for f in fields]
+    values = []
+    insert_params = []
+    for field in fields:
+        if field.attname == link:
+            values.append(f"found.{pk}")
+        else:
+            values.append("%s")
+            insert_params.append(field.get_db_prep_save(field.pre_save(obj, True), connection))
+    returning = _quote(type(obj)._meta.pk.column)
+    sql = (
+        f"WITH found AS ({select} WHERE {where}{lock}), "
+        f"inserted AS (INSERT INTO {_quote(type(obj)._meta.db_table)} ({', '.join(columns)}) "
+        f"SELECT {', '.join(values)} FROM found RETURNING {returning}) "
+        f"SELECT found.*, inserted.{returning} FROM found, inserted"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, *insert_params])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values_out = []
+    for value, (col, found) in zip(row[:-1], converters, strict=True):
+        for converter in found:
+            value = converter(value, col, connection)
+        values_out.append(value)
+    instance = model.from_db(connection.alias, names, values_out)
+    setattr(obj, link, instance.pk)
+    obj.pk = row[-1]
+    obj._state.adding = False
+    obj._state.db = connection.alias
+    return instance
