@@ -124,8 +124,16 @@ def test_the_orm_broker_handing_a_task_out_late_is_not_taken_for_a_loss(backlog)
 
 def test_a_lapsed_claim_whose_task_the_orm_broker_still_holds_is_left_to_the_broker(backlog):
     claimed = backlog[0]
+    now = timezone.now()
+    # Enqueued, claimed, and its lease lapsed since, in that order (a fast fixture may
+    # have enqueued it less than a second ago: a lease lapsing before its enqueue would
+    # read as enqueued again, not lost).
     Delivery.objects.filter(pk=claimed).update(
-        status="running", attempts=1, started_at=timezone.now(), lease_until=timezone.now() - timedelta(seconds=1)
+        status="running",
+        attempts=1,
+        enqueued_at=now - timedelta(seconds=10),
+        started_at=now - timedelta(seconds=9),
+        lease_until=now - timedelta(seconds=1),
     )
     assert services.do_sweep_deliveries().requeued == []  # its task is still in the broker's table
     OrmQ.objects.filter(
