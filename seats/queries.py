@@ -166,9 +166,11 @@ def window_messages(session: Session, *, exclude_request_id: int | None = None) 
     in ``seq`` order: one statement that reads the window's requests by the
     ``(session, id)`` index, newest first and at most the window's count, and then
     their items by ``request_id``, so it reads about the window's rows however long the
-    conversation is and whatever the planner's statistics say (an item's session is
-    returned, not filtered in SQL: a filter on it lets a planner with stale statistics
-    walk the whole session by its ``(session, seq)`` index).
+    conversation is and whatever the planner's statistics say: the request table has no
+    index on ``session`` alone (one would let a planner that believes the session small
+    read all its requests and sort them), and an item's session is returned, not
+    filtered in SQL (a filter on it lets such a planner walk the whole session by its
+    ``(session, seq)`` index). ``tests/seats/test_wake_queries.py`` holds the rows read.
     """
     requests = connection.ops.quote_name(Request._meta.db_table)
     window = RawSQL(
