@@ -19,25 +19,26 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import DatabaseError, transaction
+from django.db.models import JSONField, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, Concat, JSONObject
 from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
-from seats.turns import leased_turn_slot
+from seats.turns import Wake, free_slot, free_turn_slot, leased_turn_slot, take_slot
 from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
 from workforce.refusals import Refusal
-from workforce.sessions import do_abort_request, do_record_failed_request, ensure_child_session
+from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
-from .models import Delivery
+from .models import Delivery, Line, RoomLine
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
 from .rooms import post_request_of
 from .routing import do_finish_fan_out
@@ -50,39 +51,48 @@ FAILED_DELIVERY_ACTION = "deliverPost"
 def do_deliver(delivery_id: int) -> str:
     """Run one delivery, once (the ``deliver_post`` task's body). Never raises.
 
-    Claims the delivery with a conditional UPDATE (pending, or running with a lapsed
-    lease, and fewer than ``max_delivery_attempts()`` claims); a delivery that is done,
-    failed or held by a live claim is left alone, so a redelivered task never runs a
-    seat's turn twice. A turn left running by a crashed worker is marked ``aborted``
-    before the delivery runs again; one that was cancelled is not run again (the
-    delivery fails ``cancelled``).
+    Claims the delivery in one statement (pending, or running with a lapsed lease, and
+    fewer than ``max_delivery_attempts()`` claims; ``workforce.leases.claim_lease``); a
+    delivery that is done, failed or held by a live claim is left alone, so a
+    redelivered task never runs a seat's turn twice. A turn left running by a crashed
+    worker is marked ``aborted`` before the delivery runs again; one that was cancelled
+    is not run again (the delivery fails ``cancelled``).
 
-    A ``wake`` whose seat is still running a turn in the same conversation hands its
-    claim back and waits (``seats.turns.turn_slot``): its task is enqueued again when
-    that turn ends.
+    A ``wake`` of a kind whose ``post_turn`` can start in the caller's transaction (the
+    agent kind's ``begin``) is two transactions: the claim, the read of the delivery with
+    what the turn needs (mailbox, organization, seat, the post's request, the seat's
+    conversation), the seat's turn slot, the turn's start and its history in the first;
+    the reply, the turn's end, the delivery settled and the slot freed in the second;
+    the model runs between them, outside any. A ``wake`` whose seat is still running a
+    turn in the same conversation hands its claim back and waits
+    (``seats.turns.take_slot``): its task is enqueued again when that turn ends.
 
     Returns:
         ``"done"``, ``"failed"``, ``"waiting"``, ``"not-claimed"`` or ``"lease-lost"``.
     """
     now = timezone.now()
-    token = claim_lease(Delivery, delivery_id, now=now)
-    if token is None:
-        return "not-claimed"
-    delivery = Delivery.objects.select_related("mailbox", "seat", "turn_request").get(pk=delivery_id)
-    if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
-        # Its turn was cancelled and its worker stopped before settling: the cancel holds.
-        try:
-            _settle(delivery, token, error=cancelled_refusal())
-        except LeaseLost:
-            return "lease-lost"
-        return "failed"
-    if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-        do_abort_request(
-            delivery.turn_request_id,
-            "the task running this turn stopped before it finished; the post was delivered again.",
-            now=now,
-        )
+    token = None
     try:
+        with transaction.atomic():
+            token = claim_lease(Delivery, delivery_id, now=now)
+            if token is None:
+                return "not-claimed"
+            delivery = _claimed_delivery(delivery_id)
+            if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
+                # Its turn was cancelled and its worker stopped before settling: the cancel holds.
+                _settle(delivery, token, error=cancelled_refusal())
+                return "failed"
+            if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
+                do_abort_request(
+                    delivery.turn_request_id,
+                    "the task running this turn stopped before it finished; the post was delivered again.",
+                    now=now,
+                )
+            begun = _begin_wake(delivery, token) if delivery.mode == Delivery.Mode.WAKE else None
+        if isinstance(begun, str):
+            return begun
+        if isinstance(begun, _Begun):
+            return _finish_wake(delivery, token, begun)
         if delivery.mode == Delivery.Mode.WAKE:
             return _deliver_wake(delivery, token)
         return _deliver_block(delivery, token)
@@ -91,24 +101,175 @@ def do_deliver(delivery_id: int) -> str:
         return "lease-lost"
     except Exception as exc:  # a bug: record it on the mailbox, keep the cluster going
         logger.exception("delivery %s failed", delivery_id)
-        error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
-        try:
-            _settle(delivery, token, error=error)
-        except LeaseLost:
-            return "lease-lost"
-        turn_id = Delivery.objects.filter(pk=delivery_id).values_list("turn_request_id", flat=True).first()
-        if turn_id:
-            Request.objects.filter(pk=turn_id, status=Request.Status.RUNNING).update(
-                status=Request.Status.FAILED, finished_at=timezone.now(), error=error.as_error()
-            )
+        return _record_bug(delivery_id, token, exc)
+
+
+def _record_bug(delivery_id: int, token: str | None, exc: Exception) -> str:
+    """Fail the delivery with ``internal-error`` (and its turn, if one is running). A bug
+    in the first transaction rolled the claim back with it: the delivery is claimed
+    again to record it."""
+    error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
+    delivery = Delivery.objects.select_related("mailbox").filter(pk=delivery_id).first()
+    if delivery is None:
         return "failed"
+    if token is None or delivery.claim_token != token or delivery.status != Delivery.Status.RUNNING:
+        token = claim_lease(Delivery, delivery_id)
+        if token is None:
+            return "lease-lost"
+    try:
+        _settle(delivery, token, error=error)
+    except LeaseLost:
+        return "lease-lost"
+    turn_id = Delivery.objects.filter(pk=delivery_id).values_list("turn_request_id", flat=True).first()
+    if turn_id:
+        Request.objects.filter(pk=turn_id, status=Request.Status.RUNNING).update(
+            status=Request.Status.FAILED, finished_at=timezone.now(), error=error.as_error()
+        )
+    return "failed"
+
+
+def _claimed_delivery(delivery_id: int) -> Delivery:
+    """The claimed delivery with all its turn needs, in one SELECT: its mailbox and the
+    mailbox's organization, its seat and its last turn's request (joined), the post's
+    request (``post_request_pk``) and the seat's conversation in the mailbox, if it
+    exists (``known_conversation``: ``{pk, kind, user, parent, state}``)."""
+    conversation = Session.objects.filter(
+        organization_id=OuterRef("organization_id"),
+        session_id=Concat(OuterRef("mailbox__session_id"), Value(CHILD_SEPARATOR), OuterRef("seat__seat_id")),
+    ).values(
+        j=JSONObject(pk="pk", kind="flow_kind", user="user_id", parent="parent_id", state="state"),
+    )[:1]
+    # The request that carried the post: a mailbox line's, or a room line's (as
+    # ``rooms.post_request_of`` reads it for one delivery).
+    line = Line.objects.filter(session_id=OuterRef("mailbox_id"), line_id=OuterRef("post_id")).values("request_id")[:1]
+    room_line = RoomLine.objects.filter(session_id=OuterRef("mailbox_id"), line_id=OuterRef("post_id")).values("request_id")[:1]
+    post_request = Coalesce(Subquery(line), Subquery(room_line))
+    return (
+        Delivery.objects.select_related("mailbox__organization", "seat", "turn_request")
+        .annotate(
+            known_conversation=Subquery(conversation, output_field=JSONField()),
+            post_request_pk=post_request,
+        )
+        .get(pk=delivery_id)
+    )
+
+
+def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
+    """The seat's conversation as ``_claimed_delivery`` read it, or found or created
+    (``ensure_conversation``) when it was not there or runs on another kind."""
+    known = delivery.known_conversation
+    if isinstance(known, str):  # a backend that hands JSON back as text
+        known = json.loads(known)
+    if not known or known.get("kind") != seat.kind:
+        return ensure_conversation(delivery.mailbox, seat)
+    session = Session(
+        pk=known["pk"],
+        organization_id=delivery.mailbox.organization_id,
+        session_id=conversation_id(delivery.mailbox.session_id, seat.seat_id),
+        flow_kind=known["kind"],
+        user_id=known["user"],
+        parent_id=known["parent"],
+        state=known.get("state") or {},
+    )
+    session._state.adding = False
+    session._state.db = delivery._state.db
+    return session
+
+
+@dataclass
+class _Begun:
+    """A wake whose turn started in the claim's transaction: the started turn, where it
+    runs and the turn slot's hold."""
+
+    started: Any
+    seat: Seat
+    conversation: Session
+    slot: str
+
+
+def _begin_wake(delivery: Delivery, token: str) -> _Begun | str | None:
+    """Inside the claim's transaction: settle a wake that cannot run (``"failed"``), hand
+    the claim back when the seat's slot is taken (``"waiting"``), or start the turn
+    (``_Begun``). None: the seat's kind has no ``begin``; the wake runs on the older path
+    (``_deliver_wake``) after the claim commits."""
+    seat = delivery.seat
+    if seat is None or not seat_hears(seat) or external_dispatcher():
+        return None  # settled, with its reason, by _deliver_wake
+    post_turn = POST_TURN.get(registry.require(seat.kind))
+    begin = getattr(post_turn, "begin", None)
+    if begin is None:
+        return None
+    try:
+        conversation = _conversation_of(delivery, seat)
+    except Refusal as refusal:
+        _settle(delivery, token, error=refusal)
+        return "failed"
+    held = take_slot(
+        conversation,
+        seat.seat_id,
+        wake=Wake(DELIVER_TASK, (delivery.pk,)),
+        on_wait=lambda: give_back_lease(Delivery, delivery.pk, token),
+    )
+    if held is None:
+        return "waiting"
+
+    def note_turn(request: Request) -> None:
+        # The claim is ours until this transaction ends (its row is locked by the claim).
+        if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
+            raise LeaseLost()
+
+    # The turn was started by the post: its runs are listed under the post's request
+    # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
+    parent = Request(pk=delivery.post_request_pk) if delivery.post_request_pk else None
+    started = begin(
+        seat=seat,
+        mailbox=delivery.mailbox,
+        conversation=conversation,
+        notify_input=delivery.notify_input,
+        key=f"dlv{delivery.pk}",
+        answer=answer_slot(delivery),
+        on_started=note_turn,
+        org=delivery.mailbox.organization,
+        parent=parent,
+    )
+    return _Begun(started=started, seat=seat, conversation=conversation, slot=held)
+
+
+def _finish_wake(delivery: Delivery, token: str, begun: _Begun) -> str:
+    """Run the started turn's model outside any transaction, then, in one transaction,
+    finish it (reply, request settled, a routed answer handed over), settle the delivery
+    and free the seat's turn slot. A slot not freed there (the claim was lost, a bug) is
+    freed on its own. Raises LeaseLost when the claim lapsed meanwhile."""
+    freed = False
+    try:
+        turn = begun.started.run()
+        try:
+            with transaction.atomic():
+                turn.finish()
+                if turn.error is None:
+                    _settle(delivery, token, output={"requestId": turn.request.request_id})
+                else:
+                    _settle(delivery, token, error=turn.error)
+                free_slot(begun.conversation, begun.seat.seat_id, begun.slot)
+                freed = True
+        except LeaseLost:
+            do_abort_request(turn.request.pk, "another task took this delivery over")
+            raise
+        return "done" if turn.error is None else "failed"
+    finally:
+        if not freed:
+            try:
+                free_turn_slot(begun.conversation, begun.seat.seat_id, begun.slot)
+            except DatabaseError:
+                logger.warning("the turn slot of %s was not freed; it lapses", begun.seat.seat_id, exc_info=True)
 
 
 def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusal | None = None) -> None:
     """Mark the delivery done (or failed, recording the failure on the mailbox's
     session), if our claim still holds. Call inside a transaction to make it atomic with
-    what the delivery wrote. Raises LeaseLost when the claim lapsed."""
-    with transaction.atomic():
+    what the delivery wrote (no SAVEPOINT is taken: a LeaseLost rolls that transaction
+    back). Raises LeaseLost when the claim lapsed."""
+    with transaction.atomic(savepoint=False):
         updated = Delivery.objects.filter(pk=delivery.pk, claim_token=token, status=Delivery.Status.RUNNING).update(
             status=Delivery.Status.FAILED if error else Delivery.Status.DONE,
             finished_at=timezone.now(),

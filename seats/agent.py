@@ -24,6 +24,7 @@ when a delegated run ends, cancelled included).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
@@ -52,7 +53,7 @@ from .capabilities import AGENT_CATALOG, ANSWER_EXTRA
 from .drains import RUN_TASK_ACTION, row_turn_text
 from .models import Seat
 from .queries import access_seat, conversation_history
-from .turns import TurnResult, adopt_turn, offered_tools, run_turn, start_turn
+from .turns import TurnLog, TurnResult, adopt_turn, offered_tools, run_turn, start_turn
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,39 @@ def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None)
     return extras
 
 
-def hear_post(
+@dataclass
+class StartedPostTurn:
+    """A woken turn on a mailbox post, started (``begin_post_turn``) and not yet run:
+    ``run()`` runs the model outside any transaction and returns the turn."""
+
+    seat: Seat
+    mailbox: Session
+    log: TurnLog
+    text: str
+    history: list[dict]
+    extras: dict
+    notify_input: dict
+    answer: AnswerSlot | None
+
+    def run(self) -> TurnResult:
+        """Run the model on the turn text (``seats.turns.run_turn``: the cancel check
+        before each model call and each tool call included) and return the turn, which
+        the caller finishes in the transaction that settles its delivery."""
+        result = run_turn(
+            self.seat,
+            self.log,
+            text=self.text,
+            history=self.history,
+            tools=agent_tools(self.seat),
+            extras=self.extras,
+            context=routed_context(self.notify_input) if self.answer else None,
+        )
+        if self.answer is not None:
+            _answers_routed_post(result, self.seat, self.mailbox, self.answer)
+        return result
+
+
+def begin_post_turn(
     *,
     seat: Seat,
     mailbox: Session,
@@ -91,42 +124,89 @@ def hear_post(
     key: str,
     answer: AnswerSlot | None,
     on_started,
-) -> TurnResult:
-    """The agent kind's woken turn on a mailbox post (its ``post_turn`` facet), run by
-    the mailbox's delivery with the delivery claimed, outside any transaction.
+    org: Organization | None = None,
+    parent: Request | None = None,
+) -> StartedPostTurn:
+    """Start the agent kind's woken turn inside the caller's transaction, with no
+    SAVEPOINT of its own (a delivery claims, takes the turn slot and starts in one
+    transaction): an ``onMailboxPost`` request on ``conversation`` (running, its parent
+    ``parent``, the post's request), the turn text as a user message item,
+    ``on_started(request)``, and the conversation's history read for the model.
 
-    Starts an ``onMailboxPost`` request on ``conversation`` (running, the turn text as a
-    user message item; ``on_started(request)`` in the same transaction), runs the model,
-    and returns the turn. The delivery then calls ``turn.finish()`` in the transaction
-    that settles it: the reply as an assistant message item (``agentName`` the seat
-    id), the request completed (``{reply, toolCalls}``) or failed, and, for a routed
-    post (``answer`` set), the reply handed to the mailbox as the post's answer. Tool
-    posts and the answer are dispatched with keys derived from ``key`` and the answer
-    slot's token, so a turn run again after a crash hands each over once.
+    Args:
+        org: the mailbox's organization, when the caller holds it (else read from
+            ``mailbox``); the other arguments are ``hear_post``'s.
     """
     text = turn_text(notify_input)
     log = start_turn(
         conversation,
-        org=mailbox.organization,
+        org=org or mailbox.organization,
         action=ON_MAILBOX_POST,
         input=notify_input,
         user_id=mailbox.user_id,
         prompt=_post_prompt(text, notify_input),
         on_started=on_started,
+        parent=parent,
+        savepoint=False,
     )
-    extras = _post_extras(notify_input, answer, key)
-    result = run_turn(
-        seat,
-        log,
+    history = conversation_history(conversation, speaker=seat.seat_id, exclude_request_id=log.request.pk)
+    return StartedPostTurn(
+        seat=seat,
+        mailbox=mailbox,
+        log=log,
         text=text,
-        history=conversation_history(conversation, speaker=seat.seat_id, exclude_request_id=log.request.pk),
-        tools=agent_tools(seat),
-        extras=extras,
-        context=routed_context(notify_input) if answer else None,
+        history=history,
+        extras=_post_extras(notify_input, answer, key),
+        notify_input=notify_input,
+        answer=answer,
     )
-    if answer is not None:
-        _answers_routed_post(result, seat, mailbox, answer)
-    return result
+
+
+class HearPost:
+    """The agent kind's ``post_turn`` facet (``hear_post``): a callable that starts and
+    runs the turn, and ``begin`` (``begin_post_turn``) for a caller that starts it in its
+    own transaction."""
+
+    begin = staticmethod(begin_post_turn)
+
+    def __call__(
+        self,
+        *,
+        seat: Seat,
+        mailbox: Session,
+        conversation: Session,
+        notify_input: dict,
+        key: str,
+        answer: AnswerSlot | None,
+        on_started,
+    ) -> TurnResult:
+        """The agent kind's woken turn on a mailbox post, run by the mailbox's delivery
+        with the delivery claimed, outside any transaction.
+
+        Starts an ``onMailboxPost`` request on ``conversation`` (running, the turn text as
+        a user message item; ``on_started(request)`` in the same transaction), runs the
+        model, and returns the turn. The delivery then calls ``turn.finish()`` in the
+        transaction that settles it: the reply as an assistant message item
+        (``agentName`` the seat id), the request completed (``{reply, toolCalls}``) or
+        failed, and, for a routed post (``answer`` set), the reply handed to the mailbox
+        as the post's answer. Tool posts and the answer are dispatched with keys derived
+        from ``key`` and the answer slot's token, so a turn run again after a crash hands
+        each over once.
+        """
+        with transaction.atomic():
+            started = begin_post_turn(
+                seat=seat,
+                mailbox=mailbox,
+                conversation=conversation,
+                notify_input=notify_input,
+                key=key,
+                answer=answer,
+                on_started=on_started,
+            )
+        return started.run()
+
+
+hear_post = HearPost()
 
 
 def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:

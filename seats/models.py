@@ -110,7 +110,9 @@ class TurnSlot(models.Model):
     ``holder`` is the running turn's token (``""`` when free) and ``held_until`` when its
     hold lapses (the task cluster kills a task by then), so a holder that died frees the
     slot on its own. Taken and freed under this row's lock, in short transactions: no
-    transaction stays open while the turn runs.
+    transaction stays open while the turn runs. ``waiting`` counts the slot's waits, so
+    taking and freeing it is one UPDATE that reads, from the row it locked, whether anyone
+    waits (``seats.turns.take_slot``/``free_slot``).
     """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
@@ -118,6 +120,9 @@ class TurnSlot(models.Model):
     holder = models.CharField(max_length=32, blank=True, default="")
     held_until = models.DateTimeField(null=True, blank=True)
     taken_at = models.DateTimeField(null=True, blank=True)
+    waiting = models.IntegerField(
+        default=0, help_text="How many TurnWait rows the slot has: bumped under the row lock with each one written or dropped."
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "seat_id"], name="turnslot_unique_per_seat_session")]

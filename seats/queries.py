@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection
 from django.db.models import Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from workforce.models import Item, Organization, Request, Session
-from workforce.queries import window_request_ids
 from workforce.refusals import Refusal
+from workforce.sessions import history_window
 
 from .constants import NOT_ON_ROSTER, no_worker_on_roster
 from .models import Seat
@@ -143,16 +145,10 @@ def conversation_history(session: Session, *, speaker: str, exclude_request_id: 
     delegate's answer in a coordinator's conversation). A turn aborted by a crashed
     worker is left out (its work was run again), and so is ``exclude_request_id``'s.
     """
-    items = (
-        Item.objects.filter(session=session, type=MESSAGE_ITEM, request__in=window_request_ids(session))
-        .exclude(request__status=Request.Status.ABORTED)
-        .order_by("seq")
-    )
-    if exclude_request_id is not None:
-        items = items.exclude(request_id=exclude_request_id)
     messages = []
-    for item in items:
-        data = item.data
+    for item_session, data in window_messages(session, exclude_request_id=exclude_request_id):
+        if item_session != session.pk:
+            continue
         text = data.get("text") or ""
         if not text:
             continue
@@ -162,3 +158,24 @@ def conversation_history(session: Session, *, speaker: str, exclude_request_id: 
             name = data.get("agentName") or ""
             messages.append({"role": "assistant", "content": text if name in ("", speaker) else f"{name}: {text}"})
     return messages
+
+
+def window_messages(session: Session, *, exclude_request_id: int | None = None) -> list[tuple[int, dict]]:
+    """``(session pk, data)`` of the message items of ``session``'s history window (its
+    last ``history_window()`` requests, less aborted ones and ``exclude_request_id``),
+    in ``seq`` order: one statement that reads the window's requests by the
+    ``(session, id)`` index, newest first and at most the window's count, and then
+    their items by ``request_id``, so it reads about the window's rows however long the
+    conversation is and whatever the planner's statistics say: the request table has no
+    index on ``session`` alone (one would let a planner that believes the session small
+    read all its requests and sort them), and an item's session is returned, not
+    filtered in SQL (a filter on it lets such a planner walk the whole session by its
+    ``(session, seq)`` index). ``tests/seats/test_wake_queries.py`` holds the rows read.
+    """
+    requests = connection.ops.quote_name(Request._meta.db_table)
+    window = RawSQL(
+        f'SELECT "w"."id" FROM (SELECT "r"."id", "r"."status" FROM {requests} "r" WHERE "r"."session_id" = %s '
+        'ORDER BY "r"."id" DESC LIMIT %s) "w" WHERE "w"."status" <> %s AND "w"."id" <> %s',
+        [session.pk, history_window(), Request.Status.ABORTED, -1 if exclude_request_id is None else exclude_request_id],
+    )
+    return list(Item.objects.filter(type=MESSAGE_ITEM, request_id__in=window).order_by("seq").values_list("session_id", "data"))

@@ -54,8 +54,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import Q
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
@@ -136,36 +137,86 @@ def take_turn_slot(
     on_wait: Callable[[], None] | None = None,
     now: datetime | None = None,
 ) -> str | None:
-    """Take seat ``seat_id``'s turn slot in ``session`` for one turn, or leave a wait.
-
-    One short transaction under the slot's row lock (created on first use): a slot that
-    is free, or whose holder's hold lapsed (``held_until`` passed), is taken for
-    ``slot_hold_seconds()`` and
-    ``wake``'s own wait, if any, is dropped. A slot another turn holds gets a
-    ``TurnWait`` for ``wake`` (once per caller) and ``on_wait()`` runs in the same
-    transaction: the caller hands its claim back there, so the task the holder enqueues
-    when it frees the slot finds the work claimable. An exception ``on_wait`` raises
-    (a claim already lost) rolls the wait back and propagates.
+    """Take seat ``seat_id``'s turn slot in ``session`` for one turn, or leave a wait,
+    in one short transaction of its own (``take_slot`` inside it).
 
     Returns:
         The hold's token (give it to ``free_turn_slot``), or None when the slot is taken.
     """
-    now = now or timezone.now()
     with transaction.atomic():
+        return take_slot(session, seat_id, wake=wake, on_wait=on_wait, now=now)
+
+
+def take_slot(
+    session: Session,
+    seat_id: str,
+    *,
+    wake: Wake,
+    on_wait: Callable[[], None] | None = None,
+    now: datetime | None = None,
+) -> str | None:
+    """Take seat ``seat_id``'s turn slot in ``session`` inside the caller's transaction
+    (call it in one: the slot's row lock is held until it ends), or leave a wait.
+
+    A slot that is free, or whose holder's hold lapsed (``held_until`` passed), is taken
+    for ``slot_hold_seconds()`` by one UPDATE … RETURNING, which also reads whether the
+    slot has waits (``TurnSlot.waiting``); only then is ``wake``'s own wait, if any,
+    dropped. A slot another turn holds (or one not made yet) is read under its row lock:
+    a held one gets a ``TurnWait`` for ``wake`` (once per caller) and ``on_wait()`` runs
+    in the same transaction: the caller hands its claim back there, so the task the
+    holder enqueues when it frees the slot finds the work claimable. An exception
+    ``on_wait`` raises (a claim already lost) propagates (the caller's transaction rolls
+    the wait back).
+
+    Returns:
+        The hold's token, or None when the slot is taken.
+    """
+    now = now or timezone.now()
+    token = uuid.uuid4().hex
+    row = _take_free(session.pk, seat_id, token, now)
+    if row is None:
         slot = _locked_slot(session, seat_id)
         if not slot.holder or slot.held_until is None or slot.held_until < now:
-            token = uuid.uuid4().hex
             TurnSlot.objects.filter(pk=slot.pk).update(
                 holder=token, held_until=now + timedelta(seconds=slot_hold_seconds()), taken_at=now
             )
-            TurnWait.objects.filter(slot=slot, key=wake.key).delete()
-            return token
-        if not TurnWait.objects.filter(slot=slot, key=wake.key).exists():
-            TurnWait.objects.create(slot=slot, key=wake.key, task=wake.task, args=list(wake.args))
-        if on_wait is not None:
-            on_wait()
+            row = (slot.pk, slot.waiting)
+    if row is not None:
+        slot_pk, waiting = row
+        if waiting > 0 and TurnWait.objects.filter(slot_id=slot_pk, key=wake.key).delete()[0]:
+            TurnSlot.objects.filter(pk=slot_pk).update(waiting=Greatest(F("waiting") - 1, 0))
+        return token
+    if not TurnWait.objects.filter(slot=slot, key=wake.key).exists():
+        TurnWait.objects.create(slot=slot, key=wake.key, task=wake.task, args=list(wake.args))
+        TurnSlot.objects.filter(pk=slot.pk).update(waiting=F("waiting") + 1)
+    if on_wait is not None:
+        on_wait()
     logger.info("seat %s is busy in session %s: %s%s waits for its turn", seat_id, session.session_id, wake.task, wake.args)
     return None
+
+
+def _take_free(session_pk: int, seat_id: str, token: str, now: datetime) -> tuple[int, int] | None:
+    """One UPDATE … RETURNING: take the slot when it exists and is free or lapsed;
+    ``(pk, waiting)`` of the row taken, or None (missing, or held)."""
+    ops = connection.ops
+    table = ops.quote_name(TurnSlot._meta.db_table)
+    stamp = ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE {table} SET "holder" = %s, "held_until" = %s, "taken_at" = %s '
+            'WHERE "session_id" = %s AND "seat_id" = %s AND ("holder" = \'\' OR "held_until" IS NULL OR "held_until" < %s) '
+            'RETURNING "id", "waiting"',
+            [
+                token,
+                ops.adapt_datetimefield_value(now + timedelta(seconds=slot_hold_seconds())),
+                stamp,
+                session_pk,
+                seat_id,
+                stamp,
+            ],
+        )
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else None
 
 
 def _locked_slot(session: Session, seat_id: str) -> TurnSlot:
@@ -181,25 +232,46 @@ def _locked_slot(session: Session, seat_id: str) -> TurnSlot:
 
 
 def free_turn_slot(session: Session, seat_id: str, token: str) -> bool:
-    """Free the slot held with ``token`` (a hold that lapsed and was taken over is left
-    alone) and enqueue the oldest wait's task, with the transaction, under the slot's
-    row lock. Returns True when this hold was freed."""
+    """Free the slot held with ``token`` in a transaction of its own (``free_slot``
+    inside it). Returns True when this hold was freed."""
     with transaction.atomic():
-        slot = TurnSlot.objects.select_for_update().filter(session=session, seat_id=seat_id).first()
-        if slot is None:
-            return False
-        freed = slot.holder == token
-        if freed:
-            TurnSlot.objects.filter(pk=slot.pk).update(holder="", held_until=None)
-        if freed or not slot.holder:
-            _wake_next(slot)
-    return freed
+        return free_slot(session, seat_id, token)
+
+
+def free_slot(session: Session, seat_id: str, token: str) -> bool:
+    """Free the slot held with ``token`` inside the caller's transaction (a hold that
+    lapsed and was taken over is left alone) and enqueue the oldest wait's task with
+    it. One UPDATE … RETURNING frees the slot and reads, from the locked row, whether
+    anyone waits (``TurnSlot.waiting``: a wait written while this UPDATE waited for the
+    row's lock is counted in the row it returns); only then are the waits read.
+    Returns True when this hold was freed."""
+    table = connection.ops.quote_name(TurnSlot._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE {table} SET "holder" = \'\', "held_until" = NULL '
+            'WHERE "session_id" = %s AND "seat_id" = %s AND "holder" = %s RETURNING "id", "waiting"',
+            [session.pk, seat_id, token],
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        if row[1] > 0:
+            _wake_next(TurnSlot(pk=row[0], session_id=session.pk, seat_id=seat_id))
+        return True
+    # Not ours any more (the hold lapsed and was taken over) or gone: wake the next
+    # waiter only when nobody holds it now.
+    slot = TurnSlot.objects.select_for_update().filter(session=session, seat_id=seat_id).first()
+    if slot is not None and not slot.holder:
+        _wake_next(slot)
+    return False
 
 
 def _wake_next(slot: TurnSlot) -> TurnWait | None:
-    wait = TurnWait.objects.filter(slot=slot).order_by("created_at", "pk").first()
+    wait = TurnWait.objects.filter(slot_id=slot.pk).order_by("created_at", "pk").first()
     if wait is None or not TurnWait.objects.filter(pk=wait.pk).delete()[0]:
+        if wait is None:  # the count ran ahead of the rows: put it right
+            TurnSlot.objects.filter(pk=slot.pk).update(waiting=0)
         return None
+    TurnSlot.objects.filter(pk=slot.pk).update(waiting=Greatest(F("waiting") - 1, 0))
     enqueue(wait.task, *wait.args)
     return wait
 
@@ -275,14 +347,15 @@ class TurnLog:
     owns_request: bool = True
 
     def message(self, data: dict) -> Item:
-        """One model message item (``{"role", "text", ...}``), in its own transaction."""
-        with transaction.atomic():
+        """One model message item (``{"role", "text", ...}``), in its own transaction, or
+        in the caller's (no SAVEPOINT: the item is the caller's to keep or roll back)."""
+        with transaction.atomic(savepoint=False):
             return emit_item(self.session, "", data, type=MESSAGE, request=self.request)
 
     def tool_call(self, record: dict) -> Item:
         """One ``tool-call`` component item (``{name, arguments, result}``), in its own
-        transaction."""
-        with transaction.atomic():
+        transaction (or the caller's, without a SAVEPOINT)."""
+        with transaction.atomic(savepoint=False):
             return emit_item(self.session, TOOL_CALL, record, request=self.request)
 
 
@@ -296,6 +369,8 @@ def start_turn(
     org: Organization | None = None,
     on_started: Callable[[Request], None] | None = None,
     started_at=None,
+    parent: Request | None = None,
+    savepoint: bool = True,
 ) -> TurnLog:
     """Start a turn: a running request ``action`` on ``session`` and the ``prompt``
     message item (``{"role": "user", "text": ...}`` plus the caller's keys; None when
@@ -306,9 +381,15 @@ def start_turn(
     Args:
         input: the request's JSON input; user_id: who the turn runs as (the session's
             owner); org: the session's organization, when the caller holds it.
+        parent: the request that started the turn (``parent_request``: a post's).
+        savepoint: False when the caller's own transaction is all the start needs (a
+            delivery that claims and starts in one): no SAVEPOINT is taken, and an
+            exception rolls the caller's transaction back.
     """
-    with transaction.atomic():
-        request = do_record_request(session, action=action, input=input, user_id=user_id, running=True, started_at=started_at)
+    with transaction.atomic(savepoint=savepoint):
+        request = do_record_request(
+            session, action=action, input=input, user_id=user_id, running=True, started_at=started_at, parent=parent
+        )
         if prompt is not None:
             emit_item(session, "", prompt, type=MESSAGE, request=request)
         if on_started is not None:

@@ -3,7 +3,7 @@ broker redelivers).
 
 A mailbox's delivery (``mailboxes.models.Delivery``), a coordinator's delegated post and job
 (``coordinators.models.DelegatedPost``, ``Job``) are each run by whichever task claims
-it first: ``claim_lease`` is one conditional UPDATE that takes a row that is pending, or
+it first: ``claim_lease`` is one statement (an UPDATE … RETURNING) that takes a row that is pending, or
 running under a lapsed lease, and has had fewer than ``max_attempts()`` claims. The
 claim's token then guards everything the run writes: a run whose token no longer
 matches lost its claim (``LeaseLost``) to a task that took the row over.
@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import models, transaction
-from django.db.models import DateTimeField, F, Q, Value
-from django.db.models.functions import Coalesce
+from django.db import connection, models, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -42,13 +41,21 @@ def max_attempts() -> int:
 
 
 def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = None, stamp_started: bool = True) -> str | None:
-    """Claim row ``pk`` of ``model`` for one run, with one conditional UPDATE.
+    """Claim row ``pk`` of ``model`` for one run, in one statement.
 
     The row is taken when its status is ``pending``, or ``running`` with
     ``lease_until`` passed, and its ``attempts`` are below ``max_attempts()``. Taking it
     sets it ``running``, counts the attempt, stores a fresh ``claim_token`` and leases it
     for ``lease_seconds()`` from ``now``; with ``stamp_started`` it also sets
     ``started_at`` on the first claim.
+
+    The statement is ``UPDATE … SET status='running', attempts=attempts+1,
+    claim_token=…, lease_until=… WHERE id = (SELECT id … FOR UPDATE SKIP LOCKED LIMIT 1)
+    RETURNING id`` on PostgreSQL: a row another transaction holds (a claim in flight, the
+    holder settling) is skipped, not waited for, so a redelivered task never queues
+    behind the run it duplicates. SQLite, whose writers are serialized, runs the same
+    conditional UPDATE … RETURNING without the row lock. Called inside a transaction,
+    the claim commits with it (``mailboxes.deliveries`` claims and starts a turn in one).
 
     Args:
         model: a model with ``Status.PENDING``/``Status.RUNNING`` choices on ``status``,
@@ -58,23 +65,28 @@ def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = No
 
     Returns:
         The claim token, or None when the row was not claimable (done, failed, held by a
-        live claim, out of attempts, or gone).
+        live claim, out of attempts, gone, or locked by another transaction right now).
     """
     token = uuid.uuid4().hex
     now = now or timezone.now()
-    changes = {
-        "status": model.Status.RUNNING,
-        "attempts": F("attempts") + 1,
-        "claim_token": token,
-        "lease_until": now + timedelta(seconds=lease_seconds()),
-    }
+    db = connection.ops
+    stamp = db.adapt_datetimefield_value(now)
+    table = connection.ops.quote_name(model._meta.db_table)
+    pk_col = connection.ops.quote_name(model._meta.pk.column)
+    sets = '"status" = %s, "attempts" = "attempts" + 1, "claim_token" = %s, "lease_until" = %s'
+    set_params: list = [model.Status.RUNNING, token, db.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds()))]
     if stamp_started:
-        changes["started_at"] = Coalesce(F("started_at"), Value(now, output_field=DateTimeField()))
-    claimed = (
-        model.objects.filter(pk=pk, attempts__lt=max_attempts())
-        .filter(Q(status=model.Status.PENDING) | Q(status=model.Status.RUNNING, lease_until__lt=now))
-        .update(**changes)
-    )
+        sets += ', "started_at" = COALESCE("started_at", %s)'
+        set_params.append(stamp)
+    cond = f'{pk_col} = %s AND "attempts" < %s AND ("status" = %s OR ("status" = %s AND "lease_until" < %s))'
+    cond_params = [pk, max_attempts(), model.Status.PENDING, model.Status.RUNNING, stamp]
+    if connection.vendor == "postgresql":
+        where = f"{pk_col} = (SELECT {pk_col} FROM {table} WHERE {cond} LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    else:
+        where = cond
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {sets} WHERE {where} RETURNING {pk_col}", set_params + cond_params)
+        claimed = cursor.fetchone()
     return token if claimed else None
 
 

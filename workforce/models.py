@@ -88,7 +88,9 @@ class Request(models.Model):
 
     request_id = models.CharField(max_length=40, unique=True, default=mint_request_id, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="requests")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="requests")
+    # No index of its own: the (session, id) index below serves every lookup by session,
+    # and a second one lets a planner with stale statistics read a whole session to sort it.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="requests", db_index=False)
     action = models.CharField(max_length=200)
     internal = models.BooleanField(default=False, help_text="Reached by dispatch, not by a client.")
     user_id = models.CharField(max_length=200, help_text="The caller.")

@@ -121,6 +121,10 @@ def test_control_the_same_seat_in_two_conversations_runs_both_turns_at_once(pend
 def test_control_without_the_slot_two_turns_of_one_conversation_overlap_and_interleave(pending, model, monkeypatch):
     monkeypatch.setattr(turns, "take_turn_slot", lambda *args, **kwargs: "no-rule")
     monkeypatch.setattr(turns, "free_turn_slot", lambda *args, **kwargs: True)
+    # The wake takes and frees the slot inside its own transactions (take_slot, free_slot).
+    monkeypatch.setattr(deliveries, "take_slot", lambda *args, **kwargs: "no-rule")
+    monkeypatch.setattr(deliveries, "free_slot", lambda *args, **kwargs: True)
+    monkeypatch.setattr(deliveries, "free_turn_slot", lambda *args, **kwargs: True)
     first, second = pending("eng.incidents", "eng.incidents")
     outcomes = run_in_threads(lambda i: deliveries.do_deliver((first, second)[i].pk), 2)
     assert outcomes == ["done", "done"]

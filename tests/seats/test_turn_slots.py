@@ -150,10 +150,11 @@ def resolver_that_fails():
 
 
 def test_taking_and_freeing_a_slot_costs_a_few_queries_whatever_came_before(conversation, django_assert_num_queries):
-    """The slot is on every wake's path: a fixed few queries to take it (lock, take, drop
-    this caller's wait) and to free it (lock, free, look for a wait), savepoints included."""
+    """The slot is on every wake's path: one UPDATE … RETURNING to take it (which also
+    says nobody waits, so no wait is looked for) and one to free it, each in its own
+    transaction here (the savepoint and its release around it)."""
     for _ in range(3):
-        with django_assert_num_queries(5):
+        with django_assert_num_queries(3):
             token = take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop"))
-        with django_assert_num_queries(5):
+        with django_assert_num_queries(3):
             free_turn_slot(conversation, "eng.lead", token)

@@ -1,0 +1,227 @@
+"""The lean wake (speed issue, "A lean write path", "Claims", "Guard the gains"): the
+statements, transactions and rows one wake of an echo seat costs, on both databases.
+
+A wake is the ``deliver_post`` task's body (``mailboxes.deliveries.do_deliver``): the
+claim, the read of what the turn needs, the seat's turn slot, the turn's start and its
+history (one transaction), the cancel check before the model call (one read on its own),
+the echo model, and the reply, the turn's end, the delivery settled and the slot freed
+(one transaction). Transactions are counted as the server sees them: each outermost
+``atomic`` block is one (Django's ``connection.commit`` ends it; on SQLite its ``BEGIN IMMEDIATE`` is seen too),
+and each statement run outside any block is one more (autocommit).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from mailboxes import notify
+from mailboxes.deliveries import do_deliver
+from mailboxes.models import Delivery
+from tests.conftest import MEMBER, mailbox_md, on_postgres, run_in_threads
+from tests.seats.conftest import ECHO_LISTENER
+from workforce.leases import claim_lease, max_attempts
+from workforce.models import Item, Request, Session
+from workforce.notify import ON_MAILBOX_POST
+from workforce.sessions import do_run_action
+
+ONE_SEAT = {
+    "teams/eng/mailboxes/m/MAILBOX.md": mailbox_md("M.", members=("eng.lead",)),
+    "teams/eng/workers/lead/WORKER.md": ECHO_LISTENER,
+}
+
+# One wake of an echo seat that has heard posts before (its conversation and slot exist):
+# claim 1, read 1, slot 1, turn start 4 (request, item counter, prompt item, the
+# delivery noting its turn), history 1; the cancel check 1; finish 3 (request settled,
+# item counter, reply item), settle 1, slot freed 1.
+WAKE_STATEMENTS = 14
+WAKE_TRANSACTIONS = 2  # atomic blocks; the cancel check is the one autocommit read
+# On PostgreSQL the live streams are told of each transaction's items after its commit:
+# one NOTIFY per transaction that emitted any (``workforce.streams``).
+STREAM_NOTIFIES = 2
+
+
+@contextmanager
+def profile():
+    """Record every statement with the transaction it ran in: ``("atomic", n)`` for the
+    n-th outermost atomic block, ``("autocommit", None)`` for one run outside any."""
+    rows: list[tuple[str, tuple]] = []
+    commits = [0]
+    real_commit = connection.commit
+
+    def counting_commit():
+        commits[0] += 1
+        return real_commit()
+
+    def record(execute, sql, params, many, context):
+        where = ("atomic", commits[0]) if connection.in_atomic_block else ("autocommit", None)
+        rows.append((sql, where))
+        return execute(sql, params, many, context)
+
+    connection.ensure_connection()
+    connection.commit = counting_commit
+    try:
+        with connection.execute_wrapper(record):
+            yield rows
+    finally:
+        del connection.commit
+
+
+def summary(rows):
+    atomic = {where for _, where in rows if where[0] == "atomic"}
+    autocommit = [sql for sql, where in rows if where[0] == "autocommit"]
+    return len(rows), len(atomic), autocommit
+
+
+@pytest.fixture
+def one_seat(wired, org, monkeypatch):
+    """``post(body) -> Delivery``: a committed post on a one-member mailbox whose
+    delivery was written and not handed to the cluster."""
+    monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    wired(ONE_SEAT)
+
+    def _post(body: str) -> Delivery:
+        do_run_action(org=org, kind="mailbox", session_id="eng.m", action="post", input={"body": body}, user_id=MEMBER)
+        return Delivery.objects.order_by("-pk").first()
+
+    return _post
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_wake_of_an_echo_seat_is_14_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
+    assert do_deliver(one_seat("first").pk) == "done"  # its conversation and slot are made
+    delivery = one_seat("second")
+    with profile() as rows:
+        assert do_deliver(delivery.pk) == "done"
+    notifies = [sql for sql, _ in rows if "pg_notify" in sql]
+    assert len(notifies) == (STREAM_NOTIFIES if on_postgres() else 0)
+    # SQLite's IMMEDIATE transactions show their BEGIN as a statement: one per transaction.
+    begins = [sql for sql, _ in rows if sql.startswith("BEGIN")]
+    assert len(begins) == (0 if on_postgres() else WAKE_TRANSACTIONS)
+    rows = [(sql, where) for sql, where in rows if "pg_notify" not in sql and not sql.startswith("BEGIN")]
+    statements, transactions, autocommit = summary(rows)
+    assert (statements, transactions) == (WAKE_STATEMENTS, WAKE_TRANSACTIONS), "\n".join(f"{w} {sql[:150]}" for sql, w in rows)
+    assert len(autocommit) == 1 and autocommit[0].startswith("SELECT %s AS")  # is_cancelled, before the model call
+    assert not [sql for sql, _ in rows if "SAVEPOINT" in sql]
+    delivery.refresh_from_db()
+    turn = delivery.turn_request
+    assert (delivery.status, turn.status, turn.output["reply"]) == (
+        "done",
+        "completed",
+        "eng.lead heard: u_owner in eng.m: second",
+    )
+    # The turn is listed under the post's request, without a read of its own.
+    assert turn.parent_request.action == "post"
+    texts = [i.data["text"] for i in Item.objects.filter(session=delivery.conversation).order_by("seq")]
+    assert texts[-2:] == ["u_owner in eng.m: second", "eng.lead heard: u_owner in eng.m: second"]
+
+
+def test_the_claim_is_one_statement(one_seat, django_assert_num_queries):
+    delivery = one_seat("claim me")
+    with django_assert_num_queries(1) as captured:
+        token = claim_lease(Delivery, delivery.pk)
+    sql = captured.captured_queries[0]["sql"]
+    assert sql.startswith('UPDATE "seats_delivery"') and "RETURNING" in sql
+    assert ("FOR UPDATE SKIP LOCKED" in sql) is on_postgres()
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.claim_token) == ("running", 1, token)
+    assert delivery.lease_until > timezone.now() and delivery.started_at is not None
+    with django_assert_num_queries(1):
+        assert claim_lease(Delivery, delivery.pk) is None  # held by a live claim
+
+
+def test_a_lapsed_claim_is_taken_over_until_the_attempts_run_out(one_seat):
+    delivery = one_seat("lapse")
+    first = claim_lease(Delivery, delivery.pk)
+    started = Delivery.objects.get(pk=delivery.pk).started_at
+    later = timezone.now() + timedelta(days=1)
+    second = claim_lease(Delivery, delivery.pk, now=later)
+    assert second not in (None, first)
+    delivery.refresh_from_db()
+    assert (delivery.attempts, delivery.claim_token, delivery.started_at) == (2, second, started)  # first claim's start kept
+    Delivery.objects.filter(pk=delivery.pk).update(attempts=max_attempts())
+    assert claim_lease(Delivery, delivery.pk, now=later + timedelta(days=1)) is None
+    Delivery.objects.filter(pk=delivery.pk).update(status="done", attempts=0)
+    assert claim_lease(Delivery, delivery.pk, now=later + timedelta(days=1)) is None
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_one_statement_claim_under_many_claimers_has_one_winner(one_seat):
+    rows = [one_seat(f"race {n}") for n in range(3)]
+    for delivery in rows:
+        tokens = run_in_threads(lambda i, pk=delivery.pk: claim_lease(Delivery, pk), 8)
+        assert len([t for t in tokens if t]) == 1
+        assert Delivery.objects.get(pk=delivery.pk).attempts == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_control_a_claim_that_reads_then_writes_has_several_winners(one_seat):
+    """Beside the test above: the same claimers with a read, then an unconditional write."""
+    import threading
+
+    delivery = one_seat("race")
+    barrier = threading.Barrier(8)
+
+    def naive(i: int) -> bool:
+        row = Delivery.objects.get(pk=delivery.pk)
+        barrier.wait(timeout=30)
+        if row.status != "pending" or row.attempts >= max_attempts():
+            return False
+        Delivery.objects.filter(pk=delivery.pk).update(status="running", attempts=row.attempts + 1)
+        return True
+
+    assert sum(run_in_threads(naive, 8, barrier=False)) > 1
+
+
+@pytest.mark.postgres
+def test_a_wake_reads_about_its_window_however_long_the_conversation(one_seat, org):
+    """The scan behind thousands of rows read per post-and-wake: the history window's
+    query walked the whole conversation (or the whole request table) when the planner's
+    statistics were taken while the conversation was small. Statistics are taken now
+    (beside 500 other sessions and their requests), then 2,000 earlier turns are written, and one
+    wake must read at most 200 rows (the window's 50 requests and their items, the
+    claim, the slot and what the turn writes)."""
+    assert do_deliver(one_seat("first").pk) == "done"
+    conversation = Session.objects.get(session_id="eng.m:eng.lead")
+    # Other sessions and their requests, so the statistics believe the conversation small
+    # (and the session table is not so small that reading it whole is the cheapest plan).
+    others = Session.objects.bulk_create(
+        Session(organization=org, session_id=f"other.{n}", flow_kind="agent", user_id="u_owner") for n in range(500)
+    )
+    Request.objects.bulk_create(
+        Request(organization=org, session=other, action=ON_MAILBOX_POST, user_id="u_owner", status="completed")
+        for other in others
+        for _ in range(6)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE workforce_item; ANALYZE workforce_request; ANALYZE workforce_session")
+    turns = Request.objects.bulk_create(
+        Request(organization=org, session=conversation, action=ON_MAILBOX_POST, user_id="u_owner", status="completed")
+        for _ in range(2000)
+    )
+    base = Session.objects.get(pk=conversation.pk).item_seq
+    Item.objects.bulk_create(
+        Item(session=conversation, request=turn, seq=base + 2 * n + k, type="message", data={"role": role, "text": "earlier"})
+        for n, turn in enumerate(turns, start=1)
+        for k, role in enumerate(("user", "assistant"))
+    )
+    Session.objects.filter(pk=conversation.pk).update(item_seq=base + 2 * len(turns) + 2)
+    delivery = one_seat("after many")
+
+    def rows_read() -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT relname, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables")
+            return dict(cursor.fetchall())
+
+    before = rows_read()
+    assert do_deliver(delivery.pk) == "done"
+    by_table = {name: n - before.get(name, 0) for name, n in rows_read().items() if n - before.get(name, 0)}
+    assert sum(by_table.values()) <= 200, by_table
+    delivery.refresh_from_db()
+    assert delivery.turn_request.status == "completed"
