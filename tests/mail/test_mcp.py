@@ -88,3 +88,11 @@ def test_agent_chat_answers_with_the_agents_reply(agents, org):
     )
     refused = asyncio.run(call(server, "agent_chat", {"worker": "eng.nobody", "message": "x"}))
     assert refused.is_error and "recipient-not-found: " in text(refused)
+
+
+@override_settings(WORKFORCE_AUTH="none")
+def test_the_command_says_a_token_needs_token_auth(db):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="--token needs WORKFORCE_AUTH=token"):
+        call_command("mcp", "--token", "abc")

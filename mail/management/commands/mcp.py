@@ -18,6 +18,10 @@ class Command(BaseCommand):
         parser.add_argument("--user", default=None, help="In development (WORKFORCE_AUTH=none): the user id to act as.")
 
     def handle(self, *args, **options):
+        if options["token"] and settings.WORKFORCE_AUTH != "token":
+            # In development a token would be ignored and the caller asked for a userId:
+            # say what is wrong instead.
+            raise CommandError("--token needs WORKFORCE_AUTH=token; in development (WORKFORCE_AUTH=none) use --user ID.")
         ensure_booted()
         try:
             server = build_server(token=options["token"] or settings.WORKFORCE_MCP_TOKEN, user_id=options["user"])
