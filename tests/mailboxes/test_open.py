@@ -242,3 +242,11 @@ def test_a_member_posting_does_not_own_the_mailbox(open_tree, act):
     open_tree()
     line = act("eng.standup", "post", {"body": "hello"}, user_id=MEMBER).output
     assert line["principal"] == OWNER
+
+
+def test_the_command_names_a_projects_yaml_template_by_its_file(make_tree, org):
+    files = dict(STANDARD_TREE)
+    files["org/resources/projects.yaml"] = "talk:\n  seats: [eng.lead]\n  charter: The project room.\n"
+    out = StringIO()
+    call_command("open_mailboxes", root=str(make_tree(files)), user=OWNER, stdout=out)
+    assert "org/resources/projects.yaml: template for projects, not opened" in out.getvalue().splitlines()

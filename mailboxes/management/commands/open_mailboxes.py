@@ -43,4 +43,4 @@ class Command(BaseCommand):
             if outcome.drift_warning:  # its file changed after it was opened
                 self.stdout.write(f"warning: {outcome.drift_warning}")
         for template in roster.templates:
-            self.stdout.write(f"{template.id}: template for {template.collection}, not opened")
+            self.stdout.write(f"{template.id or template.site}: template for {template.collection}, not opened")
