@@ -110,10 +110,21 @@ class McpMount:
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             await _answer(send, Refusal("invalid-input", "Invalid Host header: add it to DJANGO_ALLOWED_HOSTS."))
             return
+        if scope.get("method") != "POST":
+            # Stateless, JSON answers: every call is one POST. A GET would open the SDK's
+            # standalone event stream, which this mount never writes to and which would
+            # hold a web slot until the client left (the MCP transport lets a server
+            # answer 405 to it); a DELETE ends a session this mount never keeps.
+            await _answer(
+                send, Refusal("method-not-allowed", "The MCP mount takes POST only (stateless, JSON answers)."), allow=b"POST"
+            )
+            return
         user_ids = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("userId")
         try:
             caller = await sync_to_async(_verified_caller, thread_sensitive=False)(
-                headers.get("authorization"), user_ids[0] if user_ids else None
+                # The last one, as Django's QueryDict reads a repeated parameter.
+                headers.get("authorization"),
+                user_ids[-1] if user_ids else None,
             )
         except Refusal as refusal:
             await _answer(send, refusal)
@@ -124,11 +135,14 @@ class McpMount:
         await self.server.session_manager.handle_request(scope, receive, send)
 
 
-async def _answer(send, refusal: Refusal) -> None:
-    """The REST API's error body for a request the mount refuses before the SDK sees it."""
+async def _answer(send, refusal: Refusal, *, allow: bytes | None = None) -> None:
+    """The REST API's error body for a request the mount refuses before the SDK sees it
+    (``allow``: the ``Allow`` header of a 405)."""
     body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if refusal.http_status == 401:
         headers.append((b"www-authenticate", CHALLENGE))
+    if allow is not None:
+        headers.append((b"allow", allow))
     await send({"type": "http.response.start", "status": refusal.http_status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -65,7 +65,11 @@ async def application(scope, receive, send):
     if scope["type"] != "http":
         await django_application(scope, receive, send)
         return
-    if is_long_lived(scope):
+    mcp = is_mcp_path(scope.get("path", ""))
+    if mcp or is_long_lived(scope):
+        # A stream, a waiting read, or an MCP call (``agent_chat`` waits for the agent's
+        # turn): each may wait long on the server's side, so it is counted against the
+        # stream limit and never holds one of the web slots short requests need.
         if _server.open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
             await _refuse_stream(send)
             return
@@ -73,7 +77,7 @@ async def application(scope, receive, send):
         try:
             if not is_booted():
                 await sync_to_async(ensure_booted, thread_sensitive=True)()
-            await django_application(scope, receive, send)
+            await (mcp_mount() if mcp else django_application)(scope, receive, send)
         finally:
             _server.open_streams -= 1
         return
@@ -82,9 +86,6 @@ async def application(scope, receive, send):
     async with _server.slots:
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
-        if is_mcp_path(scope.get("path", "")):
-            await mcp_mount()(scope, receive, send)
-            return
         await django_application(scope, receive, send)
 
 

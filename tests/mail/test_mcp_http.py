@@ -206,3 +206,33 @@ def test_in_development_the_caller_names_itself_with_user_id(mcp_url, agents, or
 def test_a_host_django_would_refuse_is_refused(mcp_url, org):
     answer = raw_post(mcp_url + "?userId=ann")
     assert answer.status_code == 400 and "Host" in answer.json()["error"]["message"]
+
+
+def test_a_get_is_refused_405_and_holds_no_slot(mcp_url, org):
+    """The stateless mount never opens the SDK's standalone event stream: a GET (which
+    would hold a request open until the client left) is 405 with ``Allow: POST``, and
+    many at once leave the rest of the server answering."""
+    answer = httpx2.get(mcp_url + "?userId=ann", headers={"Accept": "application/json, text/event-stream"}, timeout=10)
+    assert answer.status_code == 405 and answer.headers["allow"] == "POST"
+    assert answer.json()["error"]["reason"] == "method-not-allowed"
+    assert httpx2.delete(mcp_url + "?userId=ann", timeout=10).status_code == 405
+
+
+@override_settings(WORKFORCE_WEB_CONCURRENCY=1, WORKFORCE_STREAM_LIMIT=1)
+def test_mcp_calls_count_against_the_stream_limit_not_the_web_slots(mcp_url, agents, org):
+    """An MCP call may wait for an agent's turn (``agent_chat``): it is counted with the
+    streams, so a call open leaves the one web slot to the REST API, and a call beyond
+    the limit is refused ``too-many-streams`` rather than queued."""
+    from workforce_project import asgi
+
+    agents()
+    api = mcp_url.removesuffix("/mcp") + "/api/"
+    asgi._server.open_streams += 1  # as if one MCP call were waiting for its agent
+    try:
+        refused = raw_post(mcp_url + "?userId=ann")
+        assert refused.status_code == 503 and refused.json()["error"]["reason"] == "too-many-streams"
+        assert httpx2.get(api, timeout=10).status_code == 200  # the web slot is free
+    finally:
+        asgi._server.open_streams -= 1
+    tools, _ = session(mcp_url + "?userId=ann")
+    assert sorted(t.name for t in tools.tools) == TOOLS
