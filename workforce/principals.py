@@ -86,7 +86,8 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
 
     Raises:
         Refusal("invalid-input"): no authentication and no ``userId``, or a ``userId``
-            that breaks ``USER_ID_RULE`` (in either mode).
+            that breaks ``USER_ID_RULE`` (in either mode), or an authenticated user whose
+            username breaks it.
         Refusal("not-authenticated"): authentication is on and the caller has none.
         Refusal("principal-mismatch"): ``userId`` names someone other than the caller.
         Refusal("not-a-member"): an authenticated user with no organization membership.
@@ -104,6 +105,12 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
     if user is None or not user.is_authenticated:
         raise Refusal("not-authenticated", "Authentication credentials were not provided.")
     user_id = user.get_username()
+    problem = user_id_problem(user_id, label="This account's username")
+    if problem is not None:
+        # A username acts as the user id in session ids ("<worker>:<user>"): one that
+        # breaks the rule (made by hand, or by the admin's wider username alphabet) could
+        # take another person's conversation id, so it acts nowhere until renamed.
+        raise Refusal("invalid-input", f"{problem} Rename the account (the admin) to act with it.")
     if claimed_user_id and claimed_user_id != user_id:
         raise Refusal("principal-mismatch", f'userId "{claimed_user_id}" is not the authenticated caller.')
     membership = Membership.objects.select_related("organization").filter(user=user).first()

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from .models import DEFAULT_ORG_ID, Membership, Organization
+from .principals import user_id_problem
 
 
 class MembershipRefused(Exception):
@@ -40,9 +41,13 @@ def do_add_member(username: str, org_id: str, *, create_user: bool = False, move
             when this is true.
 
     Raises:
-        MembershipRefused: no such organization, no such user (without ``create_user``),
+        MembershipRefused: a username that breaks ``USER_ID_RULE``, no such
+            organization, no such user (without ``create_user``),
             or the user is in another organization (without ``move``).
     """
+    problem = user_id_problem(username, label="username")
+    if problem is not None:  # a username is the user id its sessions are named by
+        raise MembershipRefused(problem)
     with transaction.atomic():
         if org_id == DEFAULT_ORG_ID:
             org, _ = Organization.objects.get_or_create(id=org_id)

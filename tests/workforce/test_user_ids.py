@@ -137,3 +137,30 @@ def test_with_token_auth_a_bad_claim_is_400_before_it_is_compared(client, org):
     mismatch = client.get("/api/projects", {"userId": "u_43"})
     assert mismatch.status_code == 403 and mismatch.json()["error"]["reason"] == "principal-mismatch"
     assert client.get("/api/projects", {"userId": "u_42"}).status_code == 200
+
+
+@pytest.mark.parametrize("username", ["bob:eng.lead", "j\u00f6rg", "a b"])
+@override_settings(WORKFORCE_AUTH="token")
+def test_with_token_auth_an_account_whose_username_breaks_the_rule_acts_nowhere(client, org, username):
+    """A username is the user id its sessions are named by: ``bob:eng.lead`` could take the
+    id of bob's conversation with eng.lead. Made by hand (or by the admin, whose alphabet
+    is wider), such an account is refused on every call, and nothing is written."""
+    user = User.objects.create_user(username)
+    Membership.objects.create(user=user, organization=org)
+    client.force_authenticate(user)
+    answer = client.get("/api/projects")
+    assert answer.status_code == 400 and answer.json()["error"]["reason"] == "invalid-input"
+    expected = user_id_problem(username, label="This account's username")
+    assert answer.json()["error"]["message"].startswith(f"invalid-input: {expected}")
+    sessions = Session.objects.count()
+    posted = client.post("/api/workers/eng.lead/sessions", {}, format="json")
+    assert posted.status_code == 400 and Session.objects.count() == sessions
+
+
+@pytest.mark.parametrize("username", ["bob:eng.lead", "j\u00f6rg"])
+def test_add_member_refuses_a_username_that_breaks_the_rule(db, username):
+    from workforce.services import MembershipRefused, do_add_member
+
+    with pytest.raises(MembershipRefused, match="is not a user id|can't contain"):
+        do_add_member(username, "default", create_user=True)
+    assert not User.objects.filter(username=username).exists()
