@@ -22,7 +22,20 @@ def do_handle_store_event(event: StoreEvent) -> None:
     """Index the issue the event carries and, for an issue opened with ``mail:new``,
     admit its run (``mail.runs.admit_mail_run``: once per mail, so an event told twice
     starts one run). A mail opened without ``mail:new`` (past the loop guard) is indexed
-    and starts nothing."""
+    and starts nothing.
+
+    An issue the backend says the office did not create (``Issue.by_office`` False: a
+    hand-made commit on a vault) is no mail (spec "Where mail lives": a mail is an issue
+    "created by the office", whose header "the sender can't" spoof): it is logged and
+    neither indexed nor run, so its header names no sender. The spec names no ledger
+    event for it, so none is written."""
+    if not event.issue.by_office:
+        logger.warning(
+            "%s:%s was not created by the office: it is not mail, and is neither indexed nor run",
+            event.vault,
+            event.issue.number,
+        )
+        return
     org = ensure_organization(event.org_id)
     with transaction.atomic():
         thread = index_issue(org, event.vault, event.issue)

@@ -30,7 +30,9 @@ def index_issue(org: Organization, vault: str, issue: Issue) -> Thread:
     """Write what ``issue`` on ``vault`` (an agent's slug) says into the index and return
     its thread. The sender, time and hops are read from the office's header only
     (``mail.header.read_header``), never from the text under it; an issue with no
-    header (written on the forge by hand) is indexed with sender ``unknown``."""
+    header (written on the forge by hand) is indexed with sender ``unknown``, as is a
+    comment the backend says the office did not write (``Comment.by_office``). An issue
+    the office did not create never reaches here (``mail.events``)."""
     header, text = read_header(issue.body)
     defaults = {
         "sender": header.sender if header else UNKNOWN_SENDER,
@@ -46,7 +48,8 @@ def index_issue(org: Organization, vault: str, issue: Issue) -> Thread:
     thread, _ = Thread.objects.update_or_create(organization=org, recipient=vault, number=issue.number, defaults=defaults)
     messages = [Message(thread=thread, position=0, author=defaults["sender"], body=text, sent_at=defaults["sent_at"])]
     for comment in issue.comments:
-        comment_header, comment_text = read_header(comment.body)
+        # A comment someone other than the office wrote has no office header to trust.
+        comment_header, comment_text = read_header(comment.body) if comment.by_office else (None, comment.body)
         messages.append(
             Message(
                 thread=thread,

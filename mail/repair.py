@@ -52,7 +52,8 @@ def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None)
     """Tell the office of every issue a vault holds differently from the index (see the
     module docstring). ``now``: a Unix time (seconds; default the clock). Returns the
     threads repaired, ``<agent>:<number>``; a vault that cannot be read is logged and
-    left for the next sweep."""
+    left for the next sweep, and a malformed issue (``StoreError``) is logged and
+    skipped, the others read."""
     store = store or current_store()
     changes_since = getattr(store, "changes_since", None)
     if changes_since is None:
@@ -66,13 +67,22 @@ def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None)
             if changes.commit is None or (cursor is not None and changes.commit == cursor.commit):
                 continue
             for number in changes.changed:
-                issue = store.get_issue(org_id, vault, number)  # as the vault holds it now
+                try:
+                    issue = store.get_issue(org_id, vault, number)  # as the vault holds it now
+                except StoreError:
+                    # One malformed issue (a hand-made folder) is left; the rest are read.
+                    logger.exception("the vault sweep could not read issue #%s of %s in %s", number, vault, org_id)
+                    continue
                 if index_agrees(org_id, vault, issue):
                     continue
                 action = "opened" if number in changes.opened else SYNCED
+                # An issue the office did not create is logged there and not indexed.
                 do_handle_store_event(StoreEvent(action=action, org_id=org_id, vault=vault, issue=issue, delivery=changes.commit))
-                repaired.append(f"{vault}:{number}")
-        except StoreError:
+                if issue.by_office:
+                    repaired.append(f"{vault}:{number}")
+        except Exception:
+            # One vault that cannot be read or taken in is left for the next sweep; the
+            # sweep goes on with the others.
             logger.exception("the vault sweep could not read %s in %s", vault, org_id)
             continue
         VaultCursor.objects.update_or_create(

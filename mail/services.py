@@ -9,6 +9,7 @@ written.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -43,6 +44,8 @@ from .models import Thread
 from .store import MailStore, StoreError, current_store
 
 SUBJECT_MAX = 200
+
+logger = logging.getLogger(__name__)
 
 
 def human_principal(email_or_user: str) -> str:
@@ -335,8 +338,17 @@ def do_reindex_mail(*, store: MailStore | None = None) -> Reindexed:
     done = Reindexed()
     for org_id, vault in _store_call(store.list_vaults):
         org = ensure_organization(org_id)
+        try:
+            issues = store.list_issues(org_id, vault)
+        except StoreError:
+            # One unreadable vault is logged and the others are rebuilt.
+            logger.exception("reindex_mail could not read the vault %s in %s", vault, org_id)
+            continue
         done.vaults += 1
-        for issue in _store_call(store.list_issues, org_id, vault):
+        for issue in issues:
+            if not issue.by_office:
+                logger.warning("reindex_mail left out %s:%s: the office did not create it", vault, issue.number)
+                continue
             with transaction.atomic():
                 index_issue(org, vault, issue)
             done.threads += 1

@@ -33,13 +33,20 @@ class Comment:
     id: int
     body: str
     created_at: datetime
+    # False when the backend knows someone other than the office wrote this text (a
+    # hand-made commit on a vault): its header is then not the office's.
+    by_office: bool = True
 
 
 @dataclass(frozen=True)
 class Issue:
     """A snapshot of one issue on a vault: ``number`` (1, 2, ... per vault), ``title``,
     ``body`` (the office's header, then the sender's text), ``labels`` (names),
-    ``state`` (``open`` or ``closed``), when it was created, and its comments in order."""
+    ``state`` (``open`` or ``closed``), when it was created, and its comments in order.
+    ``by_office`` is False when the backend knows the body was written by someone other
+    than the office (spec "Where mail lives": a mail is an issue "created by the
+    office"): such an issue is no mail, and the office neither indexes it nor runs it
+    (``mail.events.do_handle_store_event``)."""
 
     number: int
     title: str
@@ -48,6 +55,7 @@ class Issue:
     state: str
     created_at: datetime
     comments: tuple[Comment, ...] = ()
+    by_office: bool = True
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ once the caller's database transaction commits, as a forge's webhook would.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
@@ -40,11 +41,14 @@ from django.conf import settings
 from django.db import transaction
 from dulwich.file import FileLocked
 from dulwich.index import commit_tree
+from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
 from .constants import LABEL_COLORS, LABELS
 from .store import Comment, Issue, StoreError, StoreEvent, tell_office
+
+logger = logging.getLogger(__name__)
 
 BRANCH = b"refs/heads/main"
 OFFICE = b"Workforce Office <office@workforce.invalid>"
@@ -52,6 +56,9 @@ FILE_MODE = 0o100644
 # A writer that keeps losing the race gives up after this many tries.
 MAX_TRIES = 500
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+# An issue's folder: ASCII digits only (``str.isdigit`` also takes "²", which ``int``
+# refuses); any other name under ``issues/`` is not an issue and is ignored.
+_NUMBER = re.compile(r"[0-9]{1,9}")
 
 
 def vault_dir() -> Path:
@@ -65,6 +72,11 @@ def _now() -> datetime:
 
 def _issue_dir(number: int) -> str:
     return f"issues/{number:06d}"
+
+
+def _numbers(names: list[str]) -> list[int]:
+    """The issue numbers among folder names under ``issues/`` (see ``_NUMBER``)."""
+    return sorted({int(n) for n in names if _NUMBER.fullmatch(n)})
 
 
 def _add_object(repo: Repo, obj) -> None:
@@ -243,28 +255,77 @@ class VaultStore:
     # ------------------------------------------------------------------ issues
 
     @staticmethod
-    def _read_issue(files: _Files, number: int) -> Issue:
+    def _read_issue(files: _Files, number: int, vault: str = "", writers: dict[bytes, bool] | None = None) -> Issue:
+        """Issue ``number`` from ``files``. ``writers``: for each text's path, whether the
+        office wrote it (``_office_wrote``; None: the office's own change, all its).
+        Raises StoreError naming the vault and issue when there is none or its files
+        are not what the office writes (a hand-made ``meta.json``)."""
         base = _issue_dir(number)
-        meta = files.get_json(f"{base}/meta.json")
-        if meta is None:
-            raise StoreError(f"there is no issue #{number}")
-        comments = tuple(
-            Comment(
-                id=c["id"],
-                body=(files.get(f"{base}/comments/{c['id']:06d}.md") or b"").decode(),
-                created_at=datetime.fromisoformat(c["createdAt"]),
+        where = f"issue #{number} on {vault or 'the vault'}"
+        try:
+            meta = files.get_json(f"{base}/meta.json")
+            if meta is None:
+                raise StoreError(f"there is no {where}")
+            if not isinstance(meta, dict) or meta.get("number") != number:
+                raise StoreError(f"the meta.json of {where} is not an issue's")
+            by = writers or {}
+            comments = tuple(
+                Comment(
+                    id=int(c["id"]),
+                    body=(files.get(f"{base}/comments/{int(c['id']):06d}.md") or b"").decode(),
+                    created_at=datetime.fromisoformat(c["createdAt"]),
+                    by_office=by.get(f"{base}/comments/{int(c['id']):06d}.md".encode(), True),
+                )
+                for c in meta.get("comments", [])
             )
-            for c in meta.get("comments", [])
-        )
-        return Issue(
-            number=meta["number"],
-            title=meta["title"],
-            body=(files.get(f"{base}/body.md") or b"").decode(),
-            labels=tuple(meta["labels"]),
-            state=meta["state"],
-            created_at=datetime.fromisoformat(meta["createdAt"]),
-            comments=comments,
-        )
+            return Issue(
+                number=number,
+                title=str(meta["title"]),
+                body=(files.get(f"{base}/body.md") or b"").decode(),
+                labels=tuple(str(label) for label in meta["labels"]),
+                state=str(meta["state"]),
+                created_at=datetime.fromisoformat(meta["createdAt"]),
+                comments=comments,
+                by_office=by.get(f"{base}/body.md".encode(), True),
+            )
+        except StoreError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+            # json.JSONDecodeError is a ValueError.
+            raise StoreError(f"{where} is malformed ({type(exc).__name__}: {exc})") from exc
+
+    def _office_wrote(self, repo: Repo, tip: bytes | None, files: _Files, numbers: list[int]) -> dict[bytes, bool]:
+        """For each text of issues ``numbers`` on ``tip`` (the body and each comment):
+        whether the commit that gave it its present content is the office's
+        (``OFFICE``, the committer every change this class makes carries). The office
+        never rewrites a body or a comment, so a text a hand-made commit wrote or
+        changed reads False. One walk back along the (linear) branch, stopping once
+        every path is accounted for."""
+        wanted = {}
+        for number in numbers:
+            base = _issue_dir(number).encode() + b"/"
+            for path, (_, sha) in files.entries.items():
+                if path.startswith(base) and (path == base + b"body.md" or path.startswith(base + b"comments/")):
+                    wanted[path] = sha
+        found: dict[bytes, bool] = {}
+        at = tip
+        while at is not None and len(found) < len(wanted):
+            commit = repo.object_store[at]
+            parent = commit.parents[0] if commit.parents else None
+            parent_tree = repo.object_store[parent].tree if parent is not None else None
+            for path, sha in wanted.items():
+                if path in found:
+                    continue
+                before = None
+                if parent_tree is not None:
+                    try:
+                        before = tree_lookup_path(repo.object_store.__getitem__, parent_tree, path)[1]
+                    except KeyError:
+                        before = None
+                if before != sha:  # this commit wrote the path's present content
+                    found[path] = commit.committer == OFFICE
+            at = parent
+        return found
 
     def ensure_vault(self, org_id: str, vault: str) -> None:
         """Create the vault with its four labels when it has no commit yet."""
@@ -281,8 +342,7 @@ class VaultStore:
         created = _now()
 
         def mutate(files: _Files) -> Issue:
-            numbers = [int(n) for n in files.names("issues/") if n.isdigit()]
-            number = max(numbers, default=0) + 1
+            number = max(_numbers(files.names("issues/")), default=0) + 1
             base = _issue_dir(number)
             files.put(f"{base}/body.md", body)
             meta = {
@@ -294,7 +354,7 @@ class VaultStore:
                 "comments": [],
             }
             files.put_json(f"{base}/meta.json", meta)
-            return self._read_issue(files, number)
+            return self._read_issue(files, number, vault)
 
         issue, commit = self._change(org_id, vault, f"mail: open an issue: {' '.join(title.split())[:72]}", mutate)
         return self._told("opened", org_id, vault, issue, commit)
@@ -305,9 +365,11 @@ class VaultStore:
             meta = files.get_json(f"{base}/meta.json")
             if meta is None:
                 raise StoreError(f"there is no issue #{number} on {vault}")
+            if not isinstance(meta, dict) or not isinstance(meta.get("comments"), list):
+                raise StoreError(f"the meta.json of issue #{number} on {vault} is not an issue's")
             edit(files, meta)
             files.put_json(f"{base}/meta.json", meta)
-            return self._read_issue(files, number)
+            return self._read_issue(files, number, vault)
 
         if not (self.path(org_id, vault) / "HEAD").exists():
             raise StoreError(f"there is no vault {vault} in {org_id}")
@@ -344,20 +406,32 @@ class VaultStore:
         return self._update(org_id, vault, number, f"mail: close #{number}", "closed", edit)
 
     def get_issue(self, org_id: str, vault: str, number: int) -> Issue:
-        """Issue ``number`` as the branch tip has it."""
+        """Issue ``number`` as the branch tip has it, with who wrote its texts
+        (``Issue.by_office``). Raises StoreError for a missing or malformed issue."""
         repo = self._repo(org_id, vault, create=False)
         try:
-            return self._read_issue(self._files(repo, self._tip(repo)), number)
+            tip = self._tip(repo)
+            files = self._files(repo, tip)
+            return self._read_issue(files, number, vault, self._office_wrote(repo, tip, files, [number]))
         finally:
             repo.close()
 
     def list_issues(self, org_id: str, vault: str) -> list[Issue]:
-        """Every issue on the branch tip, by number."""
+        """Every issue on the branch tip, by number (as ``get_issue``). A malformed issue
+        is logged and left out, so one hand-made folder does not hide the others."""
         repo = self._repo(org_id, vault, create=False)
         try:
-            files = self._files(repo, self._tip(repo))
-            numbers = sorted(int(n) for n in files.names("issues/") if n.isdigit())
-            return [self._read_issue(files, n) for n in numbers]
+            tip = self._tip(repo)
+            files = self._files(repo, tip)
+            numbers = _numbers(files.names("issues/"))
+            writers = self._office_wrote(repo, tip, files, numbers)
+            issues = []
+            for n in numbers:
+                try:
+                    issues.append(self._read_issue(files, n, vault, writers))
+                except StoreError:
+                    logger.warning("left out issue #%s of the vault %s in %s: it is malformed", n, vault, org_id, exc_info=True)
+            return issues
         finally:
             repo.close()
 
@@ -407,7 +481,7 @@ class VaultStore:
                 (old_path, new_path) = change[0]
                 path = (new_path or old_path or b"").decode()
                 parts = path.split("/")
-                if len(parts) < 3 or parts[0] != "issues" or not parts[1].isdigit():
+                if len(parts) < 3 or parts[0] != "issues" or not _NUMBER.fullmatch(parts[1]):
                     continue
                 changed.add(int(parts[1]))
                 if parts[2] == "meta.json" and old_path is None:
