@@ -196,7 +196,10 @@ def do_run_action(
     action declared ``locks_session``), the request's INSERT, the handler, the request's
     UPDATE. When the handler refuses or raises, that transaction (a savepoint when the
     caller holds one open) is rolled back whole and the failed request, with the same
-    ``request_id``, is written in a fresh one: nothing the handler wrote stays.
+    ``request_id``, is written in a fresh one (under the same session lock, taken before
+    the request's INSERT as on the first way): nothing the handler wrote stays. Callers
+    with one key at the same moment all answer the one request the key's unique
+    constraint kept, a refused one included.
 
     Args:
         org: the caller's organization; the session is looked up inside it.
@@ -291,7 +294,13 @@ def do_run_action(
     except _ActionFailed as failed:
         error = failed.error
     # The action's transaction is rolled back (its request with it): record the failed
-    # request, same request id and start, on its own.
+    # request, same request id and start, on its own. It takes the session's row lock
+    # first, as the action's transaction did: the request's INSERT holds the key's
+    # unique-index entry and then, for its foreign key, a share lock on the session row
+    # (PostgreSQL's FOR KEY SHARE, which FOR UPDATE blocks). Unlocked, it would hold the
+    # key while waiting on a caller with the same key that holds the session lock and
+    # waits on the key: a deadlock. Locked, both take the session before the key, so the
+    # second INSERT of the key waits for the first to commit and replays it.
     request.pk = None
     request._state.adding = True
     request.status = Request.Status.FAILED
@@ -300,7 +309,7 @@ def do_run_action(
     request.finished_at = timezone.now()
     try:
         with transaction.atomic():
-            _insert_request(request, _open_session(**opening, lock=False))
+            _insert_request(request, _open_session(**opening, lock=act.locks_session))
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
     return request

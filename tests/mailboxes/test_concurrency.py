@@ -110,3 +110,61 @@ def test_posts_on_two_mailboxes_never_wait_on_each_other(open_tree, org):
     poster.join(timeout=10)
     assert finished_while_locked, "a post on eng.incidents waited for eng.standup's lock"
     assert done[0].status == "completed"
+
+
+# --- one Idempotency-Key, several callers at once --------------------------------------------
+
+CALLERS = 6
+ROUNDS = 4
+
+
+def _post_with_one_key(org, key: str, input: dict) -> list[Request]:
+    def post(i: int) -> Request:
+        return do_run_action(
+            org=org,
+            kind="mailbox",
+            session_id="eng.standup",
+            action="post",
+            input=input,
+            user_id=MEMBER,
+            idempotency_key=key,
+        )
+
+    return run_in_threads(post, CALLERS, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("input", "reason"),
+    [({}, "invalid-input"), ({"body": "x", "author": "eng.intruder"}, "author-not-a-member")],
+    ids=["invalid-input", "author-not-a-member"],
+)
+def test_refused_posts_with_one_key_at_once_all_answer_the_first_refusal(open_tree, org, input, reason):
+    """Identical refused posts sent at the same moment with one key: every caller gets
+    the refusal of the one failed request recorded for the key (the others replay it),
+    never a deadlock. The refused call's transaction holds the session row lock and the
+    key's uncommitted index entry; the failed request's fresh transaction must take
+    them in the same order (session, then key), or the two wait on each other."""
+    open_tree()
+    for round_ in range(ROUNDS):
+        key = f"k-refused-{round_}"
+        results = _post_with_one_key(org, key, input)
+        assert [r.status for r in results] == ["failed"] * CALLERS
+        assert {r.error["reason"] for r in results} == {reason}
+        assert len({r.request_id for r in results}) == 1
+        assert sum(not getattr(r, "replayed", False) for r in results) == 1
+        assert Request.objects.filter(idempotency_key=key).count() == 1
+    assert Request.objects.filter(action="post").count() == ROUNDS
+    assert Line.objects.count() == 0
+
+
+def test_posts_with_one_key_at_once_land_one_line(open_tree, org):
+    """The control beside it: the same race on a post that succeeds acts once, and
+    every caller answers that one completed request."""
+    open_tree()
+    for round_ in range(ROUNDS):
+        key = f"k-landed-{round_}"
+        results = _post_with_one_key(org, key, {"body": f"round {round_}"})
+        assert [r.status for r in results] == ["completed"] * CALLERS
+        assert len({r.request_id for r in results}) == 1
+        assert Request.objects.filter(idempotency_key=key).count() == 1
+    assert sorted(Line.objects.values_list("body", flat=True)) == [f"round {r}" for r in range(ROUNDS)]
