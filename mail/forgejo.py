@@ -10,6 +10,13 @@ owner organization when missing and makes sure the four mail labels exist; an is
 opened with its labels (by id), commented on, its labels replaced and closed. The forge
 tells the office of each change through its issue webhook (``mail.webhook``), never
 this client, so the office's logic is the one ``mail.events`` handler either way.
+
+Anyone with write access to a vault repository can open an issue or comment by hand,
+with a body that imitates the office's header. The forge says who wrote each one
+(``user.login``), so an issue or comment is the office's (``Issue.by_office`` /
+``Comment.by_office``) only when its author is the office's own account: the login of
+the token's owner (``GET /api/v1/user``, read once per store object), or
+``WORKFORCE_FORGE_USER`` when set.
 """
 
 from __future__ import annotations
@@ -42,9 +49,19 @@ class ForgejoStore:
             owners).
         vault_rule: ``"{org}/{agent}"``-style format giving ``owner/repository``.
         timeout: seconds one call may take.
+        office_user: the office account's login; empty reads it from the forge
+            (``GET /api/v1/user``) on first need.
     """
 
-    def __init__(self, base_url: str, token: str, vault_rule: str = "{org}/{agent}", *, timeout: float = 10.0):
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        vault_rule: str = "{org}/{agent}",
+        *,
+        timeout: float = 10.0,
+        office_user: str = "",
+    ):
         if not base_url:
             raise StoreError("WORKFORCE_FORGE_URL is not set: the forgejo backend needs the forge's address")
         if vault_rule.count("/") != 1 or "{agent}" not in vault_rule.split("/")[1]:
@@ -56,6 +73,7 @@ class ForgejoStore:
         self.client = httpx.Client(headers={"Authorization": f"token {token}", "Accept": "application/json"}, timeout=timeout)
         self._labels: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
+        self._office_user = office_user.strip()
 
     # ------------------------------------------------------------------ naming
 
@@ -101,6 +119,26 @@ class ForgejoStore:
         ids = self._label_ids(org_id, vault)
         return [ids[name] for name in labels]
 
+    def office_user(self) -> str:
+        """The office account's login: ``office_user`` when given, else the token
+        owner's (``GET /api/v1/user``), read once per store object. Raises StoreError
+        when the forge does not answer it."""
+        with self._lock:
+            if self._office_user:
+                return self._office_user
+        answer = self._call("GET", "/user")
+        login = answer.get("login") if isinstance(answer, dict) else None
+        if not isinstance(login, str) or not login:
+            raise StoreError("the forge named no login for the office's token (GET /api/v1/user)")
+        with self._lock:
+            self._office_user = login
+        return login
+
+    def _by_office(self, data: dict) -> bool:
+        # Forge logins are unique regardless of case; no author at all is not the office.
+        login = (data.get("user") or {}).get("login")
+        return isinstance(login, str) and login.casefold() == self.office_user().casefold()
+
     def _issue(self, data: dict, comments: list[dict]) -> Issue:
         return Issue(
             number=data["number"],
@@ -110,8 +148,10 @@ class ForgejoStore:
             state=data["state"],
             created_at=_when(data["created_at"]),
             comments=tuple(
-                Comment(id=i, body=c.get("body") or "", created_at=_when(c["created_at"])) for i, c in enumerate(comments, 1)
+                Comment(id=i, body=c.get("body") or "", created_at=_when(c["created_at"]), by_office=self._by_office(c))
+                for i, c in enumerate(comments, 1)
             ),
+            by_office=self._by_office(data),
         )
 
     def _comments(self, repo: str, number: int) -> list[dict]:
@@ -188,5 +228,11 @@ class ForgejoStore:
 
 def forgejo_store() -> ForgejoStore:
     """``WORKFORCE_MAIL_STORE=mail.forgejo.forgejo_store``: the forge the settings name
-    (``WORKFORCE_FORGE_URL``, ``WORKFORCE_FORGE_TOKEN``, ``WORKFORCE_FORGE_VAULT``)."""
-    return ForgejoStore(settings.WORKFORCE_FORGE_URL, settings.WORKFORCE_FORGE_TOKEN, settings.WORKFORCE_FORGE_VAULT)
+    (``WORKFORCE_FORGE_URL``, ``WORKFORCE_FORGE_TOKEN``, ``WORKFORCE_FORGE_VAULT``, and
+    ``WORKFORCE_FORGE_USER``, the office's login, read from the forge when empty)."""
+    return ForgejoStore(
+        settings.WORKFORCE_FORGE_URL,
+        settings.WORKFORCE_FORGE_TOKEN,
+        settings.WORKFORCE_FORGE_VAULT,
+        office_user=getattr(settings, "WORKFORCE_FORGE_USER", ""),
+    )

@@ -203,6 +203,8 @@ WORKFORCE_VAULT_DIR = os.environ.get("WORKFORCE_VAULT_DIR", str(VAR_DIR / "vault
 WORKFORCE_FORGE_URL = os.environ.get("WORKFORCE_FORGE_URL", "")
 WORKFORCE_FORGE_TOKEN = os.environ.get("WORKFORCE_FORGE_TOKEN", "")
 WORKFORCE_FORGE_VAULT = os.environ.get("WORKFORCE_FORGE_VAULT", "{org}/{agent}")
+# The office account's login on the forge; empty reads it from GET /api/v1/user.
+WORKFORCE_FORGE_USER = os.environ.get("WORKFORCE_FORGE_USER", "")
 WORKFORCE_FORGE_WEBHOOK_SECRET = os.environ.get("WORKFORCE_FORGE_WEBHOOK_SECRET", "")
 # manage.py mcp with WORKFORCE_AUTH=token: the API token of the user the MCP server acts as.
 WORKFORCE_MCP_TOKEN = os.environ.get("WORKFORCE_MCP_TOKEN", "")

@@ -3,7 +3,9 @@ subset of the Forgejo/Gitea REST API the forgejo backend uses (``/api/v1``: repo
 labels, issues, comments, replacing labels, closing, searching repositories), with token
 authentication, and the issue webhook a real forge sends after each change (the payload
 shapes and headers of Forgejo's ``issues`` and ``issue_comment`` events, signed with
-HMAC-SHA256 of the raw body). Webhooks are queued in ``hooks`` for the test to deliver."""
+HMAC-SHA256 of the raw body). Webhooks are queued in ``hooks`` for the test to deliver.
+The token's owner is ``login`` (``GET /api/v1/user``); ``hand_issue`` and ``hand_comment``
+write as another account would through the forge's web page."""
 
 from __future__ import annotations
 
@@ -25,11 +27,12 @@ def _now() -> str:
 class FakeForge:
     """A forge with owner organizations made on first use. ``requests`` records every
     API call as ``(method, path)``; ``hooks`` the webhooks it would send, as
-    ``(headers, raw body)``."""
+    ``(headers, raw body)``. ``login`` is the token owner's account (the office)."""
 
-    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret"):
+    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret", login: str = "office"):
         self.token = token
         self.secret = secret
+        self.login = login
         self.repos: dict[str, dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.hooks: list[tuple[dict, bytes]] = []
@@ -110,13 +113,13 @@ class FakeForge:
             "state": issue["state"],
             "created_at": issue["created_at"],
             "updated_at": issue["updated_at"],
-            "user": {"login": "office"},
+            "user": {"login": issue.get("user", self.login)},
             "pull_request": None,
             "comments": len(issue["comments"]),
         }
 
-    def hook(self, event: str, event_type: str, full: str, payload: dict) -> None:
-        payload = {**payload, "repository": self._repo_json(full), "sender": {"login": "office"}}
+    def hook(self, event: str, event_type: str, full: str, payload: dict, *, sender: str | None = None) -> None:
+        payload = {**payload, "repository": self._repo_json(full), "sender": {"login": sender or self.login}}
         raw = json.dumps(payload).encode()
         signature = hmac.new(self.secret.encode(), raw, hashlib.sha256).hexdigest()
         delivery = str(uuid.uuid4())
@@ -133,7 +136,44 @@ class FakeForge:
         }
         self.hooks.append((headers, raw))
 
+    def hand_issue(self, full: str, *, title: str, body: str, labels=("mail:new",), login: str = "mallory") -> int:
+        """Open an issue on ``full`` as ``login`` would by hand (labels by name), queue its
+        webhook as the forge sends it, and return its number."""
+        with self.lock:
+            repo = self.repos[full]
+            number = len(repo["issues"]) + 1
+            now = _now()
+            issue = {
+                "id": self._id(),
+                "number": number,
+                "title": title,
+                "body": body,
+                "label_ids": [label["id"] for label in repo["labels"] if label["name"] in labels],
+                "state": "open",
+                "created_at": now,
+                "updated_at": now,
+                "comments": [],
+                "user": login,
+            }
+            repo["issues"][number] = issue
+            payload = {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)}
+            self.hook("issues", "issues", full, payload, sender=login)
+        return number
+
+    def hand_comment(self, full: str, number: int, body: str, *, login: str = "mallory") -> None:
+        """Comment on issue ``number`` of ``full`` as ``login`` would by hand, and queue its
+        webhook."""
+        with self.lock:
+            repo = self.repos[full]
+            issue = repo["issues"][number]
+            comment = {"id": self._id(), "body": body, "created_at": _now(), "user": {"login": login}}
+            issue["comments"].append(comment)
+            payload = {"action": "created", "issue": self._issue_json(repo, issue), "comment": comment, "is_pull": False}
+            self.hook("issue_comment", "issue_comment", full, payload, sender=login)
+
     def route(self, method: str, path: str, query: dict, body: dict):
+        if method == "GET" and path == "/api/v1/user":
+            return 200, {"id": 1, "login": self.login, "username": self.login, "is_admin": True}
         if method == "GET" and path == "/api/v1/repos/search":
             page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
             names = sorted(self.repos)[(page - 1) * limit : page * limit]
@@ -199,7 +239,7 @@ class FakeForge:
         if m2[2] == "/comments" and method == "GET":
             return 200, issue["comments"]
         if m2[2] == "/comments" and method == "POST":
-            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": "office"}}
+            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": self.login}}
             issue["comments"].append(comment)
             self.hook(
                 "issue_comment",
