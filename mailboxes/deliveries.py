@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 from django.db.models import JSONField, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Coalesce, Concat, JSONObject
+from django.db.models.functions import Concat, JSONObject
 from django.utils import timezone
 
 from seats.models import Seat
@@ -38,7 +38,7 @@ from workforce.notify import ON_MAILBOX_POST
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
-from .models import Delivery, Line, RoomLine
+from .models import Delivery
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
 from .rooms import post_request_of
 from .routing import do_finish_fan_out
@@ -139,16 +139,11 @@ def _claimed_delivery(delivery_id: int) -> Delivery:
     ).values(
         j=JSONObject(pk="pk", kind="flow_kind", user="user_id", parent="parent_id", state="state"),
     )[:1]
-    # The request that carried the post: a mailbox line's, or a room line's (as
-    # ``rooms.post_request_of`` reads it for one delivery).
-    line = Line.objects.filter(session_id=OuterRef("mailbox_id"), line_id=OuterRef("post_id")).values("request_id")[:1]
-    room_line = RoomLine.objects.filter(session_id=OuterRef("mailbox_id"), line_id=OuterRef("post_id")).values("request_id")[:1]
-    post_request = Coalesce(Subquery(line), Subquery(room_line))
     return (
         Delivery.objects.select_related("mailbox__organization", "seat", "turn_request")
         .annotate(
             known_conversation=Subquery(conversation, output_field=JSONField()),
-            post_request_pk=post_request,
+            post_request_pk=post_request_of(),  # a mailbox line's or a room line's
         )
         .get(pk=delivery_id)
     )
@@ -215,8 +210,7 @@ def _begin_wake(delivery: Delivery, token: str) -> _Begun | str | None:
 
     def note_turn(request: Request) -> None:
         # The claim is ours until this transaction ends (its row is locked by the claim).
-        if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
-            raise LeaseLost()
+        _note_turn(delivery, token, conversation, request)
 
     # The turn was started by the post: its runs are listed under the post's request
     # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
@@ -415,14 +409,20 @@ def answer_slot(delivery: Delivery) -> AnswerSlot | None:
     return AnswerSlot(postId=delivery.post_id, token=f"dlv{delivery.pk}")
 
 
+def _note_turn(delivery: Delivery, token: str, conversation: Session, request: Request) -> None:
+    """Record the started turn on the delivery, while the claim ``token`` still holds it.
+    Raises LeaseLost when another task took the delivery over."""
+    if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
+        raise LeaseLost()
+
+
 def _run_post_turn(post_turn: PostTurn, delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
     """Run the seat's turn through its kind's ``post_turn`` and settle the delivery in
     the transaction that finishes the turn, so a crash re-runs it whole or not at all.
     Raises LeaseLost when the claim lapsed meanwhile."""
 
     def note_turn(request: Request) -> None:
-        if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
-            raise LeaseLost()
+        _note_turn(delivery, token, conversation, request)
         # The turn was started by the post (a mailbox line's or a room line's): its runs
         # are listed under the post's request (GET /api/sessions/{id}/runs?startedBy=).
         Request.objects.filter(pk=request.pk).update(parent_request_id=post_request_of(delivery))

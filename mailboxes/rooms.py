@@ -32,7 +32,7 @@ import secrets
 import uuid
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Subquery
+from django.db.models import Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from workforce.facets import NOTIFY
@@ -97,14 +97,18 @@ def _listed_project(ctx: ActionContext, *, lock: bool) -> Project:
     return project
 
 
-def post_request_of(delivery: Delivery) -> Coalesce:
+def post_request_of(delivery: Delivery | None = None) -> Coalesce:
     """The id of the request that carried ``delivery``'s post, as one SQL expression:
     the mailbox line's request, or for a room's post (``RoomLine``, through the poster's
     talk session) the room line's. A delivery's turn takes it as its ``parent_request``,
     so ``GET /api/sessions/{mailbox or talk session}/runs?startedBy=<post request>``
-    lists the wakes of a room post as it does a mailbox post's."""
-    line = Line.objects.filter(session_id=delivery.mailbox_id, line_id=delivery.post_id).values("request_id")[:1]
-    room = RoomLine.objects.filter(session_id=delivery.mailbox_id, line_id=delivery.post_id).values("request_id")[:1]
+    lists the wakes of a room post as it does a mailbox post's. Without ``delivery``, the
+    expression reads the delivery row of the outer query (an annotation on
+    ``Delivery``)."""
+    mailbox_id = delivery.mailbox_id if delivery is not None else OuterRef("mailbox_id")
+    post_id = delivery.post_id if delivery is not None else OuterRef("post_id")
+    line = Line.objects.filter(session_id=mailbox_id, line_id=post_id).values("request_id")[:1]
+    room = RoomLine.objects.filter(session_id=mailbox_id, line_id=post_id).values("request_id")[:1]
     return Coalesce(Subquery(line), Subquery(room))
 
 
