@@ -19,9 +19,12 @@ One function per database:
   trip, and the write transaction is already serialized);
 - any other database: the ORM (``_insert_orm``).
 
-The streams are told as for any item (``workforce.streams.note_item_stored``: one
-``NOTIFY`` after the commit, so a transaction's commit never waits on the
-notification queue's lock).
+The streams are told of the item: on PostgreSQL by the same statement
+(``pg_notify`` in its last SELECT, queued in the post's transaction and delivered
+by PostgreSQL when it commits, dropped when it rolls back: no round trip and no
+transaction of its own, where the after-commit ``NOTIFY`` of
+``workforce.streams.note_item_stored`` cost both); on SQLite, whose streams poll, by
+nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from django.utils import timezone
 
 from workforce.models import Item, Session
 from workforce.sessions import ActionContext, emit_item
-from workforce.streams import note_item_stored
+from workforce.streams import CHANNEL as STREAM_CHANNEL
 
 from .models import Line
 
@@ -65,7 +68,7 @@ WITH counters AS (
     SELECT %s, %s, counters.item_seq, 'component', %s, %s::jsonb, %s
     FROM counters
 ){{settle}}
-SELECT line.id, counters.line_seq, counters.item_seq FROM line, counters
+SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text) FROM line, counters
 """
 
 _SQLITE_COUNTERS = (
@@ -93,14 +96,13 @@ def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
     """
     vendor = connection.vendor
     if vendor == "postgresql":
-        line_pk, line_seq, item_seq = _insert_postgresql(ctx, line, settle=settle)
+        line_pk, line_seq, item_seq = _insert_postgresql(ctx, line, settle=settle)  # and its NOTIFY
     elif vendor == "sqlite":
         line_pk, line_seq, item_seq = _insert_sqlite(ctx, line)
     else:
         return _insert_orm(ctx, line)
     line.pk, line.seq = line_pk, line_seq
     line._state.adding = False
-    note_item_stored(ctx.session.pk, item_seq)
     return item_seq
 
 
@@ -118,9 +120,11 @@ def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> tuple
         completion, completion_params = ctx.completion_statement(wire)
         settle_cte = f", settled AS ({completion})"
         params += completion_params
+    params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>"
     with connection.cursor() as cursor:
         cursor.execute(_POSTGRESQL.format(settle=settle_cte), params)
-        return cursor.fetchone()
+        line_pk, line_seq, item_seq, _ = cursor.fetchone()
+    return line_pk, line_seq, item_seq
 
 
 def _insert_sqlite(ctx: ActionContext, line: Line) -> tuple[int, int, int]:

@@ -32,7 +32,7 @@ import secrets
 import uuid
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Case, F, Max, OuterRef, Subquery, When
 from django.db.models.functions import Coalesce
 
 from workforce.facets import NOTIFY
@@ -107,8 +107,19 @@ def post_request_of(delivery: Delivery | None = None) -> Coalesce:
     ``Delivery``)."""
     mailbox_id = delivery.mailbox_id if delivery is not None else OuterRef("mailbox_id")
     post_id = delivery.post_id if delivery is not None else OuterRef("post_id")
-    line = Line.objects.filter(session_id=mailbox_id, line_id=post_id).values("request_id")[:1]
-    room = RoomLine.objects.filter(session_id=mailbox_id, line_id=post_id).values("request_id")[:1]
+    # By the unique ``line_id`` alone, the mailbox checked on the row found: with the
+    # mailbox in the WHERE clause, a planner without statistics may walk every line of
+    # the mailbox by its session index instead (the growth of a wake with the mailbox).
+    line = (
+        Line.objects.filter(line_id=post_id)
+        .order_by()
+        .values(r=Case(When(session_id=mailbox_id, then=F("request_id")), default=None))[:1]
+    )
+    room = (
+        RoomLine.objects.filter(line_id=post_id)
+        .order_by()
+        .values(r=Case(When(session_id=mailbox_id, then=F("request_id")), default=None))[:1]
+    )
     return Coalesce(Subquery(line), Subquery(room))
 
 

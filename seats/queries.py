@@ -3,6 +3,9 @@ there is)."""
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 
 from django.db import connection
@@ -163,15 +166,24 @@ def conversation_history(session: Session, *, speaker: str, exclude_request_id: 
 def window_messages(session: Session, *, exclude_request_id: int | None = None) -> list[tuple[int, dict]]:
     """``(session pk, data)`` of the message items of ``session``'s history window (its
     last ``history_window()`` requests, less aborted ones and ``exclude_request_id``),
-    in ``seq`` order: one statement that reads the window's requests by the
-    ``(session, id)`` index, newest first and at most the window's count, and then
-    their items by ``request_id``, so it reads about the window's rows however long the
-    conversation is and whatever the planner's statistics say: the request table has no
-    index on ``session`` alone (one would let a planner that believes the session small
-    read all its requests and sort them), and an item's session is returned, not
-    filtered in SQL (a filter on it lets such a planner walk the whole session by its
-    ``(session, seq)`` index). ``tests/seats/test_wake_queries.py`` holds the rows read.
+    in ``seq`` order, in one statement that reads about the window's rows however long
+    the conversation is and whatever the planner's statistics say
+    (``tests/seats/test_wake_queries.py`` holds the rows read).
+
+    SQLite: the window's requests by the ``(session, id)`` index, newest first, then
+    their items by ``request_id``. The request table has no index on ``session`` alone
+    (one would let a planner that believes the session small read all its requests and
+    sort them), and an item's session is returned, not filtered in SQL (a filter on it
+    lets such a planner walk the whole session by its ``(session, seq)`` index).
+
+    PostgreSQL (``_window_messages_postgresql``): a table no ANALYZE has seen makes its
+    planner estimate any session at a handful of requests, read them all with a bitmap
+    scan and sort them, and hash-join the whole item table; so the window's range starts
+    at its floor (``_WINDOW_FLOORS``) and its items are read per request (a lateral join
+    on ``request_id``), which no estimate can turn into a scan of the session.
     """
+    if connection.vendor == "postgresql":
+        return _window_messages_postgresql(session, exclude_request_id)
     requests = connection.ops.quote_name(Request._meta.db_table)
     window = RawSQL(
         f'SELECT "w"."id" FROM (SELECT "r"."id", "r"."status" FROM {requests} "r" WHERE "r"."session_id" = %s '
@@ -179,3 +191,55 @@ def window_messages(session: Session, *, exclude_request_id: int | None = None) 
         [session.pk, history_window(), Request.Status.ABORTED, -1 if exclude_request_id is None else exclude_request_id],
     )
     return list(Item.objects.filter(type=MESSAGE_ITEM, request_id__in=window).order_by("seq").values_list("session_id", "data"))
+
+
+# A session's window floor: the oldest request of a full window this process read. A
+# request is never deleted nor moved and ids only grow, so every later window of the
+# session starts at or above it: the next read's range can start there. Per process (a
+# hint, not state: a floor that names no request of the session is ignored in SQL, and
+# a process without one reads from the session's start once), at most this many sessions.
+_WINDOW_FLOORS: OrderedDict[tuple[str, int], int] = OrderedDict()
+_WINDOW_FLOORS_MAX = 10_000
+_WINDOW_FLOORS_LOCK = threading.Lock()
+
+_WINDOW_POSTGRESQL = """
+WITH w AS MATERIALIZED (
+    SELECT r.id, r.status FROM {requests} r
+    WHERE r.session_id = %(session)s
+      AND r.id >= COALESCE((SELECT f.id FROM {requests} f WHERE f.id = %(floor)s AND f.session_id = %(session)s), 0)
+    ORDER BY r.id DESC LIMIT %(window)s
+), extent AS (SELECT MIN(id) AS oldest, COUNT(*) AS size FROM w)
+SELECT i.session_id, i.data, extent.oldest, extent.size
+FROM w CROSS JOIN LATERAL (
+    SELECT it.session_id, it.data, it.seq FROM {items} it WHERE it.request_id = w.id AND it.type = %(type)s
+) i CROSS JOIN extent
+WHERE w.status <> %(aborted)s AND w.id <> %(exclude)s
+ORDER BY i.seq
+"""
+
+
+def _window_messages_postgresql(session: Session, exclude_request_id: int | None) -> list[tuple[int, dict]]:
+    key, window = (connection.alias, session.pk), history_window()
+    with _WINDOW_FLOORS_LOCK:
+        floor = _WINDOW_FLOORS.get(key, 0)
+    sql = _WINDOW_POSTGRESQL.format(
+        requests=connection.ops.quote_name(Request._meta.db_table), items=connection.ops.quote_name(Item._meta.db_table)
+    )
+    params = {
+        "session": session.pk,
+        "floor": floor,
+        "window": window,
+        "type": MESSAGE_ITEM,
+        "aborted": Request.Status.ABORTED,
+        "exclude": -1 if exclude_request_id is None else exclude_request_id,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if rows and rows[0][3] == window and rows[0][2] > floor:
+        with _WINDOW_FLOORS_LOCK:
+            _WINDOW_FLOORS[key] = max(rows[0][2], _WINDOW_FLOORS.get(key, 0))
+            _WINDOW_FLOORS.move_to_end(key)
+            while len(_WINDOW_FLOORS) > _WINDOW_FLOORS_MAX:
+                _WINDOW_FLOORS.popitem(last=False)
+    return [(item_session, json.loads(data) if isinstance(data, str) else data) for item_session, data, _, _ in rows]

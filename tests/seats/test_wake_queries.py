@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from mailboxes import notify
 from mailboxes.deliveries import do_deliver
-from mailboxes.models import Delivery
+from mailboxes.models import Delivery, Line
+from seats.queries import _WINDOW_FLOORS
 from tests.conftest import MEMBER, mailbox_md, on_postgres, run_in_threads
 from tests.seats.conftest import ECHO_LISTENER
 from workforce.leases import claim_lease, max_attempts
@@ -225,3 +226,59 @@ def test_a_wake_reads_about_its_window_however_long_the_conversation(one_seat, o
     assert sum(by_table.values()) <= 200, by_table
     delivery.refresh_from_db()
     assert delivery.turn_request.status == "completed"
+
+
+@pytest.mark.postgres
+def test_a_wake_reads_about_its_window_on_a_database_never_analyzed(one_seat, org):
+    """The growth behind "not flat at 10,000 posts": on a PostgreSQL whose tables were
+    never analyzed (autovacuum off, as on this project's CI machine), the claim's read of
+    the post's request walked every line of the mailbox by its session index (the
+    models' ordering made the planner sort), and the history window read every request
+    of the conversation with a bitmap scan and a sort. With 2,000 earlier posts in the
+    mailbox and 2,000 earlier turns in the conversation, and no statistics at all, a
+    wake must read at most 200 rows, as it does at the start."""
+    assert do_deliver(one_seat("first").pk) == "done"
+    mailbox = Session.objects.get(session_id="eng.m")
+    conversation = Session.objects.get(session_id="eng.m:eng.lead")
+    posts = Request.objects.bulk_create(
+        Request(organization=org, session=mailbox, action="post", user_id=MEMBER, status="completed") for _ in range(2000)
+    )
+    Line.objects.bulk_create(
+        Line(session=mailbox, seq=mailbox.line_seq + n, line_id=f"earlier-{n}", at=0, principal=MEMBER, body="x", request=post)
+        for n, post in enumerate(posts, start=1)
+    )
+    Session.objects.filter(pk=mailbox.pk).update(line_seq=mailbox.line_seq + len(posts))
+    turns = Request.objects.bulk_create(
+        Request(organization=org, session=conversation, action=ON_MAILBOX_POST, user_id="u_owner", status="completed")
+        for _ in range(2000)
+    )
+    base = Session.objects.get(pk=conversation.pk).item_seq
+    Item.objects.bulk_create(
+        Item(session=conversation, request=turn, seq=base + 2 * n + k, type="message", data={"role": role, "text": "earlier"})
+        for n, turn in enumerate(turns, start=1)
+        for k, role in enumerate(("user", "assistant"))
+    )
+    Session.objects.filter(pk=conversation.pk).update(item_seq=base + 2 * len(turns) + 2)
+    tables = [model._meta.db_table for model in (Request, Item, Session, Line, Delivery)]
+    with connection.cursor() as cursor:
+        # Forget the statistics: the state of a table no ANALYZE (nor autovacuum) has seen.
+        cursor.execute("DELETE FROM pg_statistic WHERE starelid = ANY(%s::regclass[])", [tables])
+        cursor.execute("UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid = ANY(%s::regclass[])", [tables])
+    # The first wake after the growth may read the conversation once (this process has no
+    # floor for it yet: seats.queries._WINDOW_FLOORS); every later one reads its window.
+    _WINDOW_FLOORS.clear()
+    assert do_deliver(one_seat("after many").pk) == "done"
+    delivery = one_seat("and one more")
+
+    def rows_read() -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT relname, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables")
+            return dict(cursor.fetchall())
+
+    before = rows_read()
+    assert do_deliver(delivery.pk) == "done"
+    by_table = {name: n - before.get(name, 0) for name, n in rows_read().items() if n - before.get(name, 0)}
+    assert sum(by_table.values()) <= 200, by_table
+    delivery.refresh_from_db()
+    assert delivery.turn_request.status == "completed"
+    assert delivery.turn_request.parent_request.action == "post"
