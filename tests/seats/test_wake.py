@@ -308,14 +308,17 @@ def test_fan_out_query_count_does_not_grow_with_members(
         # (no data-modifying CTE): the session read, the request's INSERT, the counters'
         # UPDATE … RETURNING, the line's INSERT, the item's INSERT, the deliveries, the
         # fan-out request, the request's UPDATE.
-        with django_assert_num_queries(6 if on_postgres() else 10):
+        with django_assert_num_queries(6 if on_postgres() else 10) as captured:
             do_run_action(org=org, kind="mailbox", session_id="eng.big", action="post", input={"body": "hi"}, user_id=MEMBER)
     assert Delivery.objects.filter(post_id=Line.objects.get(body="hi").line_id).count() == members
-    # One task per delivery, enqueued after the commit; on PostgreSQL one more hook
-    # tells the open streams of the post's item (workforce.streams).
+    # One task per delivery, enqueued after the commit, and no other hook: on PostgreSQL
+    # the open streams are told of the post's item by the line's own statement
+    # (pg_notify, delivered when the post commits; mailboxes.lines).
     tasks = [c for c in callbacks if c is not send_item_notes]
-    assert len(tasks) == members
-    assert len(callbacks) - len(tasks) == (1 if on_postgres() else 0)
+    assert len(tasks) == len(callbacks) == members
+    notifying = [q["sql"] for q in captured.captured_queries if "pg_notify" in q["sql"]]
+    assert len(notifying) == (1 if on_postgres() else 0)
+    assert all("INSERT INTO" in sql for sql in notifying)
 
 
 def test_the_agents_on_mailbox_post_reached_by_dispatch_runs_the_turn_inline(wired, org):
