@@ -118,13 +118,25 @@ def update(obj: models.Model, names: Sequence[str]) -> int:
 
 
 def select_one_and_insert(
-    model: type[models.Model], where: str, params: Sequence[Any], obj: models.Model, link: str, *, for_update: bool = False
+    model: type[models.Model],
+    where: str,
+    params: Sequence[Any],
+    obj: models.Model,
+    link: str,
+    *,
+    for_update: bool = False,
+    on_conflict: str = "",
 ):
     """PostgreSQL only: ``select_one(model, where, params)`` and, in the same statement,
     INSERT ``obj`` (as ``insert``) with its foreign key ``link`` (an attname such as
     ``session_id``) set to the selected row's primary key: one round trip instead of
     two. Returns the selected instance (``obj`` inserted, its primary key set), or None
     when no row matched (nothing inserted).
+
+    ``on_conflict``: a conflict target (``("a", "b") WHERE …``, a unique index's columns
+    and predicate); a row that would break it is not inserted (``ON CONFLICT … DO
+    NOTHING``, which waits for a concurrent inserter of the same key to end first), and
+    the selected instance is returned with ``obj.pk`` left None.
 
     Raises:
         IntegrityError: a constraint refused ``obj``'s row.
@@ -143,11 +155,13 @@ def select_one_and_insert(
             values.append("%s")
             insert_params.append(field.get_db_prep_save(field.pre_save(obj, True), connection))
     returning = _quote(type(obj)._meta.pk.column)
+    conflict = f" ON CONFLICT {on_conflict} DO NOTHING" if on_conflict else ""
+    joined = "found LEFT JOIN inserted ON TRUE" if on_conflict else "found, inserted"
     sql = (
         f"WITH found AS ({select} WHERE {where}{lock}), "
         f"inserted AS (INSERT INTO {_quote(type(obj)._meta.db_table)} ({', '.join(columns)}) "
-        f"SELECT {', '.join(values)} FROM found RETURNING {returning}) "
-        f"SELECT found.*, inserted.{returning} FROM found, inserted"
+        f"SELECT {', '.join(values)} FROM found{conflict} RETURNING {returning}) "
+        f"SELECT found.*, inserted.{returning} FROM {joined}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, *insert_params])
@@ -161,6 +175,8 @@ def select_one_and_insert(
         values_out.append(value)
     instance = model.from_db(connection.alias, names, values_out)
     setattr(obj, link, instance.pk)
+    if row[-1] is None:  # on_conflict: not inserted
+        return instance
     obj.pk = row[-1]
     obj._state.adding = False
     obj._state.db = connection.alias
