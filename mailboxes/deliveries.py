@@ -19,8 +19,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import JSONField, OuterRef, Q, Subquery, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat, JSONObject
 from django.utils import timezone
 
@@ -31,10 +32,11 @@ from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
-from workforce.leases import LeaseLost, claim_lease, give_back_lease, lapsed_claim_q, requeue_lost
+from workforce.leases import LeaseLost, claim_lease, claim_statement, give_back_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
+from workforce.prepared import Prepared, update_rows
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
@@ -74,10 +76,9 @@ def do_deliver(delivery_id: int) -> str:
     token = None
     try:
         with transaction.atomic():
-            token = claim_lease(Delivery, delivery_id, now=now)
+            token, delivery = _claim(delivery_id, now)
             if token is None:
                 return "not-claimed"
-            delivery = _claimed_delivery(delivery_id)
             if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
                 # Its turn was cancelled and its worker stopped before settling: the cancel holds.
                 _settle(delivery, token, error=cancelled_refusal())
@@ -128,11 +129,7 @@ def _record_bug(delivery_id: int, token: str | None, exc: Exception) -> str:
     return "failed"
 
 
-def _claimed_delivery(delivery_id: int) -> Delivery:
-    """The claimed delivery with all its turn needs, in one SELECT: its mailbox and the
-    mailbox's organization, its seat and its last turn's request (joined), the post's
-    request (``post_request_pk``) and the seat's conversation in the mailbox, if it
-    exists (``known_conversation``: ``{pk, kind, user, parent, state}``)."""
+def _claimed_delivery_query(delivery_id: int):
     conversation = Session.objects.filter(
         organization_id=OuterRef("organization_id"),
         session_id=Concat(OuterRef("mailbox__session_id"), Value(CHILD_SEPARATOR), OuterRef("seat__seat_id")),
@@ -145,8 +142,67 @@ def _claimed_delivery(delivery_id: int) -> Delivery:
             known_conversation=Subquery(conversation, output_field=JSONField()),
             post_request_pk=post_request_of(),  # a mailbox line's or a room line's
         )
-        .get(pk=delivery_id)
+        .filter(pk=delivery_id)
     )
+
+
+# Compiled once per process: the joins and subqueries cost more to compile than to run.
+_CLAIMED_DELIVERY = Prepared(_claimed_delivery_query, sentinels=(-7_300_001,))
+
+
+# What the claim changes, read back from its RETURNING: the claim-and-read statement's
+# SELECT sees the delivery row as it was before the claim's UPDATE in the same statement.
+_CLAIMED_FIELDS = {
+    "status": models.CharField,
+    "attempts": models.IntegerField,
+    "claim_token": models.CharField,
+    "lease_until": models.DateTimeField,
+    "started_at": models.DateTimeField,
+}
+
+
+def _claim_and_read_query():
+    claimed = {
+        f"claimed_{name}": RawSQL(f'(SELECT "{name}" FROM claimed)', [], output_field=field())
+        for name, field in _CLAIMED_FIELDS.items()
+    }
+    return _claimed_delivery_query(RawSQL('(SELECT "id" FROM claimed)', [])).annotate(**claimed)
+
+
+_CLAIM_AND_READ = Prepared(_claim_and_read_query, sentinels=())
+
+
+def _claim(delivery_id: int, now) -> tuple[str | None, Delivery | None]:
+    """Claim the delivery (``workforce.leases.claim_lease``) and read it with what its
+    turn needs (``_claimed_delivery``): on PostgreSQL in one statement, the claim a CTE
+    the read joins (``claimed``); elsewhere in two. ``(token, delivery)``, or ``(None,
+    None)`` when it was not claimable."""
+    if connection.vendor != "postgresql":
+        token = claim_lease(Delivery, delivery_id, now=now)
+        return token, (_claimed_delivery(delivery_id) if token is not None else None)
+    token, sql, params = claim_statement(Delivery, delivery_id, now=now, returning=tuple(_CLAIMED_FIELDS))
+    delivery = _CLAIM_AND_READ.one(prefix=(f"WITH claimed AS ({sql})", params))
+    if delivery is None:
+        return None, None
+    for name in _CLAIMED_FIELDS:
+        setattr(delivery, name, getattr(delivery, f"claimed_{name}"))
+    return token, delivery
+
+
+def _claimed_delivery(delivery_id: int) -> Delivery:
+    """The claimed delivery with all its turn needs, in one SELECT: its mailbox and the
+    mailbox's organization, its seat and its last turn's request (joined), the post's
+    request (``post_request_pk``) and the seat's conversation in the mailbox, if it
+    exists (``known_conversation``: ``{pk, kind, user, parent, state}``). The SQL is
+    built once (``workforce.prepared``).
+
+    Raises:
+        Delivery.DoesNotExist: no such delivery.
+    """
+    delivery = _CLAIMED_DELIVERY.one(delivery_id)
+    if delivery is None:
+        raise Delivery.DoesNotExist(f"no delivery {delivery_id}")
+    return delivery
 
 
 def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
@@ -264,7 +320,9 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
     what the delivery wrote (no SAVEPOINT is taken: a LeaseLost rolls that transaction
     back). Raises LeaseLost when the claim lapsed."""
     with transaction.atomic(savepoint=False):
-        updated = Delivery.objects.filter(pk=delivery.pk, claim_token=token, status=Delivery.Status.RUNNING).update(
+        updated = update_rows(
+            Delivery,
+            {"claim_token": token, "id": delivery.pk, "status": Delivery.Status.RUNNING},
             status=Delivery.Status.FAILED if error else Delivery.Status.DONE,
             finished_at=timezone.now(),
             output=output,
@@ -412,7 +470,9 @@ def answer_slot(delivery: Delivery) -> AnswerSlot | None:
 def _note_turn(delivery: Delivery, token: str, conversation: Session, request: Request) -> None:
     """Record the started turn on the delivery, while the claim ``token`` still holds it.
     Raises LeaseLost when another task took the delivery over."""
-    if not Delivery.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, conversation=conversation):
+    if not update_rows(
+        Delivery, {"claim_token": token, "id": delivery.pk}, turn_request_id=request.pk, conversation_id=conversation.pk
+    ):
         raise LeaseLost()
 
 

@@ -49,7 +49,7 @@ from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 
 from .board_tools import board_task_capability
-from .capabilities import AGENT_CATALOG, ANSWER_EXTRA
+from .capabilities import AGENT_CATALOG, ANSWER_EXTRA, MAILBOX_EXTRA
 from .drains import RUN_TASK_ACTION, row_turn_text
 from .models import Seat
 from .queries import access_seat, conversation_history
@@ -74,8 +74,10 @@ def _post_prompt(text: str, notify_input: dict) -> dict:
     return {"role": "user", "text": text, "postId": notify_input["postId"], "mailboxId": notify_input["mailboxId"]}
 
 
-def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None) -> dict:
+def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None) -> dict:
     extras = {"post_id": notify_input["postId"], "mailbox_id": notify_input["mailboxId"]}
+    if mailbox is not None:
+        extras[MAILBOX_EXTRA] = mailbox
     if key:
         extras["idempotency_prefix"] = key
     if answer is not None:
@@ -156,7 +158,7 @@ def begin_post_turn(
         log=log,
         text=text,
         history=history,
-        extras=_post_extras(notify_input, answer, key),
+        extras=_post_extras(notify_input, answer, key, mailbox),
         notify_input=notify_input,
         answer=answer,
     )

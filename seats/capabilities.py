@@ -35,6 +35,9 @@ POST_TO_MAILBOX = "post-to-mailbox"
 # The turn's answer slot (``workforce.facets.AnswerSlot``) in ``ToolContext.extras``: set
 # when the turn's reply answers a post (a routed mailbox post).
 ANSWER_EXTRA = "answer"
+# The mailbox session a woken turn was delivered from (``ToolContext.extras``), as read
+# with the delivery: a post back into it needs no read of its own.
+MAILBOX_EXTRA = "mailbox_session"
 
 
 def refused(refusal: Refusal) -> dict:
@@ -58,7 +61,7 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
                 "external-dispatcher",
                 "This deployment hands dispatch to an external queue whose workers share no lease backend.",
             )
-        session = Session.objects.filter(organization=ctx.org, session_id=mailbox_id).first()
+        session = _known_mailbox(ctx, mailbox_id) or Session.objects.filter(organization=ctx.org, session_id=mailbox_id).first()
         if session is None:
             raise Refusal("session-not-found", f'No mailbox "{mailbox_id}" was opened; nothing was posted.')
         if session.flow_kind != MAILBOX_KIND:
@@ -119,6 +122,15 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
     if request.status == "failed" and request.error and request.error.get("reason") != "author-not-a-member":
         return refused(Refusal(request.error["reason"], request.error.get("message", "").partition(": ")[2]))
     return {"ok": True, "handedOver": True, "mailbox": mailbox_id, "requestId": request.request_id}
+
+
+def _known_mailbox(ctx: ToolContext, mailbox_id: str) -> Session | None:
+    """The mailbox the turn was woken in (``MAILBOX_EXTRA``, read with its delivery), when
+    the call posts there: no read of a row the turn already holds."""
+    known = ctx.extras.get(MAILBOX_EXTRA)
+    if isinstance(known, Session) and known.session_id == mailbox_id and known.organization_id == ctx.org.pk:
+        return known
+    return None
 
 
 def speaks_in(seat: Seat, mailbox: Session) -> bool:

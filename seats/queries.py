@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from workforce.models import Item, Organization, Request, Session
+from workforce.prepared import Prepared
 from workforce.refusals import Refusal
 from workforce.sessions import history_window
 
@@ -184,13 +185,22 @@ def window_messages(session: Session, *, exclude_request_id: int | None = None) 
     """
     if connection.vendor == "postgresql":
         return _window_messages_postgresql(session, exclude_request_id)
+    exclude = -1 if exclude_request_id is None else exclude_request_id
+    return _WINDOW_MESSAGES.all(session.pk, history_window(), exclude)
+
+
+def _window_messages_query(session_pk: int, window: int, exclude: int):
     requests = connection.ops.quote_name(Request._meta.db_table)
-    window = RawSQL(
+    in_window = RawSQL(
         f'SELECT "w"."id" FROM (SELECT "r"."id", "r"."status" FROM {requests} "r" WHERE "r"."session_id" = %s '
         'ORDER BY "r"."id" DESC LIMIT %s) "w" WHERE "w"."status" <> %s AND "w"."id" <> %s',
-        [session.pk, history_window(), Request.Status.ABORTED, -1 if exclude_request_id is None else exclude_request_id],
+        [session_pk, window, Request.Status.ABORTED, exclude],
     )
-    return list(Item.objects.filter(type=MESSAGE_ITEM, request_id__in=window).order_by("seq").values_list("session_id", "data"))
+    return Item.objects.filter(type=MESSAGE_ITEM, request_id__in=in_window).order_by("seq").values_list("session_id", "data")
+
+
+# Compiled once per process (every turn reads its window): sentinels for session, window, excluded request.
+_WINDOW_MESSAGES = Prepared(_window_messages_query, sentinels=(-7_300_011, -7_300_012, -7_300_013))
 
 
 # A session's window floor: the oldest request of a full window this process read. A

@@ -64,8 +64,9 @@ from workforce.dispatch import enqueue
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, Organization, Request, Session
+from workforce.prepared import update_rows, update_statement
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_request, emit_item
+from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
 from workforce.tools import Tool, ToolContext
 
 from .models import Seat, TurnSlot, TurnWait
@@ -447,6 +448,9 @@ class TurnResult:
         stays ``aborted`` and ``error`` becomes the ``cancelled`` refusal, which the
         caller settles its work item with, and the hooks see."""
         log = self.log
+        reply = None
+        if self.error is None and self.reply.strip():
+            reply = {"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data}
         if log.owns_request:
             request = log.request
             request.finished_at = timezone.now()
@@ -456,11 +460,14 @@ class TurnResult:
             else:
                 request.status = Request.Status.FAILED
                 request.error = self.error.as_error()
-            _settle_unless_cancelled(self, request)
+            if reply is not None and _settle_with_reply(self, request, reply):
+                reply = None  # written with the request's end, in its statement
+            elif reply is None:
+                _settle_unless_cancelled(self, request)
         elif is_cancelled(log.request.pk):
             self.error = cancelled_refusal()  # the run that owns the request leaves it aborted
-        if self.error is None and self.reply.strip():
-            log.message({"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data})
+        if reply is not None and self.error is None:
+            log.message(reply)
         for hook in self.after:
             hook(self)
 
@@ -574,10 +581,27 @@ def _settle_unless_cancelled(result: TurnResult, request: Request) -> None:
     conditional UPDATE (running -> completed/failed), so a cancel and the settle decide
     once. A cancelled request stays aborted and the turn ends with ``cancelled``."""
     fields = {"status": request.status, "output": request.output, "error": request.error, "finished_at": request.finished_at}
-    if not Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(**fields):
+    if not update_rows(Request, {"id": request.pk, "status": Request.Status.RUNNING}, **fields):
         request.refresh_from_db(fields=["status", "output", "error", "finished_at"])
         if request.status == Request.Status.ABORTED:
             result.error = cancelled_refusal()
+
+
+def _settle_with_reply(result: TurnResult, request: Request, reply: dict) -> bool:
+    """``_settle_unless_cancelled`` and the reply's message item in one statement on
+    PostgreSQL (``workforce.sessions.do_update_then_emit_item``): the item is written
+    only when the request was still running. Returns True when both were written; False
+    when the request had ended, ``result.error`` then being the ``cancelled`` refusal
+    when it was cancelled."""
+    fields = {"status": request.status, "output": request.output, "error": request.error, "finished_at": request.finished_at}
+    guard = update_statement(Request, {"id": request.pk, "status": Request.Status.RUNNING}, **fields)
+    updated, _ = do_update_then_emit_item(guard, result.log.session, "", reply, type=MESSAGE, request=request)
+    if updated:
+        return True
+    request.refresh_from_db(fields=["status", "output", "error", "finished_at"])
+    if request.status == Request.Status.ABORTED:
+        result.error = cancelled_refusal()
+    return False
 
 
 def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> dict:

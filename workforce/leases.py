@@ -67,6 +67,25 @@ def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = No
         The claim token, or None when the row was not claimable (done, failed, held by a
         live claim, out of attempts, gone, or locked by another transaction right now).
     """
+    token, sql, params = claim_statement(model, pk, now=now, stamp_started=stamp_started)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        claimed = cursor.fetchone()
+    return token if claimed else None
+
+
+def claim_statement(
+    model: type[models.Model],
+    pk: int,
+    *,
+    now: datetime | None = None,
+    stamp_started: bool = True,
+    returning: tuple[str, ...] = (),
+) -> tuple[str, str, list]:
+    """``(token, sql, params)`` of the statement ``claim_lease`` sends (``UPDATE …
+    RETURNING`` the primary key, then the columns ``returning`` names), for a caller
+    that sends it inside a statement of its own (a CTE that also reads what the claimed
+    row's run needs: ``mailboxes.deliveries``). Arguments as ``claim_lease``'s."""
     token = uuid.uuid4().hex
     now = now or timezone.now()
     db = connection.ops
@@ -84,10 +103,8 @@ def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = No
         where = f"{pk_col} = (SELECT {pk_col} FROM {table} WHERE {cond} LIMIT 1 FOR UPDATE SKIP LOCKED)"
     else:
         where = cond
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET {sets} WHERE {where} RETURNING {pk_col}", set_params + cond_params)
-        claimed = cursor.fetchone()
-    return token if claimed else None
+    returned = ", ".join([pk_col, *(connection.ops.quote_name(column) for column in returning)])
+    return token, f"UPDATE {table} SET {sets} WHERE {where} RETURNING {returned}", set_params + cond_params
 
 
 def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:

@@ -122,7 +122,7 @@ def update(obj: models.Model, names: Sequence[str]) -> int:
 
 @cache
 def _select_and_insert_parts(
-    model: type[models.Model], where: str, into: type[models.Model], link: str, for_update: bool, vendor: str
+    model: type[models.Model], where: str, into: type[models.Model], link: str, for_update: bool, on_conflict: str, vendor: str
 ) -> tuple[str, tuple]:
     """The statement of ``select_one_and_insert`` and the fields whose values it takes
     (every field of ``into`` but its primary key and ``link``), built once: quoting its
@@ -134,17 +134,26 @@ def _select_and_insert_parts(
     columns = [_quote(f.column) for f in fields]
     values = [f"found.{pk}" if field.attname == link else "%s" for field in fields]
     returning = _quote(into._meta.pk.column)
+    conflict = f" ON CONFLICT {on_conflict} DO NOTHING" if on_conflict else ""
+    joined = "found LEFT JOIN inserted ON TRUE" if on_conflict else "found, inserted"
     sql = (
         f"WITH found AS ({select} WHERE {where}{lock}), "
         f"inserted AS (INSERT INTO {_quote(into._meta.db_table)} ({', '.join(columns)}) "
-        f"SELECT {', '.join(values)} FROM found RETURNING {returning}) "
-        f"SELECT found.*, inserted.{returning} FROM found, inserted"
+        f"SELECT {', '.join(values)} FROM found{conflict} RETURNING {returning}) "
+        f"SELECT found.*, inserted.{returning} FROM {joined}"
     )
     return sql, tuple(field for field in fields if field.attname != link)
 
 
 def select_one_and_insert(
-    model: type[models.Model], where: str, params: Sequence[Any], obj: models.Model, link: str, *, for_update: bool = False
+    model: type[models.Model],
+    where: str,
+    params: Sequence[Any],
+    obj: models.Model,
+    link: str,
+    *,
+    for_update: bool = False,
+    on_conflict: str = "",
 ):
     """PostgreSQL only: ``select_one(model, where, params)`` and, in the same statement,
     INSERT ``obj`` (as ``insert``) with its foreign key ``link`` (an attname such as
@@ -152,12 +161,17 @@ def select_one_and_insert(
     two. Returns the selected instance (``obj`` inserted, its primary key set), or None
     when no row matched (nothing inserted).
 
+    ``on_conflict``: a conflict target (``("a", "b") WHERE …``, a unique index's columns
+    and predicate); a row that would break it is not inserted (``ON CONFLICT … DO
+    NOTHING``, which waits for a concurrent inserter of the same key to end first), and
+    the selected instance is returned with ``obj.pk`` left None.
+
     Raises:
         IntegrityError: a constraint refused ``obj``'s row.
     """
     conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
     _, names, converters = _select_parts(model, conn.vendor)
-    sql, fields = _select_and_insert_parts(model, where, type(obj), link, for_update, conn.vendor)
+    sql, fields = _select_and_insert_parts(model, where, type(obj), link, for_update, on_conflict, conn.vendor)
     insert_params = [field.get_db_prep_save(field.pre_save(obj, True), conn) for field in fields]
     with conn.cursor() as cursor:
         cursor.execute(sql, [*params, *insert_params])
@@ -171,6 +185,8 @@ def select_one_and_insert(
         values_out.append(value)
     instance = model.from_db(conn.alias, names, values_out)
     setattr(obj, link, instance.pk)
+    if row[-1] is None:  # on_conflict: not inserted
+        return instance
     obj.pk = row[-1]
     obj._state.adding = False
     obj._state.db = conn.alias

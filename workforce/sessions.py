@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from django.conf import settings
@@ -118,13 +118,108 @@ def emit_item(session: Session, component: str, data: dict, *, type: str = "comp
     """
     table = Session._meta.db_table
     with transaction.atomic(savepoint=False):  # no extra query inside an action's transaction
-        with connection.cursor() as cursor:
-            # One round trip on both engines (SQLite >= 3.35 and PostgreSQL have RETURNING).
-            cursor.execute(f'UPDATE "{table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"', [session.pk])
-            seq = cursor.fetchone()[0]
-        item = Item.objects.create(session=session, request=request, seq=seq, type=type, component=component, data=data)
-        note_item_stored(session.pk, seq)
+        if connection.vendor == "postgresql":
+            # One statement: the counter's bump and the item's INSERT (a CTE), as a line's.
+            item = Item(session=session, request=request, type=type, component=component, data=data)
+            _insert_item_postgresql(item)
+        else:
+            with connection.cursor() as cursor:
+                # One round trip on both engines (SQLite >= 3.35 and PostgreSQL have RETURNING).
+                cursor.execute(
+                    f'UPDATE "{table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"', [session.pk]
+                )
+                seq = cursor.fetchone()[0]
+            item = Item(session=session, request=request, seq=seq, type=type, component=component, data=data)
+            if rows.supported():
+                rows.insert(item)  # the INSERT without the ORM's compile
+            else:
+                item.save(force_insert=True)
+        note_item_stored(session.pk, item.seq)
     return item
+
+
+_ITEM_FIELDS = ("request_id", "type", "component", "data", "created_at")
+_INSERT_ITEM_POSTGRESQL = f"""
+WITH counter AS (
+    UPDATE "{Session._meta.db_table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"
+)
+INSERT INTO "{Item._meta.db_table}" ("session_id", "seq", {", ".join(f'"{name}"' for name in _ITEM_FIELDS)})
+SELECT %s, counter.item_seq, {", ".join(["%s"] * len(_ITEM_FIELDS))} FROM counter
+RETURNING "id", "seq"
+"""
+
+
+# The same with a guard: a conditional UPDATE (``{guard}``, with ``RETURNING 1``) runs first
+# in the statement, and the item is written only when it updated a row.
+_GUARDED_ITEM_POSTGRESQL = f"""
+WITH guard AS ({{guard}}), counter AS (
+    UPDATE "{Session._meta.db_table}" SET "item_seq" = "item_seq" + 1
+    WHERE "id" = %s AND EXISTS (SELECT 1 FROM guard) RETURNING "item_seq"
+), item AS (
+    INSERT INTO "{Item._meta.db_table}" ("session_id", "seq", {", ".join(f'"{name}"' for name in _ITEM_FIELDS)})
+    SELECT %s, counter.item_seq, {", ".join(["%s"] * len(_ITEM_FIELDS))} FROM counter
+    RETURNING "id", "seq"
+)
+SELECT (SELECT COUNT(*) FROM guard), item."id", item."seq" FROM (SELECT 1) AS one LEFT JOIN item ON TRUE
+"""
+
+
+def do_update_then_emit_item(
+    guard: tuple[str, list],
+    session: Session,
+    component: str,
+    data: dict,
+    *,
+    type: str = "component",
+    request: Request | None = None,
+) -> tuple[int, Item | None]:
+    """Run the UPDATE ``guard`` (``(sql, params)``, ``%s`` placeholders, no RETURNING)
+    and, only when it updated a row, ``emit_item(session, component, data, ...)``: on
+    PostgreSQL in one statement (a CTE), elsewhere in two. Call inside the transaction
+    both belong to (a turn's end: its request settled unless cancelled, then its reply;
+    ``seats.turns.TurnResult.finish``).
+
+    Returns:
+        ``(rows the guard updated, the item or None)``.
+    """
+    guard_sql, guard_params = guard
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(guard_sql, guard_params)
+            updated = cursor.rowcount
+        return updated, (emit_item(session, component, data, type=type, request=request) if updated else None)
+    item = Item(session=session, request=request, type=type, component=component, data=data)
+    params = [*guard_params, item.session_id, item.session_id]
+    params += [f.get_db_prep_save(f.pre_save(item, True), connection) for f in _item_fields()]
+    with connection.cursor() as cursor:
+        cursor.execute(_GUARDED_ITEM_POSTGRESQL.format(guard=f"{guard_sql} RETURNING 1"), params)
+        updated, pk, seq = cursor.fetchone()
+    if pk is None:
+        return updated, None
+    item.pk, item.seq = pk, seq
+    item._state.adding = False
+    item._state.db = connection.alias
+    note_item_stored(session.pk, seq)
+    return updated, item
+
+
+@cache
+def _item_fields() -> tuple:
+    return tuple(Item._meta.get_field(name) for name in _ITEM_FIELDS)
+
+
+def _insert_item_postgresql(item: Item) -> None:
+    """Bump the session's item counter and INSERT ``item`` with the number, in one
+    statement; sets ``item.pk`` and ``item.seq``. Each field is prepared as the ORM's
+    ``save`` would (``pre_save``: ``created_at``; ``get_db_prep_save``: the JSON)."""
+    fields = _item_fields()
+    params = [item.session_id, item.session_id]
+    params += [f.get_db_prep_save(f.pre_save(item, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_ITEM_POSTGRESQL, params)
+        item.pk, item.seq = cursor.fetchone()
+    item._state.adding = False
+    item._state.db = connection.alias
 
 
 def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: dict) -> Session:
@@ -225,7 +320,8 @@ def do_run_action(
     check_id(user_id, label="userId", max_length=MAX_USER_ID_LENGTH)
     check_storable(input)
     stored_input = input if isinstance(input, dict) else {"_": input}
-    if idempotency_key:
+    if idempotency_key and connection.vendor != "postgresql":
+        # On PostgreSQL the request's INSERT finds a used key itself (_open_and_record).
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
@@ -316,23 +412,40 @@ def do_run_action(
 
 
 _SESSION_BY_ID = '"organization_id" = %s AND "session_id" = %s'
+# The conflict target of the request_unique_idempotency_key index (workforce.models.Request).
+_IDEMPOTENCY_TARGET = '("organization_id", "user_id", "idempotency_key") WHERE "idempotency_key" IS NOT NULL'
 
 
 def _open_and_record(request: Request, opening: dict, *, lock: bool) -> Session:
     """``_open_session`` and ``_insert_request``: on PostgreSQL, for a session that
-    exists and a call without an idempotency key, one statement reads the session (under
-    its lock when ``lock``) and INSERTs the request (``rows.select_one_and_insert``); a
-    refusal of the session then raises inside the transaction, which rolls the request
-    back with it."""
-    if connection.vendor == "postgresql" and not request.idempotency_key:
+    exists, one statement reads the session (under its lock when ``lock``) and INSERTs
+    the request (``rows.select_one_and_insert``); a refusal of the session then raises
+    inside the transaction, which rolls the request back with it. A call with an
+    idempotency key whose request exists inserts nothing there (``ON CONFLICT … DO
+    NOTHING`` on the key's unique index, after a concurrent holder of the key commits or
+    rolls back) and answers that request (``_IdempotentReplay``): a key's first call
+    costs no read and no savepoint of its own."""
+    if connection.vendor == "postgresql":
         org = opening["org"]
         session = rows.select_one_and_insert(
-            Session, _SESSION_BY_ID, [org.pk, opening["session_id"]], request, "session_id", for_update=lock
+            Session,
+            _SESSION_BY_ID,
+            [org.pk, opening["session_id"]],
+            request,
+            "session_id",
+            for_update=lock,
+            on_conflict=_IDEMPOTENCY_TARGET if request.idempotency_key else "",
         )
         if session is not None:
+            if request.pk is None:  # the key was used: its request answers
+                raise _IdempotentReplay(_find_idempotent(org, request.user_id, request.idempotency_key))
             Session.organization.field.set_cached_value(session, org)
             request.session = session
             return _check_session(session, **opening)
+        if request.idempotency_key:  # no such session yet: a used key still answers first
+            existing = _find_idempotent(org, request.user_id, request.idempotency_key)
+            if existing is not None:
+                raise _IdempotentReplay(existing)
     session = _open_session(**opening, lock=lock)
     _insert_request(request, session)
     return session

@@ -113,6 +113,9 @@ def test_control_without_the_safe_points_the_turn_runs_on_and_overwrites_the_can
         request.save(update_fields=["status", "output", "error", "finished_at"])
 
     monkeypatch.setattr(turns, "_settle_unless_cancelled", unguarded)
+    # A turn with a reply settles it in the statement that writes the reply: unguarded too
+    # (False: the reply is then written on its own).
+    monkeypatch.setattr(turns, "_settle_with_reply", lambda result, request, reply: unguarded(result, request) or False)
     monkeypatch.setattr(turns, "_stop_if_cancelled", lambda log: None)
     gate = Gate({"tool_calls": [{"name": "look-around"}]})
     outcome, answer, turn = deliver_while_cancelled_from_another_thread(pending, gate)

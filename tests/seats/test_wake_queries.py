@@ -24,7 +24,7 @@ from mailboxes.deliveries import do_deliver
 from mailboxes.models import Delivery, Line
 from seats.queries import _WINDOW_FLOORS
 from tests.conftest import MEMBER, mailbox_md, on_postgres, run_in_threads
-from tests.seats.conftest import ECHO_LISTENER
+from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER
 from workforce.leases import claim_lease, max_attempts
 from workforce.models import Item, Request, Session
 from workforce.notify import ON_MAILBOX_POST
@@ -36,10 +36,13 @@ ONE_SEAT = {
 }
 
 # One wake of an echo seat that has heard posts before (its conversation and slot exist):
-# claim 1, read 1, slot 1, turn start 4 (request, item counter, prompt item, the
-# delivery noting its turn), history 1; the cancel check 1; finish 3 (request settled,
-# item counter, reply item), settle 1, slot freed 1.
-WAKE_STATEMENTS = 14
+# the claim and the read of what the turn needs (PostgreSQL 1: the claim is a CTE the
+# read joins; SQLite 2), slot 1, turn start 3 (request, the prompt item with its counter's bump:
+# one CTE on PostgreSQL, two statements on SQLite; the delivery noting its turn),
+# history 1; the cancel check 1; finish (PostgreSQL 1: the request settled unless
+# cancelled and, in the same CTE, the reply item with its counter's bump; SQLite 3),
+# settle 1, slot freed 1.
+WAKE_STATEMENTS = {"postgresql": 10, "sqlite": 14}
 WAKE_TRANSACTIONS = 2  # atomic blocks; the cancel check is the one autocommit read
 # On PostgreSQL the live streams are told of each transaction's items after its commit:
 # one NOTIFY per transaction that emitted any (``workforce.streams``).
@@ -93,7 +96,7 @@ def one_seat(wired, org, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_wake_of_an_echo_seat_is_14_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
+def test_one_wake_of_an_echo_seat_is_10_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
     assert do_deliver(one_seat("first").pk) == "done"  # its conversation and slot are made
     delivery = one_seat("second")
     with profile() as rows:
@@ -105,7 +108,9 @@ def test_one_wake_of_an_echo_seat_is_14_statements_in_2_transactions_plus_the_st
     assert len(begins) == (0 if on_postgres() else WAKE_TRANSACTIONS)
     rows = [(sql, where) for sql, where in rows if "pg_notify" not in sql and not sql.startswith("BEGIN")]
     statements, transactions, autocommit = summary(rows)
-    assert (statements, transactions) == (WAKE_STATEMENTS, WAKE_TRANSACTIONS), "\n".join(f"{w} {sql[:150]}" for sql, w in rows)
+    assert (statements, transactions) == (WAKE_STATEMENTS[connection.vendor], WAKE_TRANSACTIONS), "\n".join(
+        f"{w} {sql[:150]}" for sql, w in rows
+    )
     assert len(autocommit) == 1 and autocommit[0].startswith("SELECT %s AS")  # is_cancelled, before the model call
     assert not [sql for sql, _ in rows if "SAVEPOINT" in sql]
     delivery.refresh_from_db()
@@ -121,6 +126,68 @@ def test_one_wake_of_an_echo_seat_is_14_statements_in_2_transactions_plus_the_st
     assert texts[-2:] == ["u_owner in eng.m: second", "eng.lead heard: u_owner in eng.m: second"]
 
 
+ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
+
+# The same wake when the seat answers with post-to-mailbox: its line is a second action
+# through the kernel (the mailbox's internal ``seatPost``, dispatched once by its key).
+# Besides the 10 (14): the cancel checks before the tool call and before the model's
+# second call 2; the action's transaction (PostgreSQL 3: the mailbox session read under
+# its lock and the request's INSERT in one statement, whose ON CONFLICT on the key's index
+# finds a used key; the line, its item and the request's completion in one CTE; the
+# fan-out's ``notify`` request. SQLite 10: the key's read before it, the session read, the
+# request's INSERT in a savepoint, the line's three writes, the notify request, the
+# request's UPDATE); the tool-call item (PostgreSQL 1, SQLite 2). The tool reads no
+# mailbox: the delivery read it.
+POSTER_WAKE_STATEMENTS = {"postgresql": 16, "sqlite": 28}
+POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
+POSTER_STREAM_NOTIFIES = 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_6_more_statements_on_postgresql(wired, org, monkeypatch):
+    monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    wired(ONE_POSTER)
+
+    def post(body: str) -> Delivery:
+        do_run_action(org=org, kind="mailbox", session_id="eng.m", action="post", input={"body": body}, user_id=MEMBER)
+        return Delivery.objects.filter(status="pending").order_by("-pk").first()
+
+    assert do_deliver(post("first").pk) == "done"
+    delivery = post("second")
+    with profile() as rows:
+        assert do_deliver(delivery.pk) == "done"
+    notifies = [sql for sql, _ in rows if "pg_notify" in sql]
+    assert len(notifies) == (POSTER_STREAM_NOTIFIES if on_postgres() else 0)
+    rows = [(sql, where) for sql, where in rows if "pg_notify" not in sql and not sql.startswith("BEGIN")]
+    statements, transactions, autocommit = summary(rows)
+    assert (statements, transactions) == (POSTER_WAKE_STATEMENTS[connection.vendor], POSTER_WAKE_TRANSACTIONS), "\n".join(
+        f"{w} {sql[:150]}" for sql, w in rows
+    )
+    # The three cancel checks, and on SQLite the key's read before the line's transaction.
+    assert len([sql for sql in autocommit if sql.startswith("SELECT %s AS")]) == 3
+    assert len(autocommit) == (3 if on_postgres() else 4)
+    assert on_postgres() is not any("SAVEPOINT" in sql for sql, _ in rows)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.turn_request.status) == ("done", "completed")
+    line = Line.objects.filter(session__session_id="eng.m", seat_authored=True).order_by("-seq").first()
+    assert (line.author, line.body) == ("eng.lead", "eng.lead heard: u_owner in eng.m: second")
+    seat_post = Request.objects.get(parent_request=delivery.turn_request, action="seatPost")
+    assert (seat_post.status, seat_post.idempotency_key) == ("completed", f"dlv{delivery.pk}:post-to-mailbox:1")
+    # Run again with the same key (a redelivered turn): the first request answers, nothing lands twice.
+    again = do_run_action(
+        org=org,
+        kind="mailbox",
+        session_id="eng.m",
+        action="seatPost",
+        input=seat_post.input,
+        user_id=seat_post.user_id,
+        internal=True,
+        idempotency_key=seat_post.idempotency_key,
+    )
+    assert again.pk == seat_post.pk and getattr(again, "replayed", False)
+    assert Line.objects.filter(session__session_id="eng.m", body=line.body).count() == 1
+
+
 def test_the_claim_is_one_statement(one_seat, django_assert_num_queries):
     delivery = one_seat("claim me")
     with django_assert_num_queries(1) as captured:
@@ -133,6 +200,21 @@ def test_the_claim_is_one_statement(one_seat, django_assert_num_queries):
     assert delivery.lease_until > timezone.now() and delivery.started_at is not None
     with django_assert_num_queries(1):
         assert claim_lease(Delivery, delivery.pk) is None  # held by a live claim
+
+
+def test_the_claim_and_the_read_answer_the_row_as_claimed(one_seat):
+    """On PostgreSQL the read of what the turn needs joins the claim (a CTE): the row it
+    answers carries the claim's own values, not the row as it was before."""
+    from mailboxes.deliveries import _claim
+
+    delivery = one_seat("claim and read")
+    token, claimed = _claim(delivery.pk, timezone.now())
+    stored = Delivery.objects.get(pk=delivery.pk)
+    assert token is not None and (claimed.status, claimed.attempts, claimed.claim_token) == ("running", 1, token)
+    assert (claimed.lease_until, claimed.started_at) == (stored.lease_until, stored.started_at)
+    assert claimed.mailbox.session_id == "eng.m" and claimed.mailbox.organization.pk == stored.organization_id
+    assert claimed.seat.seat_id == "eng.lead" and claimed.post_request_pk is not None
+    assert _claim(delivery.pk, timezone.now()) == (None, None)  # held by a live claim
 
 
 def test_a_lapsed_claim_is_taken_over_until_the_attempts_run_out(one_seat):
