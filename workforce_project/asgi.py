@@ -16,6 +16,9 @@ request like any other call. Its SDK session manager runs for the life of the pr
 this app answers the ASGI lifespan (``serve`` runs uvicorn with it on) and enters it at
 start-up; Django itself takes no lifespan, so nothing else changes for the rest of the app.
 
+A short request runs Django's middleware and its view in one hop to a kept worker thread
+(``OneHopHandler``); the long-lived ones keep Django's stock ASGI handler.
+
 A process started some other way (``uvicorn workforce_project.asgi:application``) boots
 itself on its first request: hires the tree's seats and wires the notify block, as
 ``serve`` does before it listens (``serve`` marks its process booted, so this is free).
@@ -23,9 +26,11 @@ itself on its first request: hires the tree's seats and wires the notify block, 
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -35,6 +40,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings")
 django_application = get_asgi_application()
 
 from django.conf import settings  # noqa: E402
+from django.core import signals  # noqa: E402
+from django.core.exceptions import RequestAborted  # noqa: E402
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
+from django.core.handlers.base import BaseHandler  # noqa: E402
+from django.http import FileResponse  # noqa: E402
+from django.urls import set_script_prefix  # noqa: E402
 
 from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
@@ -86,7 +97,70 @@ async def application(scope, receive, send):
     async with _server.slots:
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
-        await django_application(scope, receive, send)
+        await short_requests(scope, receive, send)
+
+
+class OneHopHandler(ASGIHandler):
+    """Django's ASGI handler for the short requests: its middleware chain built sync
+    (as under WSGI) and run with the view in one worker thread per request, where the
+    stock handler builds it async and so hops between the event loop and a thread for
+    each sync part: every ``MiddlewareMixin`` method, the view, each signal; about 16
+    hops and a new thread per request, most of a post's CPU in this process.
+
+    Each request runs on a thread of its own among ``WORKFORCE_WEB_CONCURRENCY`` kept
+    threads (the web slots bound how many run at once), each with its own database
+    connection as before, and a thread keeps its context between the requests it runs,
+    as a WSGI server's threads do. The request's thread also sends ``request_finished``
+    (which hands its connection back): for an answer in one piece, before the bytes go
+    out; for a streamed one (a static file), after its last chunk.
+
+    Every view the API and the pages serve is sync; the long-lived requests (streams,
+    waiting reads) keep the stock handler, whose per-request thread context their reads
+    need (``workforce.streams``). docs/architecture.md "Apps" (``workforce_project``).
+    """
+
+    def __init__(self):
+        BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+        self._idle: list[tuple[ThreadPoolExecutor, contextvars.Context]] = []
+
+    async def __call__(self, scope, receive, send):
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        worker = self._idle.pop() if self._idle else (ThreadPoolExecutor(1, "web"), contextvars.copy_context())
+        executor, context = worker
+        loop = asyncio.get_running_loop()
+        try:
+            response = await loop.run_in_executor(executor, context.run, self._respond, scope, body_file)
+            try:
+                await self.send_response(response, send)
+            finally:
+                if response.streaming:
+                    await loop.run_in_executor(executor, context.run, response.close)
+        finally:
+            body_file.close()
+            # Back even when cancelled mid-request: its next request queues behind it.
+            self._idle.append(worker)
+
+    def _respond(self, scope, body_file):
+        """On the request's thread: the started signal, the request, the middleware
+        and the view; the finished signal too when the answer is in one piece."""
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size
+        if not response.streaming:
+            response.close()
+        return response
+
+
+short_requests = OneHopHandler()
 
 
 def mcp_mount() -> McpMount:

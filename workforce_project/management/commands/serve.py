@@ -125,6 +125,10 @@ class Command(BaseCommand):
             port=port,
             log_level="info",
             lifespan="on",  # the MCP mount's session manager runs in it (workforce_project.asgi)
+            # h11 whatever else is installed: uvicorn's httptools protocol (its "auto" pick
+            # when httptools is there) sends header names in lower case, h11 as Django
+            # wrote them ("Location"), which clients reading them case-sensitively rely on.
+            http="h11",
             # Open requests and streams get part of the stop budget, then are cut.
             timeout_graceful_shutdown=max(1, int(stopper.seconds * 0.8)),
         )
