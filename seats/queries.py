@@ -181,7 +181,9 @@ def window_messages(session: Session, *, exclude_request_id: int | None = None) 
     planner estimate any session at a handful of requests, read them all with a bitmap
     scan and sort them, and hash-join the whole item table; so the window's range starts
     at its floor (``_WINDOW_FLOORS``) and its items are read per request (a lateral join
-    on ``request_id``), which no estimate can turn into a scan of the session.
+    on ``request_id`` behind ``OFFSET 0``, which keeps the planner from flattening it into
+    a hash join over the whole item table), which no estimate can turn into a scan of the
+    session.
     """
     if connection.vendor == "postgresql":
         return _window_messages_postgresql(session, exclude_request_id)
@@ -221,7 +223,7 @@ WITH w AS MATERIALIZED (
 ), extent AS (SELECT MIN(id) AS oldest, COUNT(*) AS size FROM w)
 SELECT i.session_id, i.data, extent.oldest, extent.size
 FROM w CROSS JOIN LATERAL (
-    SELECT it.session_id, it.data, it.seq FROM {items} it WHERE it.request_id = w.id AND it.type = %(type)s
+    SELECT it.session_id, it.data, it.seq FROM {items} it WHERE it.request_id = w.id AND it.type = %(type)s OFFSET 0
 ) i CROSS JOIN extent
 WHERE w.status <> %(aborted)s AND w.id <> %(exclude)s
 ORDER BY i.seq

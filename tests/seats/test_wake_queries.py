@@ -349,6 +349,21 @@ def test_a_wake_reads_about_its_window_on_a_database_never_analyzed(one_seat, or
         for k, role in enumerate(("user", "assistant"))
     )
     Session.objects.filter(pk=conversation.pk).update(item_seq=base + 2 * len(turns) + 2)
+    # And a big item table beside it (another session's tool calls): a planner that
+    # believes the window small would hash-join all of it.
+    other = Session.objects.create(organization=org, session_id="other.big", flow_kind="agent", user_id="u_owner")
+    other_turns = Request.objects.bulk_create(
+        Request(organization=org, session=other, action=ON_MAILBOX_POST, user_id="u_owner", status="completed")
+        for _ in range(2000)
+    )
+    Item.objects.bulk_create(
+        (
+            Item(session=other, request=turn, seq=20 * n + k, type="component", data={"tool": "t"})
+            for n, turn in enumerate(other_turns)
+            for k in range(20)
+        ),
+        batch_size=5000,
+    )
     tables = [model._meta.db_table for model in (Request, Item, Session, Line, Delivery)]
     with connection.cursor() as cursor:
         # Forget the statistics: the state of a table no ANALYZE (nor autovacuum) has seen.
