@@ -27,6 +27,14 @@ def supported() -> bool:
     return connection.vendor in VENDORS
 
 
+def _row_lock(vendor: str) -> str:
+    # FOR NO KEY UPDATE on PostgreSQL: it serializes the lockers as FOR UPDATE does, but
+    # lets a foreign key's check (FOR KEY SHARE) through, so a transaction that holds a
+    # row referencing the locked one (a seat's turn slot, its session) can commit while
+    # another holds the lock and waits on that row: no deadlock between them.
+    return " FOR NO KEY UPDATE" if vendor == "postgresql" else " FOR UPDATE"
+
+
 def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
@@ -46,13 +54,13 @@ def _select_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple[st
 def select_one(model: type[models.Model], where: str, params: Sequence[Any], *, for_update: bool = False):
     """The one ``model`` row ``WHERE <where>`` selects (``%s`` placeholders, quoted
     column names), as an instance; None when there is none. ``for_update`` takes its
-    row lock (``FOR UPDATE``; nothing on SQLite, whose write transaction is already
+    row lock (``FOR NO KEY UPDATE`` on PostgreSQL; nothing on SQLite, whose write transaction is already
     serialized)."""
     conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
     select, names, converters = _select_parts(model, conn.vendor)
     sql = f"{select} WHERE {where}"
     if for_update and conn.features.has_select_for_update:
-        sql += " FOR UPDATE"
+        sql += _row_lock(conn.vendor)
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -129,7 +137,7 @@ def _select_and_insert_parts(
     names per call was a tenth of a post's CPU."""
     select, _, _ = _select_parts(model, vendor)
     _, fields = _insert_parts(into, vendor)
-    lock = " FOR UPDATE" if for_update else ""
+    lock = _row_lock(vendor) if for_update else ""
     pk = _quote(model._meta.pk.column)
     columns = [_quote(f.column) for f in fields]
     values = [f"found.{pk}" if field.attname == link else "%s" for field in fields]

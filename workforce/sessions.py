@@ -86,13 +86,15 @@ class ActionContext:
         return rows.update_statement(self.request, COMPLETION_FIELDS)
 
     def lock_session(self) -> Session:
-        """Take the session's row lock (``SELECT … FOR UPDATE``) until the transaction
-        ends, and return the freshly read row. Serializes writers of one session.
+        """Take the session's row lock (``SELECT … FOR NO KEY UPDATE`` on PostgreSQL:
+        writers of the session wait on each other, a foreign key's check of a row that
+        references it does not) until the transaction ends, and return the freshly read
+        row. Serializes writers of one session.
 
         When the row was already read under the lock in this transaction (``locked``),
         that row is returned as it is: nobody else can have changed it since."""
         if not self.locked:
-            self.session = Session.objects.select_for_update().get(pk=self.session.pk)
+            self.session = Session.objects.select_for_update(no_key=True).get(pk=self.session.pk)
             self.locked = True
         return self.session
 
@@ -391,12 +393,9 @@ def do_run_action(
         error = failed.error
     # The action's transaction is rolled back (its request with it): record the failed
     # request, same request id and start, on its own. It takes the session's row lock
-    # first, as the action's transaction did: the request's INSERT holds the key's
-    # unique-index entry and then, for its foreign key, a share lock on the session row
-    # (PostgreSQL's FOR KEY SHARE, which FOR UPDATE blocks). Unlocked, it would hold the
-    # key while waiting on a caller with the same key that holds the session lock and
-    # waits on the key: a deadlock. Locked, both take the session before the key, so the
-    # second INSERT of the key waits for the first to commit and replays it.
+    # first, as the action's transaction did, so two callers of one key both take the
+    # session before the key: the second INSERT of the key waits for the first to commit
+    # and replays it.
     request.pk = None
     request._state.adding = True
     request.status = Request.Status.FAILED
@@ -466,7 +465,7 @@ def _open_session(
     """The session an action runs on, created on first use, read under its row lock when
     ``lock``; refuses (``session-not-found``, ``session-not-addressable``) before
     anything is recorded on it."""
-    sessions = Session.objects.select_for_update() if lock else Session.objects
+    sessions = Session.objects.select_for_update(no_key=True) if lock else Session.objects
     if rows.supported():  # the SQL built once: the ORM's compile costs more than the read
         session = rows.select_one(Session, _SESSION_BY_ID, [org.pk, session_id], for_update=lock)
     elif not creates:

@@ -197,7 +197,9 @@ async def _lifespan(receive, send) -> None:
 def is_long_lived(scope) -> bool:
     """True for a request that waits on the server's side: a stream, or a read of a
     request with a ``wait`` other than 0."""
-    if scope.get("method") != "GET":
+    # HEAD too: its answer is the stream's, streamed (the server drops the body), and
+    # only the stock handler ends a stream when its client goes away.
+    if scope.get("method") not in ("GET", "HEAD"):
         return False
     path = scope.get("path", "")
     if STREAM_PATH.match(path):

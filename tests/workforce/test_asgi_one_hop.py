@@ -191,3 +191,16 @@ def test_a_static_file_streams_whole_and_then_finishes_the_request():
     expected = (Path(__file__).resolve().parents[2] / "web/static/web/vendor/htmx-2.0.11.min.js").read_bytes()
     assert status == 200 and body == expected and int(headers["content-length"]) == len(expected)
     assert len(finished) == 1
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_a_stream_asked_for_by_get_or_head_goes_to_the_stock_handler(method):
+    """A HEAD of a stream is answered as the stream is (streamed, the body dropped by the
+    server): on the short path it held a web slot after its client had gone, because
+    only Django's stock handler ends a stream when its client disconnects."""
+    from workforce_project.asgi import is_long_lived
+
+    assert is_long_lived({"type": "http", "method": method, "path": "/api/sessions/support.desk/stream"})
+    assert is_long_lived({"type": "http", "method": method, "path": "/mailboxes/support.desk/events"})
+    assert not is_long_lived({"type": "http", "method": "POST", "path": "/api/sessions/support.desk/stream"})
+    assert not is_long_lived({"type": "http", "method": method, "path": "/api/sessions/support.desk/items"})
