@@ -88,6 +88,21 @@ def summary(rows):
     return len(rows), len(atomic), autocommit
 
 
+def rows_read_by_one_wake(delivery_pk: int) -> dict[str, int]:
+    """Rows each table gave while ``delivery_pk`` was delivered (PostgreSQL: the
+    ``seq_tup_read + idx_tup_fetch`` delta of ``pg_stat_xact_user_tables``), tables that
+    gave none left out; the delivery must end ``done``."""
+
+    def rows_read() -> dict[str, int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT relname, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables")
+            return dict(cursor.fetchall())
+
+    before = rows_read()
+    assert do_deliver(delivery_pk) == "done"
+    return {name: n - before.get(name, 0) for name, n in rows_read().items() if n - before.get(name, 0)}
+
+
 @pytest.fixture
 def one_seat(wired, org, monkeypatch):
     """``post(body) -> Delivery``: a committed post on a one-member mailbox whose
@@ -304,15 +319,7 @@ def test_a_wake_reads_about_its_window_however_long_the_conversation(one_seat, o
     )
     Session.objects.filter(pk=conversation.pk).update(item_seq=base + 2 * len(turns) + 2)
     delivery = one_seat("after many")
-
-    def rows_read() -> dict[str, int]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT relname, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables")
-            return dict(cursor.fetchall())
-
-    before = rows_read()
-    assert do_deliver(delivery.pk) == "done"
-    by_table = {name: n - before.get(name, 0) for name, n in rows_read().items() if n - before.get(name, 0)}
+    by_table = rows_read_by_one_wake(delivery.pk)
     assert sum(by_table.values()) <= 200, by_table
     delivery.refresh_from_db()
     assert delivery.turn_request.status == "completed"
@@ -374,15 +381,7 @@ def test_a_wake_reads_about_its_window_on_a_database_never_analyzed(one_seat, or
     _WINDOW_FLOORS.clear()
     assert do_deliver(one_seat("after many").pk) == "done"
     delivery = one_seat("and one more")
-
-    def rows_read() -> dict[str, int]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT relname, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables")
-            return dict(cursor.fetchall())
-
-    before = rows_read()
-    assert do_deliver(delivery.pk) == "done"
-    by_table = {name: n - before.get(name, 0) for name, n in rows_read().items() if n - before.get(name, 0)}
+    by_table = rows_read_by_one_wake(delivery.pk)
     assert sum(by_table.values()) <= 200, by_table
     delivery.refresh_from_db()
     assert delivery.turn_request.status == "completed"
