@@ -49,7 +49,7 @@ def main() -> None:
         org = ensure_organization(DEFAULT_ORG_ID)
         boxes = [
             BoundMailbox(id=f"bench.box{i}", kind="mailbox", description="bench", members=["bench.a"], charter="")
-            for i in range(3)
+            for i in range(4)
         ]
         set_current_roster(Roster(mailboxes=boxes))
         do_open_mailboxes(org, boxes, user_id="bench")
@@ -78,9 +78,15 @@ def main() -> None:
             assert r.status == "completed", r.error
         posts = args.posts / (time.perf_counter() - t0)
         post_cpu = (time.process_time() - c0) / args.posts
+        floor, floor_cpu, statements = replay_floor(connection, org, body, args.posts)
         print(f"raw INSERT+COMMIT: {raw:,.0f}/s")
         print(f"service posts:     {posts:,.0f}/s")
         print(f"ratio posts/raw:   {posts / raw:.3f}")
+        print(
+            f"the post's own {statements} statements replayed, no application code: {floor:,.0f}/s = {floor / raw:.3f} x raw "
+            f"(CPU {floor_cpu * 1e6:,.0f} us per post): the floor of this statement shape; the service reaches "
+            f"{posts / floor:.3f} of it"
+        )
         # This process's CPU per post against per raw INSERT+COMMIT: on a shared machine
         # the wall-clock ratio also measures the neighbours; this one does not.
         print(
@@ -142,6 +148,76 @@ def main() -> None:
             f"{'>=' if post_ratio >= POST_GOAL else '<'} {POST_GOAL} (goal: >= {POST_GOAL} x raw on both databases); "
             f"read big/small {big / small:.2f} {'<=' if big / small <= READ_FLAT else '>'} {READ_FLAT} (windowed: near 1)"
         )
+
+
+def replay_floor(connection, org, body: str, n: int) -> tuple[float, float, int]:
+    """The post's own SQL with none of the application's Python: one post on
+    ``bench.box0`` is captured (its statements and parameters, through Django's
+    ``execute_wrapper``), then replayed ``n`` times through Django's cursor, each replay
+    in one ``transaction.atomic()`` as the service's is. A replay sends fresh values where
+    the captured post had its own: the request id, the line id, the new request's primary
+    key and (SQLite, where the counters come back to Python) the line's and the item's
+    ``seq`` from the replay's own counter UPDATE. Returns ``(replays per second, CPU
+    seconds per replay, statements per post)``: what a post of this shape costs on this
+    database and driver before any validation, model or flow code runs."""
+    from django.db import transaction
+
+    from mailboxes.models import Line
+    from workforce.models import Item, mint_request_id
+    from workforce.sessions import do_run_action
+
+    def post(session_id: str):
+        return do_run_action(org=org, kind="mailbox", session_id=session_id, action="post", input={"body": body}, user_id="u")
+
+    # Request pks well past the line's seq and the session's pk, so the values a replay
+    # replaces can't be taken for one another.
+    for _ in range(60):
+        post("bench.box3")
+    captured: list[tuple[str, list]] = []
+
+    def capture(execute, sql, params, many, context):
+        if not sql.startswith("BEGIN"):  # SQLite's transaction start: the replay's atomic() sends its own
+            captured.append((sql, list(params or [])))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(capture):
+        first = post("bench.box0")
+    line = Line.objects.get(line_id=first.output["id"])
+    old = {
+        "request": first.request_id,
+        "pk": first.pk,
+        "line_seq": line.seq,
+        "item_seq": Item.objects.get(request_id=first.pk).seq,
+    }
+    # A mailbox bumps both counters together, so its two seqs may be equal: either name
+    # then gets the replay's value, which is equal too. The pk must differ from both.
+    assert old["pk"] not in (old["line_seq"], old["item_seq"]), old
+
+    def role(value):
+        if isinstance(value, str) and first.output["id"] in value:
+            return "line"
+        for name, known in old.items():
+            if value == known and type(value) is type(known):
+                return name
+        return None
+
+    plan = [(sql, params, [role(v) for v in params]) for sql, params in captured]
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        now = {"request": mint_request_id(), "line": str(uuid.uuid4())}
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                for sql, params, roles in plan:
+                    values = [
+                        v if r is None else v.replace(first.output["id"], now["line"]) if r == "line" else now[r]
+                        for v, r in zip(params, roles, strict=True)
+                    ]
+                    cur.execute(sql, values)
+                    if 'INSERT INTO "workforce_request"' in sql:
+                        now["pk"] = cur.fetchone()[-1]  # the statement's last column
+                    elif sql.startswith('UPDATE "workforce_session"') and "RETURNING item_seq, line_seq" in sql:
+                        now["item_seq"], now["line_seq"] = cur.fetchone()
+    return n / (time.perf_counter() - t0), (time.process_time() - c0) / n, len(captured)
 
 
 if __name__ == "__main__":

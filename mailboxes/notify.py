@@ -23,6 +23,7 @@ from django.utils.module_loading import import_string
 
 from seats.models import Seat
 from seats.queries import fired_seats, reachable_seats
+from workforce import rows
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY
 from workforce.models import Session
@@ -236,7 +237,10 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
             deliveries.append(_delivery(mailbox, line.line_id, member, plan, notify_input, now))
-    Delivery.objects.bulk_create(deliveries)
+    if rows.supported():
+        rows.insert_many(deliveries)  # bulk_create's statement without the ORM's compile
+    else:
+        Delivery.objects.bulk_create(deliveries)
     do_record_request(
         mailbox,
         action=FAN_OUT_ACTION,

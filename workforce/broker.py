@@ -75,6 +75,13 @@ def keep_connections(max_age: float | None = None) -> list[str]:
     return changed
 
 
+_ORMQ = OrmQ._meta.db_table
+_ENQUEUE = f'INSERT INTO "{_ORMQ}" ("key", "payload", "lock") VALUES (%s, %s, %s) RETURNING "id"'
+# The pushers' notification rides the task row's own statement (delivered at commit,
+# dropped with a rollback), so a wake-up costs no round trip of its own.
+_ENQUEUE_AND_NOTIFY = f"WITH task AS ({_ENQUEUE}) SELECT task.id, pg_notify(%s, %s) FROM task"
+
+
 class _Notified:
     """The on-commit mark of a transaction that has notified queue ``key``'s pushers
     (``ListeningORM._notify_pending``); running it at commit does nothing."""
@@ -124,12 +131,24 @@ class ListeningORM(ClusterConnections, ORM):
 
     def enqueue(self, task):
         """Write the task row and, on PostgreSQL, notify the pushers in the same
-        transaction. Returns the row's primary key."""
-        pk = super().enqueue(task)
-        if self._on_postgres() and not self._notify_pending():
-            with connections[Conf.ORM].cursor() as cursor:
-                cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, self.list_key or Conf.CLUSTER_NAME])
-        return pk
+        transaction: one statement, the row's INSERT with its ``pg_notify`` (or the
+        INSERT alone when this transaction has notified this queue already). Returns the
+        row's primary key. On SQLite, django-q2's enqueue."""
+        if not self._on_postgres():
+            return super().enqueue(task)
+        connection = connections[Conf.ORM]
+        if connection.get_autocommit():  # as django-q2's broker does: drop a broken connection first
+            close_old_connections()
+        key = self.list_key or Conf.CLUSTER_NAME
+        params = [key, task, timezone.now()]
+        if self._notify_pending():
+            sql = _ENQUEUE
+        else:
+            sql = _ENQUEUE_AND_NOTIFY
+            params += [CHANNEL, key]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchone()[0]
 
     def _notify_pending(self) -> bool:
         """True when this transaction has already sent the notification for this queue,

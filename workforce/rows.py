@@ -102,6 +102,44 @@ def insert(obj: models.Model) -> None:
 
 
 @cache
+def _insert_many_sql(model: type[models.Model], vendor: str, count: int) -> str:
+    pk = model._meta.pk
+    fields = _insert_parts(model, vendor)[1]
+    columns = ", ".join(_quote(f.column) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    values = ", ".join([row] * count)
+    return f"INSERT INTO {_quote(model._meta.db_table)} ({columns}) VALUES {values} RETURNING {_quote(pk.column)}"
+
+
+def insert_many(objs: Sequence[models.Model]) -> None:
+    """INSERT the unsaved instances ``objs`` (one model, auto primary keys) as
+    ``bulk_create`` would: one statement per batch the backend allows
+    (``ops.bulk_batch_size``), no signals; sets each one's primary key, in order.
+    Nothing is sent for an empty ``objs``.
+
+    Raises:
+        IntegrityError: a constraint refused a row (the statement writes none).
+    """
+    if not objs:
+        return
+    conn = connections[DEFAULT_DB_ALIAS]
+    model = type(objs[0])
+    fields = _insert_parts(model, conn.vendor)[1]
+    size = max(1, conn.ops.bulk_batch_size(fields, objs))
+    with conn.cursor() as cursor:
+        for start in range(0, len(objs), size):
+            batch = objs[start : start + size]
+            params = [f.get_db_prep_save(f.pre_save(obj, True), conn) for obj in batch for f in fields]
+            cursor.execute(_insert_many_sql(model, conn.vendor, len(batch)), params)
+            # PostgreSQL and SQLite return the rows of one multi-row VALUES in its order,
+            # which bulk_create relies on too.
+            for obj, (pk,) in zip(batch, cursor.fetchall(), strict=True):
+                obj.pk = pk
+                obj._state.adding = False
+                obj._state.db = conn.alias
+
+
+@cache
 def _update_parts(model: type[models.Model], vendor: str, names: tuple[str, ...]) -> tuple[str, tuple]:
     fields = tuple(model._meta.get_field(name) for name in names)
     sets = ", ".join(f"{_quote(f.column)} = %s" for f in fields)

@@ -77,6 +77,35 @@ def test_serve_refuses_to_start_on_a_bad_tree(start_server, tmp_path):
     assert "Bad Name" in message
 
 
+def test_serve_on_a_port_in_use_refuses_before_starting_anything(server_database, tree, tmp_path):
+    """A taken port stops serve with the address and the reason, before the cluster
+    starts and before a "serving" line that would say it listens."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from tests.e2e.conftest import REPO
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+        env.update(server_database)
+        done = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), "serve", "--addr", f"127.0.0.1:{port}", "--root", str(tree)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
+    assert "serving" not in done.stdout
+    assert "task cluster started" not in done.stdout
+    assert "eng.standup: opened" in done.stdout  # it got as far as the tree
+
+
 def _cluster_pids(serve_pid: int) -> list[int]:
     import subprocess
 

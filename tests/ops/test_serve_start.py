@@ -90,3 +90,46 @@ def test_the_web_pool_is_sized_from_web_concurrency(monkeypatch):
     assert web_pool_options() is None
     conf.update(ENGINE="django.db.backends.sqlite3", CONN_MAX_AGE=0)
     assert web_pool_options() is None
+
+
+def test_serve_listens_as_asyncio_would_so_its_connections_get_tcp_nodelay():
+    """The sockets serve binds before it starts anything are made as asyncio's own
+    ``create_server(host=, port=)`` makes them; on one made with protocol 0 asyncio
+    leaves Nagle on, and a keep-alive client waited about 40 ms a request on delayed
+    ACKs. The control: such a socket's connection has no TCP_NODELAY."""
+    import asyncio
+
+    from workforce_project.management.commands.serve import _listen
+
+    async def nodelay_of_a_connection(listener: socket.socket) -> int:
+        seen = asyncio.get_running_loop().create_future()
+
+        def accepted(reader, writer):
+            seen.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(accepted, sock=listener)
+        try:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            value = await asyncio.wait_for(seen, 5)
+            writer.close()
+            return value
+        finally:
+            server.close()
+
+    listeners = _listen("127.0.0.1", 0)
+    assert [s.proto for s in listeners] == [socket.IPPROTO_TCP]
+    assert asyncio.run(nodelay_of_a_connection(listeners[0])) != 0
+    control = socket.create_server(("127.0.0.1", 0))  # protocol 0
+    assert asyncio.run(nodelay_of_a_connection(control)) == 0
+
+
+def test_serve_on_an_address_it_cannot_bind_says_which_and_why():
+    from workforce_project.management.commands.serve import _listen
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError, match=rf"^cannot listen on 127\.0\.0\.1:{port}: Address already in use$"):
+            _listen("127.0.0.1", port)
+    with pytest.raises(CommandError, match=r"^cannot listen on 192\.0\.2\.7:8000: "):
+        _listen("192.0.2.7", 8000)  # not this machine's (TEST-NET-1)

@@ -11,7 +11,9 @@ import time
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 from django_q.brokers.orm import ORM
+from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from tests.conftest import run_in_threads
@@ -139,6 +141,29 @@ def test_a_fan_out_in_one_transaction_sends_one_notification(broker, listener):
     assert notify_statements(ctx.captured_queries) == 1
     assert received(listener) == ["bench-q"]
     assert OrmQ.objects.filter(key="bench-q").count() == 25
+
+
+def test_an_enqueue_is_one_statement_with_its_notification(broker, listener, monkeypatch):
+    """The task row and the pushers' notification go in one round trip; the enqueues
+    after it in the same transaction are the INSERT alone, and the payload, key and lock
+    are django-q2's."""
+    from django.test.utils import CaptureQueriesContext
+
+    before = timezone.now()
+    with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+        first = broker.enqueue("task-1")
+        second = broker.enqueue("task-2")
+    statements = [q["sql"] for q in ctx.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    assert len(statements) == 2, statements
+    assert statements[0].startswith('WITH task AS (INSERT INTO "django_q_ormq"') and "pg_notify" in statements[0]
+    assert statements[1].startswith('INSERT INTO "django_q_ormq"') and "pg_notify" not in statements[1]
+    assert received(listener) == ["bench-q"]
+    rows = {t.pk: t for t in OrmQ.objects.filter(key="bench-q")}
+    assert sorted(rows) == sorted([first, second]) and first < second
+    assert [rows[first].payload, rows[second].payload] == ["task-1", "task-2"]
+    assert all(before <= t.lock <= timezone.now() for t in rows.values())
+    monkeypatch.setattr(Conf, "BULK", 2)
+    assert broker.dequeue() == [(first, "task-1"), (second, "task-2")]
 
 
 def test_control_enqueues_outside_a_transaction_each_notify(broker, listener):

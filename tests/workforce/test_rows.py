@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.test.utils import CaptureQueriesContext
 
 from workforce import rows
 from workforce.models import Request, Session
@@ -51,3 +52,39 @@ def test_one_statement_reads_a_row_and_inserts_its_child(org):
     missing = Request(organization=org, action="post", user_id="u", input={}, status="running")
     assert rows.select_one_and_insert(Session, '"session_id" = %s', ["nobody"], missing, "session_id") is None
     assert missing.pk is None and Request.objects.count() == 1
+
+
+def test_many_inserts_store_what_bulk_create_stores_in_order_and_in_batches(org, monkeypatch):
+    from django.db import connection
+
+    session = Session.objects.create(organization=org, session_id="a.b", flow_kind="mailbox", user_id="u")
+
+    def made(n: int, tag: str) -> list[Request]:
+        return [
+            Request(organization=org, session=session, action="post", user_id="u", input={"n": i, "t": tag}, status="running")
+            for i in range(n)
+        ]
+
+    ours, theirs = made(5, "ours"), made(5, "orm")
+    monkeypatch.setattr(connection.ops, "bulk_batch_size", lambda fields, objs: 2)  # 3 statements: 2, 2, 1
+    with CaptureQueriesContext(connection) as sent:
+        rows.insert_many(ours)
+    assert len(sent.captured_queries) == 3
+    Request.objects.bulk_create(theirs)
+    assert all(r.pk is not None and not r._state.adding for r in ours)
+    assert [r.pk for r in ours] == sorted(r.pk for r in ours)
+    for mine, orm in zip(ours, theirs, strict=True):
+        stored = Request.objects.get(pk=mine.pk)
+        assert stored.input == mine.input and _fields(stored) == _fields(mine)
+        expected = {k: v for k, v in _fields(Request.objects.get(pk=orm.pk)).items() if k not in {"id", "request_id", "input"}}
+        assert {k: v for k, v in _fields(stored).items() if k in expected and "_at" not in k} == {
+            k: v for k, v in expected.items() if "_at" not in k
+        }
+    with CaptureQueriesContext(connection) as sent:
+        rows.insert_many([])
+    assert sent.captured_queries == []
+    twin = made(2, "twin")
+    twin[1].request_id = ours[0].request_id
+    with pytest.raises(IntegrityError), transaction.atomic():
+        rows.insert_many(twin)  # one statement: neither row stays
+    assert not Request.objects.filter(input__t="twin").exists()
