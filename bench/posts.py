@@ -4,6 +4,9 @@
 1. N posts into one mailbox through the service (``do_run_action(... "post" ...)``:
    request row, row lock, line, item, commit) against N raw INSERT+COMMITs of a
    line-sized row on the same connection settings. Prints both rates and the ratio.
+   Then two floors, against the same raw rate: the post's own statements replayed with no
+   application code (``replay_floor``), and the fewest statements that write a post's
+   rows with no read or check at all (``fewest_statements_floor``).
 2. ``read`` at 100 lines and at 100,000 lines. The transcript is windowed (the last 50
    requests), so the ratio should stay near 1.
 
@@ -49,7 +52,7 @@ def main() -> None:
         org = ensure_organization(DEFAULT_ORG_ID)
         boxes = [
             BoundMailbox(id=f"bench.box{i}", kind="mailbox", description="bench", members=["bench.a"], charter="")
-            for i in range(4)
+            for i in range(5)
         ]
         set_current_roster(Roster(mailboxes=boxes))
         do_open_mailboxes(org, boxes, user_id="bench")
@@ -79,6 +82,7 @@ def main() -> None:
         posts = args.posts / (time.perf_counter() - t0)
         post_cpu = (time.process_time() - c0) / args.posts
         floor, floor_cpu, statements = replay_floor(connection, org, body, args.posts)
+        fewest, fewest_cpu, fewest_statements = fewest_statements_floor(connection, body, args.posts)
         print(f"raw INSERT+COMMIT: {raw:,.0f}/s")
         print(f"service posts:     {posts:,.0f}/s")
         print(f"ratio posts/raw:   {posts / raw:.3f}")
@@ -86,6 +90,10 @@ def main() -> None:
             f"the post's own {statements} statements replayed, no application code: {floor:,.0f}/s = {floor / raw:.3f} x raw "
             f"(CPU {floor_cpu * 1e6:,.0f} us per post): the floor of this statement shape; the service reaches "
             f"{posts / floor:.3f} of it"
+        )
+        print(
+            f"the fewest statements that write a post's rows ({fewest_statements}; no read, no check): {fewest:,.0f}/s = "
+            f"{fewest / raw:.3f} x raw (CPU {fewest_cpu * 1e6:,.0f} us per post): the floor of any post through Django here"
         )
         # This process's CPU per post against per raw INSERT+COMMIT: on a shared machine
         # the wall-clock ratio also measures the neighbours; this one does not.
@@ -218,6 +226,90 @@ def replay_floor(connection, org, body: str, n: int) -> tuple[float, float, int]
                     elif sql.startswith('UPDATE "workforce_session"') and "RETURNING item_seq, line_seq" in sql:
                         now["item_seq"], now["line_seq"] = cur.fetchone()
     return n / (time.perf_counter() - t0), (time.process_time() - c0) / n, len(captured)
+
+
+# The rows a post must write (docs/architecture.md "A post end to end"): the session's two
+# counters under its row lock, the request (completed), the line and its item, and on
+# PostgreSQL the streams' NOTIFY. One statement where the database has writable CTEs.
+_FEWEST_POSTGRESQL = """
+WITH counters AS (
+    UPDATE workforce_session SET item_seq = item_seq + 1, line_seq = line_seq + 1
+    WHERE organization_id = %s AND session_id = %s RETURNING id, item_seq, line_seq, user_id
+), req AS (
+    INSERT INTO workforce_request (request_id, organization_id, session_id, action, internal, user_id, input,
+        status, output, error, idempotency_key, parent_request_id, created_at, started_at, finished_at)
+    SELECT %s, %s, counters.id, 'post', false, %s, %s::jsonb, 'completed', %s::jsonb, NULL, NULL, NULL, %s, %s, %s
+    FROM counters RETURNING id
+), line AS (
+    INSERT INTO mailboxes_line (session_id, seq, line_id, at, principal, author, seat_authored, body, request_id, answer_to_id)
+    SELECT counters.id, counters.line_seq, %s, %s, counters.user_id, NULL, false, %s, req.id, NULL
+    FROM counters, req RETURNING id
+), item AS (
+    INSERT INTO workforce_item (session_id, request_id, seq, type, component, data, created_at)
+    SELECT counters.id, req.id, counters.item_seq, 'component', 'mailbox-post', %s::jsonb, %s FROM counters, req
+)
+SELECT line.id, pg_notify('workforce_items', counters.id::text || ':' || counters.item_seq::text) FROM line, counters
+"""
+
+
+def fewest_statements_floor(connection, body: str, n: int) -> tuple[float, float, int]:
+    """A post cut to the writes alone: the statements above (one on PostgreSQL; on SQLite,
+    with no writable CTEs, the counters' UPDATE … RETURNING and three INSERTs) on
+    ``bench.box4``, each post in one ``transaction.atomic()``, with none of a post's reads
+    or checks (the mailbox's state, the caller, the author, the route). No post can send
+    less and keep its rows; returns ``(posts per second, CPU seconds per post,
+    statements per post)``."""
+    import json
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from workforce.models import DEFAULT_ORG_ID, mint_request_id
+
+    def post_postgresql(cur, line_id, at, wire, now):
+        cur.execute(
+            _FEWEST_POSTGRESQL,
+            [DEFAULT_ORG_ID, "bench.box4", mint_request_id(), DEFAULT_ORG_ID, "u", json.dumps({"body": body}), wire]
+            + [now, now, now, line_id, at, body, wire, now],
+        )
+        cur.fetchone()
+
+    def post_sqlite(cur, line_id, at, wire, now):
+        cur.execute(
+            "UPDATE workforce_session SET item_seq = item_seq + 1, line_seq = line_seq + 1"
+            " WHERE organization_id = %s AND session_id = %s RETURNING id, item_seq, line_seq, user_id",
+            [DEFAULT_ORG_ID, "bench.box4"],
+        )
+        session, item_seq, line_seq, principal = cur.fetchone()
+        cur.execute(
+            "INSERT INTO workforce_request (request_id, organization_id, session_id, action, internal, user_id, input,"
+            " status, output, error, idempotency_key, parent_request_id, created_at, started_at, finished_at)"
+            " VALUES (%s, %s, %s, 'post', 0, %s, %s, 'completed', %s, NULL, NULL, NULL, %s, %s, %s) RETURNING id",
+            [mint_request_id(), DEFAULT_ORG_ID, session, "u", json.dumps({"body": body}), wire, now, now, now],
+        )
+        (request,) = cur.fetchone()
+        cur.execute(
+            "INSERT INTO mailboxes_line (session_id, seq, line_id, at, principal, author, seat_authored, body, request_id,"
+            " answer_to_id) VALUES (%s, %s, %s, %s, %s, NULL, 0, %s, %s, NULL)",
+            [session, line_seq, line_id, at, principal, body, request],
+        )
+        cur.execute(
+            "INSERT INTO workforce_item (session_id, request_id, seq, type, component, data, created_at)"
+            " VALUES (%s, %s, %s, 'component', 'mailbox-post', %s, %s)",
+            [session, request, item_seq, wire, now],
+        )
+
+    postgresql = connection.vendor == "postgresql"
+    post, statements = (post_postgresql, 1) if postgresql else (post_sqlite, 4)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(n):
+        line_id, at = str(uuid.uuid4()), int(time.time() * 1000)
+        now = timezone.now() if postgresql else connection.ops.adapt_datetimefield_value(timezone.now())
+        wire = json.dumps({"id": line_id, "at": at, "principal": "bench", "authorVerified": False, "body": body})
+        with transaction.atomic():
+            with connection.cursor() as cur:
+                post(cur, line_id, at, wire, now)
+    return n / (time.perf_counter() - t0), (time.process_time() - c0) / n, statements
 
 
 if __name__ == "__main__":
