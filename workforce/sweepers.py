@@ -75,6 +75,15 @@ def registered_sweeps() -> dict[str, Callable[[], Any]]:
     return dict(_sweeps)
 
 
+def sweeper_threads() -> int:
+    """Threads ``start_sweeper`` runs in each cluster worker that reach the database,
+    each with a connection of its own: one for the sweeps without a cadence of their
+    own (when there are any) and one per sweep registered with ``every``. Read after
+    the apps' ``ready()`` registered theirs."""
+    plain = [name for name in _sweeps if name not in _every and name not in _by_hand_only]
+    return (1 if plain else 0) + len(_every)
+
+
 def sweep_interval() -> float:
     """Seconds between sweeps (``settings.WORKFORCE_SWEEP_SECONDS``)."""
     return float(settings.WORKFORCE_SWEEP_SECONDS)

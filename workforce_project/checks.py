@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
-from workforce_project.deployment import CLUSTER_EXTRA_CONNECTIONS, connections_needed, postgres_connection_allowance
+from workforce_project.deployment import connection_budget, postgres_connection_allowance
 from workforce_project.secret_key import REPOSITORY_KEY
 
 
@@ -43,22 +43,23 @@ def check_stop_seconds(app_configs=None, **kwargs):
 
 @checks.register("workforce")
 def check_database_connections(app_configs=None, **kwargs):
-    """On PostgreSQL, the connections ``serve`` can hold (web concurrency, cluster
-    workers and the cluster's own processes) must fit in what the server allows
+    """On PostgreSQL, the connections ``serve`` can hold (``connection_budget``: the web
+    pool and its LISTEN, the cluster workers and their sweeper threads, the cluster's
+    other processes) must fit in what the server allows
     (``max_connections`` minus ``superuser_reserved_connections``, or the role's limit),
     or requests fail with 503 ``database-unavailable`` under load. Says nothing when the
     database is not PostgreSQL or cannot be reached."""
     allowed = postgres_connection_allowance()
     if allowed is None:
         return []
-    needed = connections_needed()
-    if needed <= allowed:
+    budget = connection_budget()
+    if budget.total <= allowed:
         return []
     return [
         checks.Warning(
-            f"serve can hold {needed} database connections (WORKFORCE_WEB_CONCURRENCY "
-            f"{settings.WORKFORCE_WEB_CONCURRENCY} + {settings.Q_CLUSTER.get('workers')} cluster workers + "
-            f"{CLUSTER_EXTRA_CONNECTIONS} for the cluster's own processes) but PostgreSQL allows this role {allowed}.",
+            f"serve can hold {budget.total} database connections ({budget.describe()}; WORKFORCE_WEB_CONCURRENCY "
+            f"{settings.WORKFORCE_WEB_CONCURRENCY}, {settings.Q_CLUSTER.get('workers')} cluster workers) "
+            f"but PostgreSQL allows this role {allowed}.",
             hint="Lower WORKFORCE_WEB_CONCURRENCY or WORKFORCE_Q_WORKERS, or raise max_connections; "
             "past the limit requests answer 503 database-unavailable.",
             id="workforce_project.W001",

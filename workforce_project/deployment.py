@@ -4,14 +4,37 @@ the address the web server binds, and the connections they need."""
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import connections
 
-# Connections the cluster holds beyond one per worker: its monitor, the pusher and the
-# scheduler, and the sweepers (django-q2's guard process included).
-CLUSTER_EXTRA_CONNECTIONS = 3
+# The cluster's processes beside its workers, one connection each: django-q2's sentinel
+# (which runs the scheduler too), its monitor and its pusher.
+CLUSTER_PROCESS_CONNECTIONS = 3
+
+
+@dataclass(frozen=True)
+class ConnectionBudget:
+    """The database connections one ``serve`` can hold, by who holds them
+    (``connection_budget``)."""
+
+    web: int  # the web process's pool, and its streams' LISTEN connection on PostgreSQL
+    workers: int  # each cluster worker's own, and one per sweeper thread in it
+    cluster: int  # the sentinel, the monitor, the pusher, and the pusher's LISTEN (ORM broker on PostgreSQL)
+
+    @property
+    def total(self) -> int:
+        return self.web + self.workers + self.cluster
+
+    def describe(self) -> str:
+        """``"<web> for the web server + <workers> for the cluster workers + <cluster> for
+        the cluster's other processes"``."""
+        return (
+            f"{self.web} for the web server + {self.workers} for the cluster workers and their sweeper threads "
+            f"+ {self.cluster} for the cluster's other processes"
+        )
 
 
 class BrokerUnreachable(Exception):
@@ -82,12 +105,38 @@ def ping_broker(timeout: float = 3.0) -> None:
         raise BrokerUnreachable(f"the task broker ({describe_broker()}) cannot be reached: {exc}") from None
 
 
+def connection_budget(*, web_concurrency: int | None = None, cluster_workers: int | None = None) -> ConnectionBudget:
+    """Database connections one ``serve`` can hold at most, by holder, for the configured
+    database and broker:
+
+    - the web process: its pool, ``WORKFORCE_WEB_CONCURRENCY`` (every request and open
+      stream draws on it), and on PostgreSQL the streams' one ``LISTEN`` connection
+      (``workforce.streams``);
+    - each cluster worker: the connection its tasks use, and one per sweeper thread it
+      runs (``workforce.sweepers.sweeper_threads``): the cluster keeps its connections
+      (``workforce.broker.keep_connections``), so each thread holds one;
+    - the cluster's other processes, ``CLUSTER_PROCESS_CONNECTIONS``, and with the ORM
+      broker on PostgreSQL the pusher's ``LISTEN`` connection (``workforce.broker``).
+
+    Args:
+        web_concurrency, cluster_workers: override the settings' values.
+    """
+    from workforce.sweepers import sweeper_threads
+
+    postgres = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+    web = int(settings.WORKFORCE_WEB_CONCURRENCY if web_concurrency is None else web_concurrency)
+    workers = int(settings.Q_CLUSTER.get("workers", 1) if cluster_workers is None else cluster_workers)
+    listening_pusher = postgres and "orm" in settings.Q_CLUSTER
+    return ConnectionBudget(
+        web=web + (1 if postgres else 0),
+        workers=workers * (1 + sweeper_threads()),
+        cluster=CLUSTER_PROCESS_CONNECTIONS + (1 if listening_pusher else 0),
+    )
+
+
 def connections_needed(*, web_concurrency: int | None = None, cluster_workers: int | None = None) -> int:
-    """Database connections one ``serve`` holds at most: one per running web request,
-    one per cluster worker, and ``CLUSTER_EXTRA_CONNECTIONS``."""
-    web = settings.WORKFORCE_WEB_CONCURRENCY if web_concurrency is None else web_concurrency
-    workers = settings.Q_CLUSTER.get("workers", 1) if cluster_workers is None else cluster_workers
-    return int(web) + int(workers) + CLUSTER_EXTRA_CONNECTIONS
+    """``connection_budget(...).total``: the database connections one ``serve`` can hold."""
+    return connection_budget(web_concurrency=web_concurrency, cluster_workers=cluster_workers).total
 
 
 def postgres_connection_allowance(alias: str = "default") -> int | None:

@@ -69,3 +69,44 @@ def test_a_post_and_wake_opens_no_new_connection(start_server, tmp_path):
 def test_control_with_connections_closed_each_time_every_post_and_wake_opens_several(start_server, tmp_path):
     server = start_server(tree(tmp_path / "tree"), env={"WORKFORCE_CLUSTER_CONN_MAX_AGE": "0", "WORKFORCE_DB_POOL": "false"})
     assert new_connections_per_post(server) >= 3
+
+
+def held(url: str) -> int:
+    """Connections open to the database now, this one left out."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()[0]
+
+
+def test_serve_holds_no_more_connections_than_its_budget_says(start_server, tmp_path):
+    """The connection check's figure (``deployment.connection_budget``) bounds what a
+    loaded ``serve`` really holds: the web pool filled by a burst of posts and an open
+    stream, every cluster process and every sweeper thread connected. The control: the
+    figure it used to give (web + workers + 3) is below what serve holds."""
+    import threading
+    import urllib.request
+
+    from workforce_project.deployment import connection_budget
+
+    web, workers = 3, 2
+    server = start_server(tree(tmp_path / "tree"), env={"WORKFORCE_WEB_CONCURRENCY": str(web), "WORKFORCE_Q_WORKERS": "2"})
+    stream = urllib.request.urlopen(f"{server.base}/api/sessions/eng.standup/stream?userId=u_42", timeout=30)
+    post_and_wake(server, 0)  # the cluster's processes have booted and connected
+    posts = [
+        threading.Thread(
+            target=server.call,
+            args=("POST", "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_42", "input": {"body": f"burst {n}"}}),
+        )
+        for n in range(12)
+    ]
+    for t in posts:
+        t.start()
+    for t in posts:
+        t.join(timeout=90)
+    time.sleep(3)  # every sweeper thread has made its first pass
+    holding = held(server.env["DATABASE_URL"])
+    stream.close()
+    budget = connection_budget(web_concurrency=web, cluster_workers=workers)
+    assert holding <= budget.total, (holding, budget)
+    assert holding > web + workers + 3, holding  # the old figure: too low

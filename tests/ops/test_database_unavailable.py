@@ -117,16 +117,25 @@ def test_the_connection_check_warns_when_serve_can_hold_more_than_postgres_allow
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int")
         assert allowed == cursor.fetchone()[0]
-    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": 4}
-    settings.WORKFORCE_WEB_CONCURRENCY = allowed - 4 - 3  # exactly what it allows
+    from workforce.sweepers import sweeper_threads
+
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "workers": 4, "orm": "default"}
+    threads = sweeper_threads()
+    assert threads >= 2  # the plain sweeps' thread and the round deadlines' timer
+    # The web pool and its streams' LISTEN; each worker's own and its sweeper threads';
+    # the sentinel, the monitor, the pusher and the pusher's LISTEN.
+    others = 1 + 4 * (1 + threads) + 3 + 1
+    settings.WORKFORCE_WEB_CONCURRENCY = allowed - others  # exactly what it allows
     assert check_database_connections() == []
-    settings.WORKFORCE_WEB_CONCURRENCY = allowed - 4 - 3 + 1
+    settings.WORKFORCE_WEB_CONCURRENCY = allowed - others + 1
     (warning,) = check_database_connections()
     assert isinstance(warning, checks.Warning) and warning.id == "workforce_project.W001"
-    assert warning.msg.startswith(
-        f"serve can hold {allowed + 1} database connections (WORKFORCE_WEB_CONCURRENCY {allowed - 6} + 4 cluster workers"
+    assert warning.msg == (
+        f"serve can hold {allowed + 1} database connections ({allowed - others + 2} for the web server + "
+        f"{4 * (1 + threads)} for the cluster workers and their sweeper threads + 4 for the cluster's other "
+        f"processes; WORKFORCE_WEB_CONCURRENCY {allowed - others + 1}, 4 cluster workers) "
+        f"but PostgreSQL allows this role {allowed}."
     )
-    assert warning.msg.endswith(f"but PostgreSQL allows this role {allowed}.")
 
 
 @pytest.mark.django_db
