@@ -106,6 +106,40 @@ def test_serve_on_a_port_in_use_refuses_before_starting_anything(server_database
     assert "eng.standup: opened" in done.stdout  # it got as far as the tree
 
 
+def test_serve_on_port_0_says_the_port_it_got_and_answers_there(server_database, tree):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.e2e.conftest import REPO
+
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update(server_database)
+    env["PYTHONUNBUFFERED"] = "1"
+    process = subprocess.Popen(
+        [sys.executable, str(REPO / "manage.py"), "serve", "--addr", "127.0.0.1:0", "--root", str(tree), "--no-cluster"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        for line in process.stdout:
+            if line.startswith("serving "):
+                break
+        url = line.split(" on ", 1)[1].split()[0]
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        assert url == f"http://127.0.0.1:{port}/" and port != 0
+        with urllib.request.urlopen(f"{url}api/mailboxes/eng.standup/transcript", timeout=30) as answer:
+            assert answer.status == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=40)
+
+
 def _cluster_pids(serve_pid: int) -> list[int]:
     import subprocess
 

@@ -26,8 +26,7 @@ def test_without_auth_a_non_loopback_address_is_refused(addr, settings):
     with pytest.raises(CommandError) as refused:
         call_command("serve", addr=addr, stdout=StringIO())
     message = str(refused.value)
-    host = addr.rpartition(":")[0].strip("[]")
-    assert f"refusing to serve {host}:" in message
+    assert f"refusing to serve {addr} with WORKFORCE_AUTH=none" in message  # an IPv6 host in brackets
     assert "WORKFORCE_AUTH=token" in message and "--insecure" in message
 
 
@@ -133,3 +132,21 @@ def test_serve_on_an_address_it_cannot_bind_says_which_and_why():
             _listen("127.0.0.1", port)
     with pytest.raises(CommandError, match=r"^cannot listen on 192\.0\.2\.7:8000: "):
         _listen("192.0.2.7", 8000)  # not this machine's (TEST-NET-1)
+
+
+@pytest.mark.parametrize("addr", ["127.0.0.1:65536", "127.0.0.1:70000", "127.0.0.1:-1"])
+def test_a_port_outside_the_range_is_refused_not_wrapped(addr):
+    from workforce_project.management.commands.serve import parse_addr
+
+    with pytest.raises(CommandError, match=r"^--addr's port must be 0-65535 \(0: any free port\), not -?\d+$"):
+        parse_addr(addr)
+
+
+def test_addresses_parse_and_print_as_urls_write_them():
+    from workforce_project.management.commands.serve import host_port, parse_addr
+
+    assert parse_addr("[::1]:8000") == ("::1", 8000)
+    assert parse_addr("8000") == ("127.0.0.1", 8000)
+    assert parse_addr("localhost:0") == ("localhost", 0)
+    assert host_port("::1", 8000) == "[::1]:8000"
+    assert host_port("127.0.0.1", 8000) == "127.0.0.1:8000"

@@ -38,12 +38,26 @@ from workforce_project.deployment import (
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
-    """``"127.0.0.1:8000"`` -> ``("127.0.0.1", 8000)``; ``"8000"`` binds 127.0.0.1."""
+    """``"127.0.0.1:8000"`` -> ``("127.0.0.1", 8000)``; ``"8000"`` binds 127.0.0.1;
+    ``"[::1]:8000"`` -> ``("::1", 8000)``. Port 0 asks the system for a free one.
+
+    Raises:
+        CommandError: not HOST:PORT, or a port outside 0-65535 (the socket layer would
+            wrap 70000 round to 4464 rather than refuse it).
+    """
     host, _, port = addr.rpartition(":")
     try:
-        return (host.strip("[]") or "127.0.0.1", int(port))
+        number = int(port)
     except ValueError:
         raise CommandError(f"--addr must be HOST:PORT, not {addr!r}") from None
+    if not 0 <= number <= 65535:
+        raise CommandError(f"--addr's port must be 0-65535 (0: any free port), not {number}")
+    return host.strip("[]") or "127.0.0.1", number
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 class Command(BaseCommand):
@@ -64,7 +78,7 @@ class Command(BaseCommand):
         host, port = parse_addr(addr)
         if settings.WORKFORCE_AUTH == "none" and not is_loopback(host) and not insecure:
             raise CommandError(
-                f"refusing to serve {host}:{port} with WORKFORCE_AUTH=none: anyone who can reach it reads and "
+                f"refusing to serve {host_port(host, port)} with WORKFORCE_AUTH=none: anyone who can reach it reads and "
                 "posts as anyone by naming a userId. Set WORKFORCE_AUTH=token, or pass --insecure to serve it "
                 "without access control anyway."
             )
@@ -97,6 +111,7 @@ class Command(BaseCommand):
         # The port is taken before the cluster starts and before "serving" is printed: a
         # port already in use stops serve here, with nothing started and no false line.
         listeners = _listen(host, port)
+        port = listeners[0].getsockname()[1]  # the one the system picked for port 0
         cluster = None
         if not no_cluster:
             manage = Path(settings.BASE_DIR) / "manage.py"
@@ -113,7 +128,7 @@ class Command(BaseCommand):
         if enable_web_pool():
             self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
         self.stdout.write(
-            f"serving {settings.WORKFORCE_ROOT} on http://{host}:{port}/ "
+            f"serving {settings.WORKFORCE_ROOT} on http://{host_port(host, port)}/ "
             f"(the API's index at /api/, its docs at /api/docs/, its schema at /api/schema/, the admin at /admin/)"
         )
         self.stdout.write(f"open the pages at http://{_url_host(host)}:{port}/")
@@ -164,7 +179,7 @@ def _listen(host: str, port: int) -> list[socket.socket]:
     try:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
-        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot listen on {host_port(host, port)}: {exc.strerror or exc}") from None
     listeners: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in dict.fromkeys(found):
@@ -178,7 +193,7 @@ def _listen(host: str, port: int) -> list[socket.socket]:
     except OSError as exc:
         for sock in listeners:
             sock.close()
-        raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise CommandError(f"cannot listen on {host_port(host, port)}: {exc.strerror or exc}") from None
     return listeners
 
 
