@@ -36,7 +36,7 @@ def user_id_problem(value: object, *, label: str = "userId") -> str | None:
     if ":" in value:
         # Session ids are built from user ids ("<worker>:<user>"): the rule's most
         # likely breach gets its own sentence.
-        return f'{label} can\'t contain ":".'
+        return f'{label} can\'t contain ":" (session ids are built from user ids): {USER_ID_RULE}.'
     if len(value) > MAX_USER_ID_LENGTH or _USER_ID_PATTERN.fullmatch(value) is None:
         shown = ascii(value[:40]) + ("..." if len(value) > 40 else "")
         return f"{label} {shown} is not a user id: {USER_ID_RULE}."

@@ -98,7 +98,7 @@ def test_serve_listens_as_asyncio_would_so_its_connections_get_tcp_nodelay():
     ACKs. The control: such a socket's connection has no TCP_NODELAY."""
     import asyncio
 
-    from workforce_project.management.commands.serve import _listen
+    from workforce_project.management.commands.serve import _bind, _listen
 
     async def nodelay_of_a_connection(listener: socket.socket) -> int:
         seen = asyncio.get_running_loop().create_future()
@@ -116,7 +116,8 @@ def test_serve_listens_as_asyncio_would_so_its_connections_get_tcp_nodelay():
         finally:
             server.close()
 
-    listeners = _listen("127.0.0.1", 0)
+    listeners = _bind("127.0.0.1", 0)
+    _listen(listeners, "127.0.0.1", 0)
     assert [s.proto for s in listeners] == [socket.IPPROTO_TCP]
     assert asyncio.run(nodelay_of_a_connection(listeners[0])) != 0
     control = socket.create_server(("127.0.0.1", 0))  # protocol 0
@@ -124,14 +125,30 @@ def test_serve_listens_as_asyncio_would_so_its_connections_get_tcp_nodelay():
 
 
 def test_serve_on_an_address_it_cannot_bind_says_which_and_why():
-    from workforce_project.management.commands.serve import _listen
+    from workforce_project.management.commands.serve import _bind
 
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         with pytest.raises(CommandError, match=rf"^cannot listen on 127\.0\.0\.1:{port}: Address already in use$"):
-            _listen("127.0.0.1", port)
+            _bind("127.0.0.1", port)
     with pytest.raises(CommandError, match=r"^cannot listen on 192\.0\.2\.7:8000: "):
-        _listen("192.0.2.7", 8000)  # not this machine's (TEST-NET-1)
+        _bind("192.0.2.7", 8000)  # not this machine's (TEST-NET-1)
+
+
+def test_a_bound_port_refuses_connections_until_serve_listens():
+    """Bound during the start, listening only once the server runs: a client that comes
+    early is refused (it retries) instead of waiting on a start that may fail."""
+    from workforce_project.management.commands.serve import _bind, _listen
+
+    (sock,) = _bind("127.0.0.1", 0)
+    try:
+        port = sock.getsockname()[1]
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        _listen([sock], "127.0.0.1", port)
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        sock.close()
 
 
 @pytest.mark.parametrize("addr", ["127.0.0.1:65536", "127.0.0.1:70000", "127.0.0.1:-1"])

@@ -58,7 +58,10 @@ def test_anything_else_is_refused_naming_the_rule(user_id):
 
 
 def test_a_colon_and_an_empty_id_keep_their_own_sentences():
-    assert user_id_problem("a:b") == 'userId can\'t contain ":".'
+    assert user_id_problem("a:b") == (
+        'userId can\'t contain ":" (session ids are built from user ids): ASCII letters, digits and . _ @ + - only, '
+        "starting with a letter or digit, at most 200 characters."
+    )
     assert user_id_problem("") == user_id_problem("   ") == "userId must be a non-empty string."
     assert user_id_problem(42) == "userId must be a non-empty string."
 

@@ -97,6 +97,19 @@ class Command(BaseCommand):
             ping_broker()
         except BrokerUnreachable as exc:
             raise CommandError(f"{exc}. Start it, or unset WORKFORCE_BROKER_URL to use the ORM broker.") from None
+        # The port is bound before the tree is opened, the cluster started or "serving"
+        # printed: an address in use stops serve here, having written nothing. It listens
+        # only once the server is about to run, so a client that connects meanwhile is
+        # refused rather than left waiting on a start that may still fail.
+        listeners = _bind(host, port)
+        try:
+            self._serve(listeners, host, no_cluster)
+        finally:
+            for sock in listeners:  # uvicorn closed them if it ran; a refusal above did not
+                sock.close()
+
+    def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
+        port = listeners[0].getsockname()[1]  # the one the system picked for port 0
         call_command("migrate", interactive=False, verbosity=0)
         try:
             outcomes = open_roster(boot(settings.WORKFORCE_ROOT, log_board_warnings=False))
@@ -108,10 +121,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"warning: {outcome.drift_warning}")
         for warning in board_warnings():  # a board nobody drains, a drain of a board nobody holds
             self.stdout.write(f"warning: {warning.message}")
-        # The port is taken before the cluster starts and before "serving" is printed: a
-        # port already in use stops serve here, with nothing started and no false line.
-        listeners = _listen(host, port)
-        port = listeners[0].getsockname()[1]  # the one the system picked for port 0
+        # From here a client's connection waits for uvicorn instead of being refused; and
+        # before the cluster starts, so a refusal here leaves no cluster behind.
+        _listen(listeners, host, port)
         cluster = None
         if not no_cluster:
             manage = Path(settings.BASE_DIR) / "manage.py"
@@ -163,14 +175,14 @@ class Command(BaseCommand):
             stopper.finish()
 
 
-def _listen(host: str, port: int) -> list[socket.socket]:
-    """Sockets bound to ``host:port`` and listening, for uvicorn to serve on: one per
-    address ``host`` resolves to, made as asyncio's ``loop.create_server(host=, port=)``
-    (what uvicorn calls without them) makes them: the resolver's family, type and
-    protocol, ``SO_REUSEADDR``, IPv6 sockets IPv6-only. The protocol matters: asyncio
-    sets ``TCP_NODELAY`` only on connections whose listening socket says
-    ``IPPROTO_TCP``, and without it a keep-alive client waits out delayed ACKs (about
-    40 ms a request).
+def _bind(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to ``host:port``, not listening yet (``_listen``), for uvicorn to
+    serve on: one per address ``host`` resolves to, made as asyncio's
+    ``loop.create_server(host=, port=)`` (what uvicorn calls without them) makes them:
+    the resolver's family, type and protocol, ``SO_REUSEADDR``, IPv6 sockets IPv6-only.
+    The protocol matters: asyncio sets ``TCP_NODELAY`` only on connections whose
+    listening socket says ``IPPROTO_TCP``, and without it a keep-alive client waits out
+    delayed ACKs (about 40 ms a request).
 
     Raises:
         CommandError: the address does not resolve or can't be bound (in use, not this
@@ -180,21 +192,33 @@ def _listen(host: str, port: int) -> list[socket.socket]:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
         raise CommandError(f"cannot listen on {host_port(host, port)}: {exc.strerror or exc}") from None
-    listeners: list[socket.socket] = []
+    bound: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in dict.fromkeys(found):
             sock = socket.socket(family, kind, proto)
-            listeners.append(sock)
+            bound.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
-            sock.listen(2048)  # uvicorn's default backlog
     except OSError as exc:
-        for sock in listeners:
+        for sock in bound:
             sock.close()
         raise CommandError(f"cannot listen on {host_port(host, port)}: {exc.strerror or exc}") from None
-    return listeners
+    return bound
+
+
+def _listen(sockets: list[socket.socket], host: str, port: int) -> None:
+    """Start listening on the ``_bind`` sockets (uvicorn's default backlog).
+
+    Raises:
+        CommandError: another process bound the same address meanwhile and listens on it.
+    """
+    try:
+        for sock in sockets:
+            sock.listen(2048)
+    except OSError as exc:
+        raise CommandError(f"cannot listen on {host_port(host, port)}: {exc.strerror or exc}") from None
 
 
 def _url_host(host: str) -> str:
