@@ -3,6 +3,7 @@ cannot be reached stops it; it says which database and broker it uses."""
 
 from __future__ import annotations
 
+import re
 import socket
 from io import StringIO
 from types import SimpleNamespace
@@ -57,6 +58,7 @@ def test_an_unreachable_broker_stops_serve_naming_it(settings, monkeypatch):
         call_command("serve", addr="127.0.0.1:8000", stdout=out)
     message = str(refused.value)
     assert f"the task broker (redis 127.0.0.1:{port}/2) cannot be reached" in message
+    assert message.endswith(". Start it, or unset WORKFORCE_BROKER_URL to use the ORM broker.") and ".." not in message
     assert "hunter2" not in message and "hunter2" not in out.getvalue()
     assert f"broker: redis 127.0.0.1:{port}/2\n" in out.getvalue()
     assert f"database: {describe_database()}\n" in out.getvalue()
@@ -159,11 +161,19 @@ def test_a_port_outside_the_range_is_refused_not_wrapped(addr):
         parse_addr(addr)
 
 
+@pytest.mark.parametrize("addr", ["http://127.0.0.1:8000", "127.0.0.1", "127.0.0.1:http"])
+def test_what_is_not_host_port_is_refused_as_such(addr):
+    from workforce_project.management.commands.serve import parse_addr
+
+    with pytest.raises(CommandError, match=rf"^--addr must be HOST:PORT, not '{re.escape(addr)}'$"):
+        parse_addr(addr)
+
+
 def test_addresses_parse_and_print_as_urls_write_them():
     from workforce_project.management.commands.serve import host_port, parse_addr
 
     assert parse_addr("[::1]:8000") == ("::1", 8000)
-    assert parse_addr("8000") == ("127.0.0.1", 8000)
+    assert parse_addr("8000") == parse_addr(":8000") == ("127.0.0.1", 8000)
     assert parse_addr("localhost:0") == ("localhost", 0)
     assert host_port("::1", 8000) == "[::1]:8000"
     assert host_port("127.0.0.1", 8000) == "127.0.0.1:8000"

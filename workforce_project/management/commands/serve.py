@@ -38,16 +38,18 @@ from workforce_project.deployment import (
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
-    """``"127.0.0.1:8000"`` -> ``("127.0.0.1", 8000)``; ``"8000"`` binds 127.0.0.1;
+    """``"127.0.0.1:8000"`` -> ``("127.0.0.1", 8000)``; ``"8000"`` or ``":8000"`` binds 127.0.0.1;
     ``"[::1]:8000"`` -> ``("::1", 8000)``. Port 0 asks the system for a free one.
 
     Raises:
-        CommandError: not HOST:PORT, or a port outside 0-65535 (the socket layer would
+        CommandError: not HOST:PORT (a URL included), or a port outside 0-65535 (the socket layer would
             wrap 70000 round to 4464 rather than refuse it).
     """
     host, _, port = addr.rpartition(":")
     try:
         number = int(port)
+        if "/" in host:  # a URL ("http://127.0.0.1:8000"), not an address
+            raise ValueError(host)
     except ValueError:
         raise CommandError(f"--addr must be HOST:PORT, not {addr!r}") from None
     if not 0 <= number <= 65535:
@@ -96,7 +98,8 @@ class Command(BaseCommand):
         try:
             ping_broker()
         except BrokerUnreachable as exc:
-            raise CommandError(f"{exc}. Start it, or unset WORKFORCE_BROKER_URL to use the ORM broker.") from None
+            reason = str(exc).rstrip(".")  # redis's own messages end with one
+            raise CommandError(f"{reason}. Start it, or unset WORKFORCE_BROKER_URL to use the ORM broker.") from None
         # The port is bound before the tree is opened, the cluster started or "serving"
         # printed: an address in use stops serve here, having written nothing. It listens
         # only once the server is about to run, so a client that connects meanwhile is
