@@ -118,7 +118,8 @@ def insert_many(objs: Sequence[models.Model]) -> None:
     Nothing is sent for an empty ``objs``.
 
     Raises:
-        IntegrityError: a constraint refused a row (the statement writes none).
+        IntegrityError: a constraint refused a row: that batch's statement writes none,
+            and the caller's transaction (every caller holds one) rolls back the others.
     """
     if not objs:
         return

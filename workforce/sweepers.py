@@ -80,8 +80,13 @@ def sweeper_threads() -> int:
     each with a connection of its own: one for the sweeps without a cadence of their
     own (when there are any) and one per sweep registered with ``every``. Read after
     the apps' ``ready()`` registered theirs."""
-    plain = [name for name in _sweeps if name not in _every and name not in _by_hand_only]
-    return (1 if plain else 0) + len(_every)
+    return (1 if _plain_sweeps() else 0) + len(_every)
+
+
+def _plain_sweeps() -> list[str]:
+    """The sweeps the workers' main sweeper thread runs: no cadence of their own, not
+    left to a schedule of their own."""
+    return [name for name in _sweeps if name not in _every and name not in _by_hand_only]
 
 
 def sweep_interval() -> float:
@@ -134,8 +139,7 @@ def start_sweeper(interval: float | None = None) -> bool:
         if _started.is_set():
             return False
         _started.set()
-    plain = [name for name in _sweeps if name not in _every and name not in _by_hand_only]
-    groups = [("sweeper", plain, interval or sweep_interval())]
+    groups = [("sweeper", _plain_sweeps(), interval or sweep_interval())]
     groups += [(f"sweeper-{name}", [name], every) for name, every in _every.items()]
     for thread_name, names, every in groups:
         thread = threading.Thread(target=_loop, args=(names, every), name=thread_name, daemon=True)

@@ -29,8 +29,8 @@ class ConnectionBudget:
         return self.web + self.workers + self.cluster
 
     def describe(self) -> str:
-        """``"<web> for the web server + <workers> for the cluster workers + <cluster> for
-        the cluster's other processes"``."""
+        """``"<web> for the web server + <workers> for the cluster workers and their
+        sweeper threads + <cluster> for the cluster's other processes"``."""
         return (
             f"{self.web} for the web server + {self.workers} for the cluster workers and their sweeper threads "
             f"+ {self.cluster} for the cluster's other processes"
@@ -132,11 +132,6 @@ def connection_budget(*, web_concurrency: int | None = None, cluster_workers: in
         workers=workers * (1 + sweeper_threads()),
         cluster=CLUSTER_PROCESS_CONNECTIONS + (1 if listening_pusher else 0),
     )
-
-
-def connections_needed(*, web_concurrency: int | None = None, cluster_workers: int | None = None) -> int:
-    """``connection_budget(...).total``: the database connections one ``serve`` can hold."""
-    return connection_budget(web_concurrency=web_concurrency, cluster_workers=cluster_workers).total
 
 
 def postgres_connection_allowance(alias: str = "default") -> int | None:
