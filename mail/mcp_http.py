@@ -105,30 +105,43 @@ class McpMount:
                 raise RuntimeError("the MCP session manager did not start")
 
     async def __call__(self, scope, receive, send) -> None:
+        verdict = await self.admit(scope)
+        if isinstance(verdict, Refusal):
+            await self.refuse(send, verdict)
+            return
+        await self.serve(scope, receive, send, verdict)
+
+    async def admit(self, scope) -> McpCaller | Refusal:
+        """Who calls, or why the request is refused before the SDK sees it: the ``Host``,
+        the method, then the credentials (a database read, in a worker thread). The web
+        server (``workforce_project.asgi``) calls it before the request takes a stream
+        place, so a request without credentials never holds one."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         domain, _port = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
-            await _answer(send, Refusal("invalid-input", "Invalid Host header: add it to DJANGO_ALLOWED_HOSTS."))
-            return
+            return Refusal("invalid-input", "Invalid Host header: add it to DJANGO_ALLOWED_HOSTS.")
         if scope.get("method") != "POST":
             # Stateless, JSON answers: every call is one POST. A GET would open the SDK's
             # standalone event stream, which this mount never writes to and which would
             # hold a web slot until the client left (the MCP transport lets a server
             # answer 405 to it); a DELETE ends a session this mount never keeps.
-            await _answer(
-                send, Refusal("method-not-allowed", "The MCP mount takes POST only (stateless, JSON answers)."), allow=b"POST"
-            )
-            return
+            return Refusal("method-not-allowed", "The MCP mount takes POST only (stateless, JSON answers).")
         user_ids = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("userId")
         try:
-            caller = await sync_to_async(_verified_caller, thread_sensitive=False)(
+            return await sync_to_async(_verified_caller, thread_sensitive=False)(
                 # The last one, as Django's QueryDict reads a repeated parameter.
                 headers.get("authorization"),
                 user_ids[-1] if user_ids else None,
             )
         except Refusal as refusal:
-            await _answer(send, refusal)
-            return
+            return refusal
+
+    async def refuse(self, send, refusal: Refusal) -> None:
+        """Answer a refusal of ``admit`` (a 405 with ``Allow: POST``)."""
+        await _answer(send, refusal, allow=b"POST" if refusal.reason == "method-not-allowed" else None)
+
+    async def serve(self, scope, receive, send, caller: McpCaller) -> None:
+        """Hand an admitted request (``admit`` answered ``caller``) to the SDK."""
         if not self._running:
             await self._start_without_lifespan()
         scope = {**scope, CALLER_SCOPE_KEY: caller}

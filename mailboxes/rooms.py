@@ -22,7 +22,8 @@ session (an id without a dot that a ``join`` created and did not bind) is
 holds answer every action alike: the kernel's ``session-not-found`` (the mailbox kind's
 ``PRIVATE_SESSION`` and ``CLIENT_CREATES_SESSIONS`` in ``mailboxes.flow``). Room
 lines are in their own table (``RoomLine``), numbered gap-free per project under the
-project's row lock, and in no session's history. The template's seats and charter are
+project's row lock, and in no session's history: each one written wakes the room's open
+page streams when it commits (``workforce.streams.notify_topic``). The template's seats and charter are
 read from the roster each time, so an edit reaches every room at the next start.
 """
 
@@ -39,6 +40,7 @@ from workforce.facets import NOTIFY
 from workforce.models import Session
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, now_ms
+from workforce.streams import notify_topic, room_topic
 
 from .inventory import template_refusal
 from .models import Delivery, Line, Project, ProjectMember, RoomLine, TalkListing
@@ -236,6 +238,7 @@ def do_post_room_line(ctx: ActionContext, *, body: str, author: str | None = Non
         session=session,
         request=ctx.request,
     )
+    notify_topic(room_topic(project.pk), seq)
     wake_room_seats(ctx, project, line)
     return line.as_wire()
 
@@ -340,6 +343,7 @@ def do_answer_room_post(ctx: ActionContext, *, post_id: str, body: str, author: 
                 request=ctx.request,
                 answer_to=post,
             )
+            notify_topic(room_topic(project.pk), line.seq)
     except IntegrityError:
         existing = RoomLine.objects.filter(answer_to=post, author=author).values_list("line_id", flat=True).first()
         if existing is None:

@@ -1,7 +1,10 @@
 """The pages' live parts: server-sent events carrying HTML for htmx's SSE extension
 (``sse-swap``). A mailbox page's stream is the kernel's item stream
 (``workforce.streams.item_events``) rendered as fragments; a board page's re-sends the
-board whenever its rows change."""
+board whenever its rows change; a room page's re-sends the room's lines when one lands
+(woken by its note on PostgreSQL). Each is a stream of the web server
+(``workforce_project.asgi``): it counts against ``WORKFORCE_STREAM_LIMIT`` and ends
+when its client goes away."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from workforce.streams import RETRY_MS, hub
+from workforce.streams import RETRY_MS, SAFETY_READ_SECONDS, hub, is_postgres
 
 # A board has no items to be woken by: its stream re-reads this often, on both databases.
 BOARD_POLL_SECONDS = 0.5
@@ -27,22 +30,48 @@ def html_event(event: str, html: str, *, id: int | None = None) -> str:
 
 
 async def state_events(
-    read: Callable[[], tuple[str, str]], *, since: str, event: str, poll_seconds: float = BOARD_POLL_SECONDS
+    read: Callable[[], tuple[str, str]],
+    *,
+    since: str,
+    event: str,
+    poll_seconds: float = BOARD_POLL_SECONDS,
+    topic: int | str | None = None,
 ) -> AsyncIterator[str]:
     """Events of a whole fragment that has no per-item cursor: ``read()`` -> ``(signature,
-    html)``, re-read every ``poll_seconds``; an ``event`` with the html each time the
-    signature differs from the last one sent (first: ``since``, the page's own), a
-    heartbeat comment when idle, until the server stops."""
+    html)``; an ``event`` with the html each time the signature differs from the last one
+    sent (first: ``since``, the page's own), a heartbeat comment when idle, until the
+    server stops or the client goes away (the server cancels the stream then).
+
+    ``topic``: the hub's key the fragment's writers notify (``workforce.streams.room_topic``):
+    on PostgreSQL ``read`` runs again when woken (and every ``SAFETY_READ_SECONDS`` in case
+    a note was missed), not on a timer. Without one, or on SQLite, it re-reads every
+    ``poll_seconds``."""
     fetch = sync_to_async(read)
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS)
+    # Subscribed on both databases: the hub ends the stream when the server stops.
+    sub = hub.subscribe(topic) if topic is not None else None
+    interval = SAFETY_READ_SECONDS if sub is not None and is_postgres() else poll_seconds
     last, last_sent = since, time.monotonic()
-    yield f"retry: {RETRY_MS}\n\n"
-    while not hub.stopping:
-        signature, html = await fetch()
-        if signature != last:
-            last, last_sent = signature, time.monotonic()
-            yield html_event(event, html)
-        elif time.monotonic() - last_sent >= heartbeat:
-            last_sent = time.monotonic()
-            yield ": heartbeat\n\n"
-        await asyncio.sleep(poll_seconds)
+    try:
+        yield f"retry: {RETRY_MS}\n\n"
+        while not hub.stopping:
+            if sub is not None:
+                sub.event.clear()
+            signature, html = await fetch()
+            if signature != last:
+                last, last_sent = signature, time.monotonic()
+                yield html_event(event, html)
+            elif time.monotonic() - last_sent >= heartbeat:
+                last_sent = time.monotonic()
+                yield ": heartbeat\n\n"
+            wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))
+            if sub is None:
+                await asyncio.sleep(wait)
+                continue
+            try:
+                await asyncio.wait_for(sub.event.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+    finally:
+        if sub is not None:
+            hub.unsubscribe(sub)

@@ -28,7 +28,7 @@ from workforce.principals import Principal, resolve_principal
 from workforce.queries import access_session, list_active_runs, list_items
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
-from workforce.streams import item_events, release_connection
+from workforce.streams import item_events, release_connection, room_topic
 
 from .live import html_event, state_events
 from .queries import (
@@ -368,8 +368,9 @@ def room(request: HttpRequest, principal: Principal, project_id: str) -> HttpRes
 @page
 def room_events(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
     """The room page's stream: the room's lines (``event: room``) each time one lands,
-    from the page's ``since`` signature on. Room lines are in no session's history, so
-    there is no item to be woken by: it re-reads, as a board's stream does."""
+    from the page's ``since`` signature on. Room lines are in no session's history: the
+    stream is woken by the room's own note (``room_topic``) on PostgreSQL, and re-reads
+    on SQLite."""
     project = _project(principal, project_id)
 
     def read() -> tuple[str, str]:
@@ -379,7 +380,7 @@ def room_events(request: HttpRequest, principal: Principal, project_id: str) -> 
         finally:
             release_connection()
 
-    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="room"))
+    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="room", topic=room_topic(project.pk)))
 
 
 @require_POST

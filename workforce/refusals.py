@@ -13,6 +13,8 @@ KERNEL_REASONS = {
     "invalid-input": 400,
     "idempotency-key-reused": 409,
     "payload-too-large": 413,
+    "request-timeout": 408,  # a body that did not arrive within WORKFORCE_BODY_TIMEOUT_SECONDS
+    "too-many-connections": 429,  # one client address holds WORKFORCE_ADDRESS_LIMIT bodies and streams
     "not-found": 404,
     "method-not-allowed": 405,
     "not-acceptable": 406,

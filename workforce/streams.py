@@ -9,6 +9,11 @@ database after their cursor. On SQLite a stream re-reads every
 ``WORKFORCE_STREAM_POLL_SECONDS``. Either way an item stored by any process (the web
 server or the task cluster) reaches every open stream of its session.
 
+A room's lines (``mailboxes.rooms``) are in no session's history: their writer calls
+``notify_topic(room_topic(project pk), seq)`` in its transaction, ``NOTIFY
+workforce_items, 'r<project pk>:<seq>'`` that PostgreSQL delivers when it commits, and
+the hub wakes the room's page streams (``web.live.state_events``) the same way.
+
 A session's ``seq`` is handed out under the session row's lock and committed in order
 (``emit_item``), so "every item with seq above the cursor" loses nothing and repeats
 nothing: a client that reconnects with ``Last-Event-ID: <seq>`` resumes exactly there.
@@ -91,17 +96,38 @@ def send_item_notes() -> None:
         cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [CHANNEL, payloads])
 
 
-def parse_note(payload: str) -> tuple[int, int] | None:
-    """``"<session pk>:<seq>"`` -> ``(pk, seq)``; None for anything else."""
-    pk, _, seq = payload.partition(":")
-    if not (pk.isdigit() and seq.isdigit()):
+def room_topic(project_pk: int) -> str:
+    """The hub's key (and the note's prefix) of a project's room: ``"r<pk>"``."""
+    return f"r{project_pk}"
+
+
+def notify_topic(topic: str, seq: int) -> None:
+    """Wake the streams subscribed to ``topic`` (``room_topic``) once the current
+    transaction commits: on PostgreSQL one ``pg_notify`` in it, which PostgreSQL delivers
+    at the commit and drops with a rollback (of a savepoint too); nothing on SQLite,
+    whose streams poll."""
+    if not is_postgres():
+        return
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{topic}:{seq}"])
+
+
+def parse_note(payload: str) -> tuple[int | str, int] | None:
+    """``"<session pk>:<seq>"`` -> ``(pk, seq)``; ``"r<project pk>:<seq>"`` (a room's
+    line) -> ``("r<pk>", seq)``; None for anything else."""
+    key, _, seq = payload.partition(":")
+    if not seq.isdigit():
         return None
-    return int(pk), int(seq)
+    if key.isdigit():
+        return int(key), int(seq)
+    if key.startswith("r") and key[1:].isdigit():
+        return key, int(seq)
+    return None
 
 
 class _Subscription:
-    def __init__(self, session_pk: int):
-        self.session_pk = session_pk
+    def __init__(self, key: int | str):
+        self.key = key
         self.event = asyncio.Event()
 
 
@@ -116,15 +142,16 @@ class ItemHub:
     """
 
     def __init__(self) -> None:
-        self._subs: dict[int, set[_Subscription]] = {}
+        self._subs: dict[int | str, set[_Subscription]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: asyncio.Task | None = None
         self.listening = False
         self.stopping = False
 
-    def subscribe(self, session_pk: int) -> _Subscription:
+    def subscribe(self, session_pk: int | str) -> _Subscription:
         """A subscription to session ``session_pk``'s new items (its ``event`` is set on
-        each); starts the listener on first use. Release it with ``unsubscribe``."""
+        each), or to a room's lines (``room_topic``); starts the listener on first use.
+        Release it with ``unsubscribe``."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (a test's): start over on it
             self._loop, self._listener, self._subs, self.listening = loop, None, {}, False
@@ -137,14 +164,14 @@ class ItemHub:
         return sub
 
     def unsubscribe(self, sub: _Subscription) -> None:
-        subs = self._subs.get(sub.session_pk)
+        subs = self._subs.get(sub.key)
         if subs is not None:
             subs.discard(sub)
             if not subs:
-                del self._subs[sub.session_pk]
+                del self._subs[sub.key]
 
-    def wake(self, session_pk: int | None = None) -> None:
-        """Wake the streams of ``session_pk`` (every stream when None)."""
+    def wake(self, session_pk: int | str | None = None) -> None:
+        """Wake the streams of ``session_pk`` or of a room's topic (every stream when None)."""
         groups = self._subs.values() if session_pk is None else [self._subs.get(session_pk, ())]
         for subs in groups:
             for sub in subs:

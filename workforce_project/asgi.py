@@ -1,9 +1,16 @@
 """ASGI entry point (``serve`` runs it under uvicorn).
 
+Before a request takes a slot or a stream place, its whole body is read, in memory, and
+size-checked (``WORKFORCE_MAX_BODY_BYTES``, ``WORKFORCE_BODY_TIMEOUT_SECONDS``), what
+one client address holds is bounded (``WORKFORCE_ADDRESS_LIMIT``), and a stream's
+credentials are checked: ``workforce_project.admission``. A slow or endless body, or a
+stream without credentials, holds neither a web slot nor a stream place.
+
 At most ``WORKFORCE_WEB_CONCURRENCY`` requests run at once; the rest wait. Each running
 request holds a database connection, so a burst never exhausts PostgreSQL's.
 
-A live stream (``GET /api/sessions/{id}/stream``) is open for as long as its client
+A live stream (``GET /api/sessions/{id}/stream``, a page's
+``/mailboxes|boards|sessions|projects/{id}/events``) is open for as long as its client
 watches, and a waiting read (``GET /api/requests/{id}?wait=S``) up to 30 s, so neither
 takes one of those slots: together they have their own bound, ``WORKFORCE_STREAM_LIMIT``,
 and one more is refused at once with 503 ``too-many-streams`` (``Retry-After``). Neither
@@ -11,8 +18,9 @@ holds a database connection while it waits (``workforce.streams``,
 ``workforce.streams.release_connection``).
 
 The MCP server's HTTP mount (``/mcp``, ``mail.mcp_http``: the SDK's Streamable HTTP
-transport, serving the tools ``manage.py mcp`` serves) takes a web concurrency slot per
-request like any other call. Its SDK session manager runs for the life of the process:
+transport, serving the tools ``manage.py mcp`` serves) counts each call against
+``WORKFORCE_STREAM_LIMIT`` too (``agent_chat`` waits for a turn), once its credentials
+are admitted (``McpMount.admit``). Its SDK session manager runs for the life of the process:
 this app answers the ASGI lifespan (``serve`` runs uvicorn with it on) and enters it at
 start-up; Django itself takes no lifespan, so nothing else changes for the rest of the app.
 
@@ -27,6 +35,7 @@ itself on its first request: hires the tree's seats and wires the notify block, 
 import asyncio
 import contextlib
 import contextvars
+import io
 import json
 import os
 import re
@@ -50,9 +59,11 @@ from django.urls import set_script_prefix  # noqa: E402
 from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
+from workforce_project import admission  # noqa: E402
 
-# The API's stream and the pages' (web.urls: a mailbox's, a board's, a conversation's events).
-STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards|sessions)/[^/]+/events$")
+# The API's stream and the pages' (web.urls: a mailbox's, a board's, a conversation's,
+# a project room's events).
+STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards|sessions|projects)/[^/]+/events$")
 REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
 STREAM_RETRY_AFTER_SECONDS = 5
 
@@ -64,6 +75,7 @@ class _Server:
     slots: asyncio.Semaphore | None = None
     open_streams = 0
     mcp: McpMount | None = None
+    places = admission.AddressPlaces()
 
 
 _server = _Server()
@@ -77,27 +89,81 @@ async def application(scope, receive, send):
         await django_application(scope, receive, send)
         return
     mcp = is_mcp_path(scope.get("path", ""))
-    if mcp or is_long_lived(scope):
-        # A stream, a waiting read, or an MCP call (``agent_chat`` waits for the agent's
-        # turn): each may wait long on the server's side, so it is counted against the
-        # stream limit and never holds one of the web slots short requests need.
-        if _server.open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
-            await _refuse_stream(send)
-            return
-        _server.open_streams += 1
+    long_lived = mcp or is_long_lived(scope)
+    declared, has_body = admission.body_headers(scope)
+    address = admission.client_address(scope)
+    # A place of the client's address: held while the body arrives, and by a long-lived
+    # request to its end; a short one gives it back before it waits for a slot.
+    holding = long_lived or has_body
+    try:
+        if declared is not None and declared > settings.WORKFORCE_MAX_BODY_BYTES:
+            raise admission.too_large()
+        if holding:
+            _server.places.take(address)
+    except admission.Refused as refused:
+        holding = False
+        await admission.answer(send, refused)
+        return
+    try:
         try:
+            body = await admission.read_body(receive, declared)
+        except admission.Refused as refused:
+            await admission.answer(send, refused)
+            return
+        except admission.ClientGone:
+            return
+        if long_lived:
+            await _long_lived(scope, admission.replay(body, receive), send, mcp)
+            return
+        if holding:
+            _server.places.give_back(address)
+            holding = False
+        if _server.slots is None:
+            _server.slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
+        async with _server.slots:
             if not is_booted():
                 await sync_to_async(ensure_booted, thread_sensitive=True)()
-            await (mcp_mount() if mcp else django_application)(scope, receive, send)
-        finally:
-            _server.open_streams -= 1
+            await short_requests.respond(scope, body, send)
+    finally:
+        if holding:
+            _server.places.give_back(address)
+
+
+async def _long_lived(scope, receive, send, mcp: bool) -> None:
+    """A stream, a waiting read, or an MCP call (``agent_chat`` waits for the agent's
+    turn): each may wait long on the server's side, so it is counted against the stream
+    limit and never holds one of the web slots short requests need. Its credentials are
+    checked first: one without them takes no stream place."""
+    if mcp:
+        mount = mcp_mount()
+        verdict = await mount.admit(scope)
+        if isinstance(verdict, Refusal):
+            await mount.refuse(send, verdict)
+            return
+
+        async def run(scope, receive, send):
+            await mount.serve(scope, receive, send, verdict)
+
+    elif not await sync_to_async(admission.has_credentials, thread_sensitive=False)(scope):
+        # Answered as before (401, the login page) by the stock handler, which ends it
+        # if it streams after all and its client leaves, in a web slot: it is short.
+        if _server.slots is None:
+            _server.slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
+        async with _server.slots:
+            await django_application(scope, receive, send)
         return
-    if _server.slots is None:
-        _server.slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
-    async with _server.slots:
+    else:
+        run = django_application
+    if _server.open_streams >= max(1, settings.WORKFORCE_STREAM_LIMIT):
+        await _refuse_stream(send)
+        return
+    _server.open_streams += 1
+    try:
         if not is_booted():
             await sync_to_async(ensure_booted, thread_sensitive=True)()
-        await short_requests(scope, receive, send)
+        await run(scope, receive, send)
+    finally:
+        _server.open_streams -= 1
 
 
 class OneHopHandler(ASGIHandler):
@@ -129,6 +195,12 @@ class OneHopHandler(ASGIHandler):
             body_file = await self.read_body(receive)
         except RequestAborted:
             return
+        await self.respond(scope, body_file, send)
+
+    async def respond(self, scope, body, send):
+        """Answer the request of ``scope`` whose body was read already (``body``: bytes,
+        or a file positioned at its start)."""
+        body_file = io.BytesIO(body) if isinstance(body, bytes) else body
         worker = self._idle.pop() if self._idle else (ThreadPoolExecutor(1, "web"), contextvars.copy_context())
         executor, context = worker
         loop = asyncio.get_running_loop()
@@ -213,6 +285,12 @@ def is_long_lived(scope) -> bool:
 def open_streams() -> int:
     """How many streams and waiting reads this process has open now."""
     return _server.open_streams
+
+
+def address_places(address: str | None = None) -> int:
+    """Places ``address`` holds now: bodies still arriving, streams open (every
+    address's together when None); ``workforce_project.admission``."""
+    return _server.places.holding(address)
 
 
 async def _refuse_stream(send) -> None:

@@ -151,6 +151,15 @@ WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
 WORKFORCE_STREAM_LIMIT = _env_number("WORKFORCE_STREAM_LIMIT", 100, int)
 WORKFORCE_STREAM_HEARTBEAT_SECONDS = _env_number("WORKFORCE_STREAM_HEARTBEAT_SECONDS", 15, float)
 WORKFORCE_STREAM_POLL_SECONDS = _env_number("WORKFORCE_STREAM_POLL_SECONDS", 0.25, float)
+# What the web server checks before a request takes a web slot or a stream place
+# (workforce_project.admission): a body of at most WORKFORCE_MAX_BODY_BYTES (413 beyond,
+# by Content-Length or by the bytes read), whole within WORKFORCE_BODY_TIMEOUT_SECONDS
+# (408); one client address holds at most WORKFORCE_ADDRESS_LIMIT bodies still arriving
+# and streams (waiting reads, MCP calls) open, together (429 beyond).
+WORKFORCE_MAX_BODY_BYTES = _env_number("WORKFORCE_MAX_BODY_BYTES", 1_048_576, int)
+WORKFORCE_BODY_TIMEOUT_SECONDS = _env_number("WORKFORCE_BODY_TIMEOUT_SECONDS", 10, float)
+WORKFORCE_ADDRESS_LIMIT = _env_number("WORKFORCE_ADDRESS_LIMIT", 20, int)
+DATA_UPLOAD_MAX_MEMORY_SIZE = WORKFORCE_MAX_BODY_BYTES  # the same cap where Django reads a body itself
 # Longest text an action takes (a post's body, a task's goal, a coordinator message).
 WORKFORCE_MAX_TEXT_CHARS = _env_number("WORKFORCE_MAX_TEXT_CHARS", 32_000, int)
 WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
