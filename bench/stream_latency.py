@@ -103,6 +103,7 @@ def measure(db: str, env_db: dict, *, posts: int, streams: int, gap: float) -> l
     env.update(env_db)
     env.update({"WORKFORCE_VAR_DIR": str(work / "var"), "WORKFORCE_ROOT": str(root), "WORKFORCE_LOG_LEVEL": "WARNING"})
     env["WORKFORCE_STREAM_LIMIT"] = str(max(100, streams))
+    env["WORKFORCE_ADDRESS_LIMIT"] = str(max(100, streams) + 10)  # every stream comes from 127.0.0.1
     log = (work / "serve.log").open("w")
     serve = subprocess.Popen(
         [sys.executable, str(REPO / "manage.py"), "serve", "--no-cluster", "--addr", f"127.0.0.1:{port}"],

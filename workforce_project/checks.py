@@ -42,6 +42,27 @@ def check_stop_seconds(app_configs=None, **kwargs):
 
 
 @checks.register("workforce")
+def check_web_limits(app_configs=None, **kwargs):
+    """The web server's admission limits (``workforce_project.admission``):
+    ``WORKFORCE_MAX_BODY_BYTES`` and ``WORKFORCE_ADDRESS_LIMIT`` whole numbers of at least 1,
+    ``WORKFORCE_BODY_TIMEOUT_SECONDS`` a positive number (0 would refuse every body)."""
+    errors = []
+    for name in ("WORKFORCE_MAX_BODY_BYTES", "WORKFORCE_ADDRESS_LIMIT", "WORKFORCE_BODY_TIMEOUT_SECONDS"):
+        value = getattr(settings, name)
+        whole = name != "WORKFORCE_BODY_TIMEOUT_SECONDS"
+        if isinstance(value, bool) or not isinstance(value, int if whole else int | float) or not value > 0:
+            kind = "whole number of at least 1" if whole else "positive number of seconds"
+            errors.append(
+                checks.Error(
+                    f"{name} ({value!r}) must be a {kind}.",
+                    hint='README "Limits of the web server".',
+                    id="workforce_project.E020",
+                )
+            )
+    return errors
+
+
+@checks.register("workforce")
 def check_database_connections(app_configs=None, **kwargs):
     """On PostgreSQL, the connections ``serve`` can hold (``connection_budget``: the web
     pool and its LISTEN, the cluster workers and their sweeper threads, the cluster's

@@ -104,11 +104,15 @@ def test_sockets_whose_bodies_never_come_stall_nothing(start_server, tmp_path, m
         time.sleep(0.3)
         still_answers(server, auth)
         if mode == "token":
-            # A hundred streams with a bad token take no stream place either.
+            # A hundred streams with a bad token are refused 401 and take no stream
+            # place: their connections stay open, and a real stream still opens.
             bad = f"GET {STREAM} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token nope\r\n"
-            for n in range(100):
-                held.enter_context(stall(server, bad, source=f"127.0.3.{n + 1}"))
-            time.sleep(0.3)
+            refused = [held.enter_context(stall(server, bad, source=f"127.0.3.{n + 1}")) for n in range(100)]
+            for sock in refused:
+                sock.settimeout(30)
+                answer = http.client.HTTPResponse(sock)
+                answer.begin()
+                assert answer.status == 401 and json.loads(answer.read())["error"]["reason"] == "not-authenticated"
             still_answers(server, auth)
     # The slow bodies time out and the server answered each request; the log says so.
     assert "Traceback" not in server.log.read_text()

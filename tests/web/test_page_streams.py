@@ -75,6 +75,22 @@ def test_a_page_stream_counts_as_a_stream_and_ends_when_its_client_leaves(projec
     assert server.open_streams() == 0 and hub.open_streams() == 0
 
 
+def test_a_board_stream_ends_when_its_client_leaves(open_tree, server):
+    open_tree()
+    cookie = cookie_of(MEMBER)
+
+    async def go():
+        visit = Call("/boards/eng.incidents.followups/events", headers=(cookie,))
+        await asyncio.wait_for(visit.started.wait(), WAIT)
+        counted = server.open_streams()
+        visit.leave()
+        await asyncio.wait_for(visit.task, WAIT)
+        return visit.status, counted
+
+    assert asyncio.run(go()) == (200, 1)
+    assert server.open_streams() == 0
+
+
 def test_a_room_stream_is_woken_by_its_topic_not_a_timer(monkeypatch):
     """``state_events`` with a topic: no re-read until the hub wakes it (a poll of 60 s)."""
     monkeypatch.setattr("web.live.is_postgres", lambda alias="default": True)

@@ -321,3 +321,21 @@ def test_has_credentials_checks_as_the_views_do(org):
     user.save()
     assert not has_credentials(scope(STREAM, (b"authorization", f"Token {key}".encode())))
     assert not has_credentials(scope(STREAM, (b"cookie", cookie)))
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("WORKFORCE_MAX_BODY_BYTES", 0),
+        ("WORKFORCE_ADDRESS_LIMIT", -1),
+        ("WORKFORCE_ADDRESS_LIMIT", 2.5),
+        ("WORKFORCE_BODY_TIMEOUT_SECONDS", 0),
+    ],
+)
+def test_the_limits_are_checked(settings, name, value):
+    from workforce_project.checks import check_web_limits
+
+    assert check_web_limits() == []
+    setattr(settings, name, value)
+    (error,) = check_web_limits()
+    assert error.id == "workforce_project.E020" and name in error.msg
