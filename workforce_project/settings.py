@@ -9,6 +9,7 @@ ORM broker and the embedded models.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -36,6 +37,18 @@ def _env_number(name: str, default, kind=int):
         return kind(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a {'whole number' if kind is int else 'number'}.") from None
+
+
+def _env_rate(name: str, default: str) -> str:
+    """A throttle rate ("60/min") from the environment; empty turns it off. A value that
+    isn't one stops start-up naming it."""
+    raw = os.environ.get(name)
+    value = default if raw is None else raw.strip()
+    if value and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a rate: write <count>/<period>, the period one of s, min, hour, day."
+        )
+    return value
 
 
 # Tasks are signed with this key: with none set, each installation makes its own on first
@@ -134,6 +147,9 @@ STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None  # only for collectst
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# A login with no ?next= lands on the home page (Django's default, /accounts/profile/, is no page here).
+LOGIN_REDIRECT_URL = "web:home"
+
 APPEND_SLASH = False  # one form for the whole API: no trailing slashes (APPEND_SLASH cannot redirect a POST body)
 
 # --- Workforce -------------------------------------------------------------------------
@@ -151,6 +167,19 @@ WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
 WORKFORCE_STREAM_LIMIT = _env_number("WORKFORCE_STREAM_LIMIT", 100, int)
 WORKFORCE_STREAM_HEARTBEAT_SECONDS = _env_number("WORKFORCE_STREAM_HEARTBEAT_SECONDS", 15, float)
 WORKFORCE_STREAM_POLL_SECONDS = _env_number("WORKFORCE_STREAM_POLL_SECONDS", 0.25, float)
+# Throttling (workforce.api.throttles; README "Limits"): calls per user and per organization,
+# "<count>/<period>" (s, min, hour, day) over a sliding window; empty turns one off. Writes
+# (any method but GET/HEAD/OPTIONS: posts, actions, mail, chat) and, looser, reads.
+WORKFORCE_THROTTLE_USER = _env_rate("WORKFORCE_THROTTLE_USER", "60/min")
+WORKFORCE_THROTTLE_ORG = _env_rate("WORKFORCE_THROTTLE_ORG", "600/min")
+WORKFORCE_THROTTLE_READ_USER = _env_rate("WORKFORCE_THROTTLE_READ_USER", "600/min")
+WORKFORCE_THROTTLE_READ_ORG = _env_rate("WORKFORCE_THROTTLE_READ_ORG", "6000/min")
+# Failed logins (the admin's and /accounts/login/; workforce.logins): after this many
+# failures for one username, or from one client address, within the window (seconds),
+# further attempts are refused (429) until the window has passed; 0 turns one off.
+WORKFORCE_LOGIN_FAILURES_PER_USERNAME = _env_number("WORKFORCE_LOGIN_FAILURES_PER_USERNAME", 5, int)
+WORKFORCE_LOGIN_FAILURES_PER_ADDRESS = _env_number("WORKFORCE_LOGIN_FAILURES_PER_ADDRESS", 20, int)
+WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS = _env_number("WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS", 900, int)
 # Longest text an action takes (a post's body, a task's goal, a coordinator message).
 WORKFORCE_MAX_TEXT_CHARS = _env_number("WORKFORCE_MAX_TEXT_CHARS", 32_000, int)
 WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
@@ -270,6 +299,8 @@ REST_FRAMEWORK = {
     "URL_FORMAT_OVERRIDE": None,  # no ?format=: one answer format, JSON (or the browsable API)
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "workforce.api.errors.exception_handler",
+    # Per user and per organization (WORKFORCE_THROTTLE_*): a JSON 429 with Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": ["workforce.api.throttles.UserThrottle", "workforce.api.throttles.OrgThrottle"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Workforce server",
