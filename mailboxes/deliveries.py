@@ -40,6 +40,7 @@ from workforce.prepared import Prepared, update_rows
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
+from .fairness import do_release_deliveries, do_release_held_everywhere
 from .models import Delivery
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
 from .rooms import post_request_of
@@ -334,6 +335,8 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
             record_failed_delivery(delivery, error)
         if delivery.notify_input.get("routed"):
             do_finish_fan_out(delivery.mailbox, delivery.post_id)
+        # Its place is free: the next held delivery of its organization goes (mailboxes.fairness).
+        do_release_deliveries(delivery.organization_id)
 
 
 def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
@@ -518,10 +521,11 @@ class SweepResult:
 
     requeued: list[int] = field(default_factory=list)
     abandoned: list[int] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)  # held ones with room to run (mailboxes.fairness)
 
     def __bool__(self) -> bool:
         """True when the sweep did anything (the sweeper logs it then)."""
-        return bool(self.requeued or self.abandoned)
+        return bool(self.requeued or self.abandoned or self.released)
 
 
 def do_sweep_deliveries(*, now=None) -> SweepResult:
@@ -535,7 +539,9 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
       (the next claim aborts the dead turn); a delivery enqueued and not yet claimed
       when the queue has passed it or holds nothing, no sooner than
       ``requeue_delay(requeues)`` after its last enqueue. A delivery still waiting in a
-      backlog is left alone.
+      backlog is left alone;
+    - held deliveries with room to run are released (``mailboxes.fairness``): what a race
+      between two releases, or a process that died between a settle and its release, left.
     """
     now = now or timezone.now()
     result = SweepResult()
@@ -560,10 +566,12 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
     done = requeue_lost(
         Delivery,
         lost=lost,
-        waiting=Q(status=Delivery.Status.PENDING) | waiting_again,
+        # A held delivery (enqueued_at NULL) was never enqueued: released below, not requeued.
+        waiting=Q(status=Delivery.Status.PENDING, enqueued_at__isnull=False) | waiting_again,
         send=lambda pk: enqueue(DELIVER_TASK, pk),
         task=DELIVER_TASK,
         now=now,
     )
     result.requeued = done.all
+    result.released = [pk for ids in do_release_held_everywhere(now=now).values() for pk in ids]
     return result

@@ -261,6 +261,12 @@ Q_CLUSTER = {
     "bulk": _env_number("WORKFORCE_Q_BULK", max(1, _Q_WORKERS), int),
     "label": "Task queue",
 }
+# Fair scheduling of deliveries (mailboxes.fairness): a mailbox session, and an
+# organization, has at most this many deliveries released to the queue at once (queued,
+# running or waiting for their seat); the rest are held as rows and released oldest first,
+# round-robin across sessions, as those finish. 0: no bound.
+WORKFORCE_DELIVERY_SESSION_TASKS = _env_number("WORKFORCE_DELIVERY_SESSION_TASKS", 2 * _Q_WORKERS, int)
+WORKFORCE_DELIVERY_ORG_TASKS = _env_number("WORKFORCE_DELIVERY_ORG_TASKS", 4 * _Q_WORKERS, int)
 # The cluster's processes keep their database connections this many seconds (Django's
 # CONN_MAX_AGE, with health checks; 0: a new connection for every task and poll, as
 # django-q2 does by default). The web process pools its own (WORKFORCE_DB_POOL).
