@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,13 +182,33 @@ def _claim(delivery_id: int, now) -> tuple[str | None, Delivery | None]:
     if connection.vendor != "postgresql":
         token = claim_lease(Delivery, delivery_id, now=now)
         return token, (_claimed_delivery(delivery_id) if token is not None else None)
-    token, sql, params = claim_statement(Delivery, delivery_id, now=now, returning=tuple(_CLAIMED_FIELDS))
-    delivery = _CLAIM_AND_READ.one(prefix=(f"WITH claimed AS ({sql})", params))
-    if delivery is None:
-        return None, None
+    for attempt in range(CLAIM_LOCKED_RETRIES + 1):
+        token, sql, params = claim_statement(Delivery, delivery_id, now=now, returning=tuple(_CLAIMED_FIELDS))
+        delivery = _CLAIM_AND_READ.one(prefix=(f"WITH claimed AS ({sql})", params))
+        if delivery is not None:
+            break
+        if attempt == CLAIM_LOCKED_RETRIES or not _pending(delivery_id):
+            return None, None
+        time.sleep(CLAIM_LOCKED_PAUSE)  # a pending row someone holds for a moment: not ours to drop
     for name in _CLAIMED_FIELDS:
         setattr(delivery, name, getattr(delivery, f"claimed_{name}"))
     return token, delivery
+
+
+# The claim skips a row another transaction holds (SKIP LOCKED), so that a redelivered task
+# never queues behind the run it duplicates. A pending delivery can be held for a moment by
+# a release that read it as held (mailboxes.fairness: PostgreSQL keeps the row lock of a
+# FOR UPDATE whose recheck failed until that transaction ends); its task then claims again,
+# at most CLAIM_LOCKED_RETRIES times CLAIM_LOCKED_PAUSE seconds, rather than end and leave
+# the delivery to the sweep.
+CLAIM_LOCKED_RETRIES = 40
+CLAIM_LOCKED_PAUSE = 0.025
+
+
+def _pending(delivery_id: int) -> bool:
+    """True when the delivery is pending with claims left (so a claim that took nothing
+    found it locked); a plain read, which no row lock blocks."""
+    return Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING, attempts__lt=max_delivery_attempts()).exists()
 
 
 def _claimed_delivery(delivery_id: int) -> Delivery:

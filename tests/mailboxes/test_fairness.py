@@ -192,3 +192,36 @@ def test_releases_at_once_from_many_threads_send_each_delivery_once_and_never_wa
     assert sorted(sent) == sorted(everything) and len(sent) == len(set(sent))  # each released once
     assert most_in_flight[0] <= 6 + 8
     assert not held()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_released_delivery_held_for_a_moment_by_another_transaction_is_still_claimed_by_its_task(org, sent):
+    """A release whose snapshot read a delivery as held locks its row while it rechecks it,
+    until its transaction ends (PostgreSQL keeps the lock of a FOR UPDATE whose recheck
+    failed). The delivery's task, claiming with SKIP LOCKED, found nothing and ended: the
+    delivery sat released with no task until the sweep requeued it (minutes). Its task
+    now claims again while the row is pending."""
+    [first, _second] = post(org, FLOOD, "flood 0")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(Delivery.objects.select_for_update().filter(pk=first))
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert locked.wait(10)
+    threading.Timer(0.3, release.set).start()
+    try:
+        assert do_deliver(first) == "done"
+    finally:
+        release.set()
+        holder.join()
+    assert Delivery.objects.get(pk=first).status == "done"
+    assert HEARD == ["flood 0"]
