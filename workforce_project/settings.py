@@ -265,8 +265,10 @@ Q_CLUSTER = {
 # organization, has at most this many deliveries released to the queue at once (queued,
 # running or waiting for their seat); the rest are held as rows and released oldest first,
 # round-robin across sessions, as those finish. 0: no bound.
-WORKFORCE_DELIVERY_SESSION_TASKS = _env_number("WORKFORCE_DELIVERY_SESSION_TASKS", 2 * _Q_WORKERS, int)
-WORKFORCE_DELIVERY_ORG_TASKS = _env_number("WORKFORCE_DELIVERY_ORG_TASKS", 4 * _Q_WORKERS, int)
+# Defaults: a session can keep every worker busy and no more of its tasks wait in line
+# (bench/flood_fairness.py); an organization twice that.
+WORKFORCE_DELIVERY_SESSION_TASKS = _env_number("WORKFORCE_DELIVERY_SESSION_TASKS", _Q_WORKERS, int)
+WORKFORCE_DELIVERY_ORG_TASKS = _env_number("WORKFORCE_DELIVERY_ORG_TASKS", 2 * _Q_WORKERS, int)
 # The cluster's processes keep their database connections this many seconds (Django's
 # CONN_MAX_AGE, with health checks; 0: a new connection for every task and poll, as
 # django-q2 does by default). The web process pools its own (WORKFORCE_DB_POOL).

@@ -141,8 +141,8 @@ def test_the_organizations_bound_is_its_own(org, other_org, open_tree, sent):
 
 def test_the_defaults_follow_the_clusters_workers(settings):
     workers = settings.Q_CLUSTER["workers"]
-    assert settings.WORKFORCE_DELIVERY_SESSION_TASKS == 2 * workers
-    assert settings.WORKFORCE_DELIVERY_ORG_TASKS == 4 * workers
+    assert settings.WORKFORCE_DELIVERY_SESSION_TASKS == workers
+    assert settings.WORKFORCE_DELIVERY_ORG_TASKS == 2 * workers
 
 
 @pytest.mark.postgres
