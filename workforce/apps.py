@@ -13,8 +13,8 @@ class WorkforceConfig(AppConfig):
         from .logins import on_logged_in, on_login_failed
         from .sweepers import on_worker_spawn
 
-        # Cluster workers boot and run the sweeps the apps register (workforce.sweepers).
-        post_spawn.connect(on_worker_spawn, dispatch_uid="workforce.sweepers.on_worker_spawn")
         # Failed logins are counted for the login views' throttle (workforce.logins).
         user_login_failed.connect(on_login_failed, dispatch_uid="workforce.logins.on_login_failed")
         user_logged_in.connect(on_logged_in, dispatch_uid="workforce.logins.on_logged_in")
+        # Cluster workers boot and run the sweeps the apps register (workforce.sweepers).
+        post_spawn.connect(on_worker_spawn, dispatch_uid="workforce.sweepers.on_worker_spawn")

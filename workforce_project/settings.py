@@ -167,19 +167,6 @@ WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
 WORKFORCE_STREAM_LIMIT = _env_number("WORKFORCE_STREAM_LIMIT", 100, int)
 WORKFORCE_STREAM_HEARTBEAT_SECONDS = _env_number("WORKFORCE_STREAM_HEARTBEAT_SECONDS", 15, float)
 WORKFORCE_STREAM_POLL_SECONDS = _env_number("WORKFORCE_STREAM_POLL_SECONDS", 0.25, float)
-# Throttling (workforce.api.throttles; README "Limits"): calls per user and per organization,
-# "<count>/<period>" (s, min, hour, day) over a sliding window; empty turns one off. Writes
-# (any method but GET/HEAD/OPTIONS: posts, actions, mail, chat) and, looser, reads.
-WORKFORCE_THROTTLE_USER = _env_rate("WORKFORCE_THROTTLE_USER", "60/min")
-WORKFORCE_THROTTLE_ORG = _env_rate("WORKFORCE_THROTTLE_ORG", "600/min")
-WORKFORCE_THROTTLE_READ_USER = _env_rate("WORKFORCE_THROTTLE_READ_USER", "600/min")
-WORKFORCE_THROTTLE_READ_ORG = _env_rate("WORKFORCE_THROTTLE_READ_ORG", "6000/min")
-# Failed logins (the admin's and /accounts/login/; workforce.logins): after this many
-# failures for one username, or from one client address, within the window (seconds),
-# further attempts are refused (429) until the window has passed; 0 turns one off.
-WORKFORCE_LOGIN_FAILURES_PER_USERNAME = _env_number("WORKFORCE_LOGIN_FAILURES_PER_USERNAME", 5, int)
-WORKFORCE_LOGIN_FAILURES_PER_ADDRESS = _env_number("WORKFORCE_LOGIN_FAILURES_PER_ADDRESS", 20, int)
-WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS = _env_number("WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS", 900, int)
 # Longest text an action takes (a post's body, a task's goal, a coordinator message).
 WORKFORCE_MAX_TEXT_CHARS = _env_number("WORKFORCE_MAX_TEXT_CHARS", 32_000, int)
 WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
@@ -287,6 +274,20 @@ else:
     Q_CLUSTER["orm"] = "default"
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).
     Q_CLUSTER["broker_class"] = "workforce.broker.ListeningORM"
+
+# Throttling (workforce.api.throttles; README "Limits"): calls per user and per organization,
+# "<count>/<period>" (s, min, hour, day) over a sliding window; empty turns one off. Writes
+# (any method but GET/HEAD/OPTIONS: posts, actions, mail, chat) and, looser, reads.
+WORKFORCE_THROTTLE_USER = _env_rate("WORKFORCE_THROTTLE_USER", "60/min")
+WORKFORCE_THROTTLE_ORG = _env_rate("WORKFORCE_THROTTLE_ORG", "600/min")
+WORKFORCE_THROTTLE_READ_USER = _env_rate("WORKFORCE_THROTTLE_READ_USER", "600/min")
+WORKFORCE_THROTTLE_READ_ORG = _env_rate("WORKFORCE_THROTTLE_READ_ORG", "6000/min")
+# Failed logins (the admin's and /accounts/login/; workforce.logins): after this many
+# failures for one username, or from one client address, within the window (seconds),
+# further attempts are refused (429) until the window has passed; 0 turns one off.
+WORKFORCE_LOGIN_FAILURES_PER_USERNAME = _env_number("WORKFORCE_LOGIN_FAILURES_PER_USERNAME", 5, int)
+WORKFORCE_LOGIN_FAILURES_PER_ADDRESS = _env_number("WORKFORCE_LOGIN_FAILURES_PER_ADDRESS", 20, int)
+WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS = _env_number("WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS", 900, int)
 
 # --- REST framework ---------------------------------------------------------------------
 REST_FRAMEWORK = {
