@@ -15,6 +15,24 @@ from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The API's throttles (workforce.api.throttles): a load bench measures the server, not its
+# rate limits, so they are off unless the environment sets them.
+THROTTLE_SETTINGS = (
+    "WORKFORCE_THROTTLE_USER",
+    "WORKFORCE_THROTTLE_ORG",
+    "WORKFORCE_THROTTLE_READ_USER",
+    "WORKFORCE_THROTTLE_READ_ORG",
+)
+
+
+def no_throttles(env=None):
+    """Turn the API's throttles off in ``env`` (default ``os.environ``) where it sets no
+    rate of its own; returns ``env``."""
+    env = os.environ if env is None else env
+    for name in THROTTLE_SETTINGS:
+        env.setdefault(name, "")
+    return env
+
 
 @contextlib.contextmanager
 def scratch_postgres(url: str):

@@ -67,7 +67,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workforce_project.settings")  # a real cluster, not sync
 os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
 
-from bench._db import cluster_cpu, pg_sessions, scratch_postgres, throwaway_database  # noqa: E402
+from bench._db import cluster_cpu, no_throttles, pg_sessions, scratch_postgres, throwaway_database  # noqa: E402
+
+no_throttles()
 from bench.seat_wake import percentile  # noqa: E402
 
 SEAT, USER, THREAD, WARM = "bench.echo", "u_bench", "bench.thread", "bench.warm"

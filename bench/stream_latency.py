@@ -38,7 +38,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench._breakit import percentile  # noqa: E402
-from bench._db import scratch_postgres  # noqa: E402
+from bench._db import no_throttles, scratch_postgres  # noqa: E402
+
+no_throttles()
 from tests.e2e.sse import SseStream  # noqa: E402
 
 GOAL_MS = 1000.0

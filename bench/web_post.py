@@ -52,6 +52,9 @@ def main() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "workforce_project.settings"  # a real broker: tasks are rows, not run here
     os.environ.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
     os.environ["WORKFORCE_AUTH"] = args.auth
+    from bench._db import no_throttles
+
+    no_throttles()
     os.environ["WORKFORCE_VAR_DIR"] = tempfile.mkdtemp(prefix="wf_webpost_")
     tree = Path(tempfile.mkdtemp(prefix="wf_webpost_tree_"))
     from bench.post_and_wake import THREAD, USER, write_tree
@@ -212,7 +215,7 @@ def over_socket(args) -> None:
     import http.client
     import shutil
 
-    from bench._db import scratch_postgres
+    from bench._db import no_throttles, scratch_postgres
     from bench.post_and_wake import THREAD, USER, Server, free_port, wait_http, write_tree
 
     if args.auth != "none":
@@ -224,6 +227,7 @@ def over_socket(args) -> None:
     try:
         with scratch_postgres(url) if url.startswith(("postgres://", "postgresql://")) else _no_database() as db_url:
             env = {"WORKFORCE_VAR_DIR": str(tmp / "var"), "WORKFORCE_AUTH": "none", "WORKFORCE_LOG_LEVEL": "WARNING"}
+            no_throttles(env)
             if db_url:
                 env["DATABASE_URL"] = db_url
             os.environ.update(env)

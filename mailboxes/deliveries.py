@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ from workforce.prepared import Prepared, update_rows
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
+from .fairness import do_release_deliveries, do_release_held_everywhere
 from .models import Delivery
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
 from .rooms import post_request_of
@@ -180,13 +182,33 @@ def _claim(delivery_id: int, now) -> tuple[str | None, Delivery | None]:
     if connection.vendor != "postgresql":
         token = claim_lease(Delivery, delivery_id, now=now)
         return token, (_claimed_delivery(delivery_id) if token is not None else None)
-    token, sql, params = claim_statement(Delivery, delivery_id, now=now, returning=tuple(_CLAIMED_FIELDS))
-    delivery = _CLAIM_AND_READ.one(prefix=(f"WITH claimed AS ({sql})", params))
-    if delivery is None:
-        return None, None
+    for attempt in range(CLAIM_LOCKED_RETRIES + 1):
+        token, sql, params = claim_statement(Delivery, delivery_id, now=now, returning=tuple(_CLAIMED_FIELDS))
+        delivery = _CLAIM_AND_READ.one(prefix=(f"WITH claimed AS ({sql})", params))
+        if delivery is not None:
+            break
+        if attempt == CLAIM_LOCKED_RETRIES or not _pending(delivery_id):
+            return None, None
+        time.sleep(CLAIM_LOCKED_PAUSE)  # a pending row someone holds for a moment: not ours to drop
     for name in _CLAIMED_FIELDS:
         setattr(delivery, name, getattr(delivery, f"claimed_{name}"))
     return token, delivery
+
+
+# The claim skips a row another transaction holds (SKIP LOCKED), so that a redelivered task
+# never queues behind the run it duplicates. A pending delivery can be held for a moment by
+# a release that read it as held (mailboxes.fairness: PostgreSQL keeps the row lock of a
+# FOR UPDATE whose recheck failed until that transaction ends); its task then claims again,
+# at most CLAIM_LOCKED_RETRIES times CLAIM_LOCKED_PAUSE seconds, rather than end and leave
+# the delivery to the sweep.
+CLAIM_LOCKED_RETRIES = 40
+CLAIM_LOCKED_PAUSE = 0.025
+
+
+def _pending(delivery_id: int) -> bool:
+    """True when the delivery is pending with claims left (so a claim that took nothing
+    found it locked); a plain read, which no row lock blocks."""
+    return Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING, attempts__lt=max_delivery_attempts()).exists()
 
 
 def _claimed_delivery(delivery_id: int) -> Delivery:
@@ -334,6 +356,8 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
             record_failed_delivery(delivery, error)
         if delivery.notify_input.get("routed"):
             do_finish_fan_out(delivery.mailbox, delivery.post_id)
+        # Its place is free: the next held delivery of its organization goes (mailboxes.fairness).
+        do_release_deliveries(delivery.organization_id)
 
 
 def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
@@ -518,10 +542,11 @@ class SweepResult:
 
     requeued: list[int] = field(default_factory=list)
     abandoned: list[int] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)  # held ones with room to run (mailboxes.fairness)
 
     def __bool__(self) -> bool:
         """True when the sweep did anything (the sweeper logs it then)."""
-        return bool(self.requeued or self.abandoned)
+        return bool(self.requeued or self.abandoned or self.released)
 
 
 def do_sweep_deliveries(*, now=None) -> SweepResult:
@@ -535,7 +560,9 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
       (the next claim aborts the dead turn); a delivery enqueued and not yet claimed
       when the queue has passed it or holds nothing, no sooner than
       ``requeue_delay(requeues)`` after its last enqueue. A delivery still waiting in a
-      backlog is left alone.
+      backlog is left alone;
+    - held deliveries with room to run are released (``mailboxes.fairness``): what a race
+      between two releases, or a process that died between a settle and its release, left.
     """
     now = now or timezone.now()
     result = SweepResult()
@@ -560,10 +587,12 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
     done = requeue_lost(
         Delivery,
         lost=lost,
-        waiting=Q(status=Delivery.Status.PENDING) | waiting_again,
+        # A held delivery (enqueued_at NULL) was never enqueued: released below, not requeued.
+        waiting=Q(status=Delivery.Status.PENDING, enqueued_at__isnull=False) | waiting_again,
         send=lambda pk: enqueue(DELIVER_TASK, pk),
         task=DELIVER_TASK,
         now=now,
     )
     result.requeued = done.all
+    result.released = [pk for ids in do_release_held_everywhere(now=now).values() for pk in ids]
     return result

@@ -183,6 +183,12 @@ class Delivery(LeasedWork):
             models.Index(fields=["mailbox", "post_id"]),
             models.Index(fields=["enqueued_at"]),
             models.Index(fields=["started_at"]),
+            # The release's read (mailboxes.fairness): an organization's unfinished deliveries only.
+            models.Index(
+                fields=["organization", "mailbox"],
+                condition=models.Q(status__in=["pending", "running"]),
+                name="delivery_unfinished_by_org",
+            ),
         ]
         verbose_name_plural = "deliveries"
         # The table kept its name when deliveries moved here from the seats app.

@@ -7,8 +7,9 @@ cluster after the commit (see ``docs/architecture.md``, "A post end to end").
 post's transaction. A ``NotifyFanOut`` (``wake_member_seats`` or ``notify_block``)
 decides per declared member, the poster included, records one fan-out request
 (``notify``) on the mailbox's session, writes one ``Delivery`` per member that gets
-something (unique per post and member) and enqueues one ``deliver_post`` task per
-delivery with the commit. A routed post is handed to its one member by
+something (unique per post and member), held, and releases them: one ``deliver_post``
+task per delivery, enqueued with the commit as the mailbox's and the organization's
+bounds allow (``mailboxes.fairness``). A routed post is handed to its one member by
 ``deliver_routed``.
 """
 
@@ -31,9 +32,9 @@ from workforce.notify import build_notify_input, kind_hears_posts
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request
 
+from .fairness import DELIVER_TASK, do_release_deliveries
 from .models import Delivery
 
-DELIVER_TASK = "mailboxes.tasks.deliver_post"
 FAN_OUT_ACTION = "notify"
 
 
@@ -187,8 +188,9 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
     Records one ``notify`` request on the mailbox's session (the fan-out: each post on a
     mailbox with a notify block uses two requests of its history window), whose output
     lists ``{member, outcome}`` with outcome ``wake``, ``fallback``, ``call`` or
-    ``none``. Writes one Delivery per member that gets something, in one INSERT, and
-    enqueues one ``deliver_post`` task each after the commit. Under an external
+    ``none``. Writes one Delivery per member that gets something, held, in one INSERT,
+    and releases what the bounds allow (``mailboxes.fairness``: oldest first, one
+    ``deliver_post`` task each, enqueued with the commit). Under an external
     dispatcher nothing is handed out: the fan-out request is failed with
     ``external-dispatcher`` and the post stays.
 
@@ -249,8 +251,10 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         output={"postId": line.line_id, "deliveries": outcomes},
         parent=ctx.request,
     )
-    for delivery in deliveries:
-        enqueue(DELIVER_TASK, delivery.pk)
+    if deliveries:
+        # Written held: released, and their tasks enqueued, as the session's and the
+        # organization's bounds allow (mailboxes.fairness).
+        do_release_deliveries(mailbox.organization_id, now=now)
     return deliveries
 
 
@@ -284,14 +288,17 @@ def do_routed_delivery(
         plan = fan_out.plan(member, notify_input, org_id=mailbox.organization_id, principal=mailbox.user_id)
     if plan is None:
         return "none"
-    delivery = _delivery(mailbox, line.line_id, member, plan, notify_input, timezone.now())
+    now = timezone.now()
+    delivery = _delivery(mailbox, line.line_id, member, plan, notify_input, now)
     delivery.save(force_insert=True)
-    enqueue(DELIVER_TASK, delivery.pk)
+    do_release_deliveries(mailbox.organization_id, now=now)  # held until its bounds allow (mailboxes.fairness)
     return plan.mode
 
 
 def _delivery(mailbox: Session, post_id: str, member: str, plan: Plan, notify_input: dict, now) -> Delivery:
-    """Post ``post_id``'s delivery to ``member`` as ``plan`` says, enqueued ``now`` (not saved)."""
+    """Post ``post_id``'s delivery to ``member`` as ``plan`` says, held (not saved; no task
+    yet: ``mailboxes.fairness.do_release_deliveries`` stamps ``enqueued_at`` and enqueues
+    it). ``now`` is unused, kept for callers that pass the post's time."""
     return Delivery(
         organization_id=mailbox.organization_id,
         mailbox=mailbox,
@@ -300,7 +307,7 @@ def _delivery(mailbox: Session, post_id: str, member: str, plan: Plan, notify_in
         mode=plan.mode,
         seat=plan.seat,
         notify_input=notify_input,
-        enqueued_at=now,
+        enqueued_at=None,
     )
 
 
@@ -367,5 +374,7 @@ def do_wake_seats(
         )
     )
     for delivery in pending:
-        enqueue(DELIVER_TASK, delivery.pk)
+        if delivery.enqueued_at is not None:  # released before: its task again (a redelivered one claims nothing)
+            enqueue(DELIVER_TASK, delivery.pk)
+    do_release_deliveries(session.organization_id, now=now)  # the held ones, as the bounds allow
     return pending

@@ -37,8 +37,8 @@ def deliver_post(delivery_id: int) -> str:
 
 
 def sweep_deliveries() -> dict:
-    """Re-enqueue deliveries a crashed worker or the broker dropped. Returns
-    ``{"requeued": [ids], "abandoned": [ids]}``."""
+    """Re-enqueue deliveries a crashed worker or the broker dropped, and release held ones
+    with room to run. Returns ``{"requeued": [ids], "abandoned": [ids], "released": [ids]}``."""
     boot_for_task()
     result = do_sweep_deliveries()
-    return {"requeued": result.requeued, "abandoned": result.abandoned}
+    return {"requeued": result.requeued, "abandoned": result.abandoned, "released": result.released}

@@ -3,6 +3,8 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from workforce.logins import throttled_login
+
 from . import views
 
 app_name = "web"
@@ -10,7 +12,8 @@ app_name = "web"
 urlpatterns = [
     path("", views.home, name="home"),
     path("who", views.who, name="who"),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="web/login.html"), name="login"),
+    # Failed logins are throttled per username and per address (workforce.logins).
+    path("accounts/login/", throttled_login(auth_views.LoginView.as_view(template_name="web/login.html")), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="web:home"), name="logout"),
     path("mailboxes/<str:mailbox_id>/", views.mailbox, name="mailbox"),
     path("mailboxes/<str:mailbox_id>/events", views.mailbox_events, name="mailbox-events"),

@@ -18,6 +18,9 @@ from .refusals import Refusal
 from .sessions import ensure_organization
 from .wire import MAX_USER_ID_LENGTH
 
+# Set on a DRF request by the API's org throttle (workforce.api.throttles.token_membership).
+MEMBERSHIP_ATTR = "_workforce_membership"
+
 # A user id names a person the way the spec's principals do ("u_42", an email for
 # "human:<email>"; a Django user name in token mode): ASCII letters and digits, then also
 # "." "_" "@" "+" "-". Nothing else: a ":" could spell another user's session id
@@ -113,7 +116,10 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         raise Refusal("invalid-input", f"{problem} Rename the account (the admin) to act with it.")
     if claimed_user_id and claimed_user_id != user_id:
         raise Refusal("principal-mismatch", f'userId "{claimed_user_id}" is not the authenticated caller.')
-    membership = Membership.objects.select_related("organization").filter(user=user).first()
+    # The API's throttle read it already for this request (workforce.api.throttles).
+    membership = getattr(http_request, MEMBERSHIP_ATTR, False)
+    if membership is False:
+        membership = Membership.objects.select_related("organization").filter(user=user).first()
     if membership is None:
         # Never fall back to the default organization: that would hand an authenticated
         # stranger the development tenant's mailboxes.

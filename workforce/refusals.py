@@ -31,6 +31,7 @@ KERNEL_REASONS = {
     "request-finished": 409,  # cancelling a request that already completed or failed
     "external-dispatcher": 503,
     "database-unavailable": 503,
+    "throttled": 429,  # a user's or an organization's rate (workforce.api.throttles; answered with Retry-After)
     "too-many-streams": 503,  # WORKFORCE_STREAM_LIMIT live streams are open (answered with Retry-After)  # the database refused a connection (answered with Retry-After)
     "internal-error": 500,
 }

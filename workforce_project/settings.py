@@ -9,6 +9,7 @@ ORM broker and the embedded models.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -36,6 +37,18 @@ def _env_number(name: str, default, kind=int):
         return kind(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a {'whole number' if kind is int else 'number'}.") from None
+
+
+def _env_rate(name: str, default: str) -> str:
+    """A throttle rate ("60/min") from the environment; empty turns it off. A value that
+    isn't one stops start-up naming it."""
+    raw = os.environ.get(name)
+    value = default if raw is None else raw.strip()
+    if value and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a rate: write <count>/<period>, the period one of s, min, hour, day."
+        )
+    return value
 
 
 # Tasks are signed with this key: with none set, each installation makes its own on first
@@ -133,6 +146,9 @@ STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None  # only for collectst
 # Serve admin and browsable-API assets straight from the apps, no collectstatic step.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+
+# A login with no ?next= lands on the home page (Django's default, /accounts/profile/, is no page here).
+LOGIN_REDIRECT_URL = "web:home"
 
 APPEND_SLASH = False  # one form for the whole API: no trailing slashes (APPEND_SLASH cannot redirect a POST body)
 
@@ -241,6 +257,14 @@ Q_CLUSTER = {
     "bulk": _env_number("WORKFORCE_Q_BULK", max(1, _Q_WORKERS), int),
     "label": "Task queue",
 }
+# Fair scheduling of deliveries (mailboxes.fairness): a mailbox session, and an
+# organization, has at most this many deliveries released to the queue at once (queued,
+# running or waiting for their seat); the rest are held as rows and released oldest first,
+# round-robin across sessions, as those finish. 0: no bound.
+# Defaults: a session can keep every worker busy and no more of its tasks wait in line
+# (bench/flood_fairness.py); an organization twice that.
+WORKFORCE_DELIVERY_SESSION_TASKS = _env_number("WORKFORCE_DELIVERY_SESSION_TASKS", _Q_WORKERS, int)
+WORKFORCE_DELIVERY_ORG_TASKS = _env_number("WORKFORCE_DELIVERY_ORG_TASKS", 2 * _Q_WORKERS, int)
 # The cluster's processes keep their database connections this many seconds (Django's
 # CONN_MAX_AGE, with health checks; 0: a new connection for every task and poll, as
 # django-q2 does by default). The web process pools its own (WORKFORCE_DB_POOL).
@@ -259,6 +283,20 @@ else:
     Q_CLUSTER["orm"] = "default"
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).
     Q_CLUSTER["broker_class"] = "workforce.broker.ListeningORM"
+
+# Throttling (workforce.api.throttles; README "Limits"): calls per user and per organization,
+# "<count>/<period>" (s, min, hour, day) over a sliding window; empty turns one off. Writes
+# (any method but GET/HEAD/OPTIONS: posts, actions, mail, chat) and, looser, reads.
+WORKFORCE_THROTTLE_USER = _env_rate("WORKFORCE_THROTTLE_USER", "60/min")
+WORKFORCE_THROTTLE_ORG = _env_rate("WORKFORCE_THROTTLE_ORG", "600/min")
+WORKFORCE_THROTTLE_READ_USER = _env_rate("WORKFORCE_THROTTLE_READ_USER", "600/min")
+WORKFORCE_THROTTLE_READ_ORG = _env_rate("WORKFORCE_THROTTLE_READ_ORG", "6000/min")
+# Failed logins (the admin's and /accounts/login/; workforce.logins): after this many
+# failures for one username, or from one client address, within the window (seconds),
+# further attempts are refused (429) until the window has passed; 0 turns one off.
+WORKFORCE_LOGIN_FAILURES_PER_USERNAME = _env_number("WORKFORCE_LOGIN_FAILURES_PER_USERNAME", 5, int)
+WORKFORCE_LOGIN_FAILURES_PER_ADDRESS = _env_number("WORKFORCE_LOGIN_FAILURES_PER_ADDRESS", 20, int)
+WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS = _env_number("WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS", 900, int)
 
 # --- REST framework ---------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -279,6 +317,8 @@ REST_FRAMEWORK = {
     "URL_FORMAT_OVERRIDE": None,  # no ?format=: one answer format, JSON (or the browsable API)
     "UNAUTHENTICATED_USER": None,
     "EXCEPTION_HANDLER": "workforce.api.errors.exception_handler",
+    # Per user and per organization (WORKFORCE_THROTTLE_*): a JSON 429 with Retry-After.
+    "DEFAULT_THROTTLE_CLASSES": ["workforce.api.throttles.UserThrottle", "workforce.api.throttles.OrgThrottle"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Workforce server",

@@ -6,3 +6,5 @@ from .settings import Q_CLUSTER
 
 Q_CLUSTER = {**Q_CLUSTER, "sync": True}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# No API throttling unless a test turns it on (tests/workforce/test_throttles.py does).
+WORKFORCE_THROTTLE_USER = WORKFORCE_THROTTLE_ORG = WORKFORCE_THROTTLE_READ_USER = WORKFORCE_THROTTLE_READ_ORG = ""

@@ -29,6 +29,7 @@ from workforce.api.views import (
     SessionRunsView,
     SessionStreamView,
 )
+from workforce.logins import throttled_login
 
 urlpatterns = [
     path("api/", ApiIndexView.as_view(), name="api-index"),
@@ -59,6 +60,8 @@ urlpatterns = [
     path("api/mail/<str:thread_id>/ledger", MailLedgerView.as_view(), name="mail-thread-ledger"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    # The admin's login, throttled per username and per address (workforce.logins), ahead of the admin's own route.
+    path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
     path("", include("web.urls")),  # the pages (README "The pages")
     # Last: any other /api/ path answers a JSON 404, never Django's HTML page.

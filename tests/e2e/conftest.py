@@ -144,6 +144,14 @@ def start_server(server_database, tmp_path):
         port = free_port()
         full_env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
         full_env.update(server_database)
+        # The API's throttles are off unless a test sets a rate (as in settings_test).
+        for name in (
+            "WORKFORCE_THROTTLE_USER",
+            "WORKFORCE_THROTTLE_ORG",
+            "WORKFORCE_THROTTLE_READ_USER",
+            "WORKFORCE_THROTTLE_READ_ORG",
+        ):
+            full_env.setdefault(name, "")
         full_env.update(env or {})
         full_env["PYTHONUNBUFFERED"] = "1"
         log = tmp_path / f"serve-{port}.log"

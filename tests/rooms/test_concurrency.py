@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mailboxes import notify, rooms
+from mailboxes import fairness, notify, rooms
 from mailboxes.deliveries import do_deliver
 from mailboxes.models import Delivery, Project, RoomLine
 from tests.conftest import line_up_at_session_lock, run_in_threads
@@ -37,6 +37,7 @@ def a_post(project, org, monkeypatch):
     not sent): ``(post line, alice's session id, the lead's token)``."""
     _, alice, _ = project
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     request = do_run_action(org=org, kind="mailbox", session_id=alice, action="post", input={"body": "go?"}, user_id=ALICE)
     assert request.status == "completed", request.error
     monkeypatch.undo()
@@ -85,6 +86,7 @@ def test_control_without_the_locks_the_constraint_still_lands_at_most_one(a_post
 def _post_from_threads(org, project, monkeypatch, *, lock: bool) -> list[Request]:
     _, alice, bob = project
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     line_up_at_session_lock(monkeypatch, N, lock=True)  # each talk session's own lock stays
     if not lock:
         _unlocked(monkeypatch)

@@ -212,9 +212,11 @@ def test_a_delivery_whose_cancelled_turn_was_cut_short_is_not_run_again(wired, o
 
     from django.utils import timezone
 
-    from mailboxes import deliveries, notify
+    from mailboxes import deliveries, fairness, notify
 
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired()
     do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": "x"}, user_id=MEMBER)
     delivery = Delivery.objects.get(member="eng.lead")

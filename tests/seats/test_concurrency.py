@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from mailboxes import deliveries, notify
+from mailboxes import deliveries, fairness, notify
 from mailboxes.models import Delivery
 from tests.conftest import MEMBER, run_in_threads
 from workforce.models import Request, Session
@@ -24,6 +24,7 @@ N = 8
 def pending(wired, org, monkeypatch):
     """A committed post whose deliveries were written but not handed to the cluster."""
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired()
     do_run_action(org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": "x"}, user_id=MEMBER)
     return Delivery.objects.get(member="eng.lead")

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from mailboxes import deliveries, notify
+from mailboxes import deliveries, fairness, notify
 from mailboxes.models import Delivery
 from seats import turns
 from seats.models import TurnSlot, TurnWait
@@ -75,6 +75,7 @@ def pending(wired, org, monkeypatch, model):
     """``pending(*mailboxes) -> [Delivery]``: one committed post per mailbox named
     (``post 1``, ``post 2``, ...), their deliveries written but not handed to the cluster."""
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired(TREE)
 
     def _pending(*mailboxes: str) -> list[Delivery]:

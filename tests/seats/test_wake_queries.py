@@ -19,7 +19,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from mailboxes import notify
+from mailboxes import fairness, notify
 from mailboxes.deliveries import do_deliver
 from mailboxes.models import Delivery, Line
 from seats.queries import _WINDOW_FLOORS
@@ -41,8 +41,9 @@ ONE_SEAT = {
 # one CTE on PostgreSQL, two statements on SQLite; the delivery noting its turn),
 # history 1; the cancel check 1; finish (PostgreSQL 1: the request settled unless
 # cancelled and, in the same CTE, the reply item with its counter's bump; SQLite 3),
-# settle 1, slot freed 1.
-WAKE_STATEMENTS = {"postgresql": 10, "sqlite": 14}
+# settle 1, the next held delivery released (mailboxes.fairness: one UPDATE … RETURNING,
+# which finds none here) 1, slot freed 1.
+WAKE_STATEMENTS = {"postgresql": 11, "sqlite": 15}
 WAKE_TRANSACTIONS = 2  # atomic blocks; the cancel check is the one autocommit read
 # On PostgreSQL the live streams are told of each transaction's items after its commit:
 # one NOTIFY per transaction that emitted any (``workforce.streams``).
@@ -108,6 +109,7 @@ def one_seat(wired, org, monkeypatch):
     """``post(body) -> Delivery``: a committed post on a one-member mailbox whose
     delivery was written and not handed to the cluster."""
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired(ONE_SEAT)
 
     def _post(body: str) -> Delivery:
@@ -118,7 +120,7 @@ def one_seat(wired, org, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_wake_of_an_echo_seat_is_10_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
+def test_one_wake_of_an_echo_seat_is_11_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
     assert do_deliver(one_seat("first").pk) == "done"  # its conversation and slot are made
     delivery = one_seat("second")
     with profile() as rows:
@@ -152,7 +154,7 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 
 # The same wake when the seat answers with post-to-mailbox: its line is a second action
 # through the kernel (the mailbox's internal ``seatPost``, dispatched once by its key).
-# Besides the 10 (14): the cancel checks before the tool call and before the model's
+# Besides the 11 (15): the cancel checks before the tool call and before the model's
 # second call 2; the action's transaction (PostgreSQL 3: the mailbox session read under
 # its lock and the request's INSERT in one statement, whose ON CONFLICT on the key's index
 # finds a used key; the line, its item and the request's completion in one CTE; the
@@ -160,7 +162,7 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 # request's INSERT in a savepoint, the line's three writes, the notify request, the
 # request's UPDATE); the tool-call item (PostgreSQL 1, SQLite 2). The tool reads no
 # mailbox: the delivery read it.
-POSTER_WAKE_STATEMENTS = {"postgresql": 16, "sqlite": 28}
+POSTER_WAKE_STATEMENTS = {"postgresql": 17, "sqlite": 29}
 POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
 # The line's item is told by the line's own statement (``mailboxes.lines``), not by one of these.
 POSTER_STREAM_NOTIFIES = 3
@@ -169,6 +171,7 @@ POSTER_STREAM_NOTIFIES = 3
 @pytest.mark.django_db(transaction=True)
 def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_6_more_statements_on_postgresql(wired, org, monkeypatch):
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired(ONE_POSTER)
 
     def post(body: str) -> Delivery:

@@ -14,6 +14,7 @@ from workforce.refusals import Refusal
 
 from .middleware import refusal_json
 from .outages import database_unavailable, database_unavailable_headers
+from .throttles import retry_after
 
 
 def refusal_response(refusal: Refusal, *, request_id: str | None = None, **extra) -> Response:
@@ -35,6 +36,13 @@ def exception_handler(exc, context):
         response = refusal_response(unavailable)
         for header, value in database_unavailable_headers().items():
             response[header] = value
+        return response
+    if isinstance(exc, exceptions.Throttled):
+        seconds = retry_after(exc.wait)
+        response = refusal_response(
+            Refusal("throttled", f"Too many calls from this user or organization; retry in {seconds} s (Retry-After).")
+        )
+        response["Retry-After"] = seconds
         return response
     if isinstance(exc, RequestDataTooBig):
         return refusal_response(Refusal("payload-too-large", "The body is larger than this server accepts."))

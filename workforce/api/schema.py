@@ -35,7 +35,7 @@ from .serializers import RequestSerializer
 
 # The statuses every /api/ operation can answer with the error body, and those only an
 # operation that takes a body can (the body too large, not JSON).
-ERROR_STATUSES = (400, 401, 403, 404, 406, 409, 503)
+ERROR_STATUSES = (400, 401, 403, 404, 406, 409, 429, 503)
 BODY_ERROR_STATUSES = (413, 415)
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 
@@ -48,6 +48,7 @@ STATUS_MEANINGS = {
     409: "The object's state refuses the call.",
     413: "The body is larger than the server accepts.",
     415: "The body is not application/json.",
+    429: "Too many calls from this user or organization (WORKFORCE_THROTTLE_*); retry after Retry-After seconds.",
     503: "The database or the dispatcher is unavailable; retry (Retry-After says when, when it is the database).",
 }
 

@@ -1,0 +1,151 @@
+"""Fair delivery scheduling (docs/architecture.md "Fair scheduling of deliveries"): a
+flood of posts in one mailbox (or one organization) never starves another's.
+
+The task queue is first in, first out, and each delivery used to be handed to it when
+its post was written: 300 posts on a four-member mailbox put 1,200 tasks ahead of
+everyone else's next post. Now a delivery is written **held** (``enqueued_at`` NULL, no
+task) and **released** (``enqueued_at`` stamped, its ``deliver_post`` task enqueued in
+the same transaction) only while
+
+- its mailbox session has fewer than ``WORKFORCE_DELIVERY_SESSION_TASKS`` deliveries in
+  flight (released and not finished: queued, running, or waiting for their seat's turn
+  slot), and
+- its organization has fewer than ``WORKFORCE_DELIVERY_ORG_TASKS`` in flight.
+
+``do_release_deliveries(org_id)`` releases what those bounds allow, in one statement,
+oldest first within a session and round-robin across sessions (a held delivery's turn
+is its session's deliveries in flight plus its place among the session's held ones;
+lower turns go first, then older ids). It runs where a post writes its deliveries (in
+the post's transaction), where a delivery settles (in the transaction that settles it:
+a finished delivery frees a place, so the next one is released with it), and in the
+``deliveries`` sweep, which releases whatever a crash or a race left held with room to
+run. So the queue holds at most a session's bound per busy mailbox and an
+organization's bound per busy organization, and another mailbox's post waits behind
+those few tasks, not behind the flood.
+
+What stays as it was: a delivery row is the durable record (held ones are rows, so
+nothing is lost when a process dies); a released delivery's task is re-enqueued by the
+sweep only when it is known lost (``workforce.leases.requeue_lost``; a held delivery was
+never enqueued, so it is never taken for lost); the task claims its row with a
+conditional UPDATE, so a task run twice runs the turn once. A bound of 0 turns that
+bound off (every delivery released at once, the old behaviour).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from workforce.dispatch import enqueue
+
+from .models import Delivery
+
+DELIVER_TASK = "mailboxes.tasks.deliver_post"
+UNBOUNDED = 1_000_000_000  # a bound of 0: no bound
+
+
+def session_task_limit() -> int:
+    """Deliveries one mailbox session may have in flight (``WORKFORCE_DELIVERY_SESSION_TASKS``;
+    0: no bound)."""
+    return int(settings.WORKFORCE_DELIVERY_SESSION_TASKS) or UNBOUNDED
+
+
+def org_task_limit() -> int:
+    """Deliveries one organization may have in flight (``WORKFORCE_DELIVERY_ORG_TASKS``; 0: no bound)."""
+    return int(settings.WORKFORCE_DELIVERY_ORG_TASKS) or UNBOUNDED
+
+
+def _release_sql() -> str:
+    """The release statement: ``%(org)s``, ``%(session_limit)s``, ``%(org_limit)s``,
+    ``%(now)s``; returns the released ids. One statement on both databases (window
+    functions, a data-modifying ``WITH`` and ``RETURNING``); on PostgreSQL the picked
+    rows are locked ``SKIP LOCKED``, so two releases at once never wait on each other
+    (nor deadlock): a row another transaction is releasing is left to it."""
+    qn = connection.ops.quote_name
+    table = qn(Delivery._meta.db_table)
+    org = qn(Delivery._meta.get_field("organization").column)
+    mailbox = qn(Delivery._meta.get_field("mailbox").column)
+    status, enqueued = qn("status"), qn("enqueued_at")
+    active = f"{status} IN ('{Delivery.Status.PENDING}', '{Delivery.Status.RUNNING}')"
+    ctes = f"""
+        active AS (
+            SELECT "id", {mailbox} AS mailbox, CASE WHEN {enqueued} IS NULL THEN 1 ELSE 0 END AS held
+            FROM {table} WHERE {org} = %(org)s AND {active}
+        ),
+        flying AS (SELECT mailbox, COUNT(*) AS n FROM active WHERE held = 0 GROUP BY mailbox),
+        ranked AS (
+            SELECT a."id", COALESCE(f.n, 0) + ROW_NUMBER() OVER (PARTITION BY a.mailbox ORDER BY a."id") AS turn
+            FROM active a LEFT JOIN flying f ON f.mailbox = a.mailbox
+            WHERE a.held = 1
+        ),
+        ordered AS (
+            SELECT "id", turn, ROW_NUMBER() OVER (ORDER BY turn, "id") AS place FROM ranked WHERE turn <= %(session_limit)s
+        ),
+        picked AS (
+            SELECT "id" FROM ordered
+            WHERE place <= %(org_limit)s - (SELECT COUNT(*) FROM active WHERE held = 0)
+        )"""
+    if connection.vendor == "postgresql":
+        ctes += f""",
+        locked AS (
+            SELECT "id" FROM {table}
+            WHERE "id" IN (SELECT "id" FROM picked) AND {enqueued} IS NULL AND {status} = '{Delivery.Status.PENDING}'
+            ORDER BY "id" FOR UPDATE SKIP LOCKED
+        )"""
+        chosen = "locked"
+    else:
+        chosen = "picked"  # SQLite: writers are serialized
+    return (
+        f"WITH {ctes} UPDATE {table} SET {enqueued} = %(now)s "
+        f'WHERE "id" IN (SELECT "id" FROM {chosen}) AND {enqueued} IS NULL AND {status} = \'{Delivery.Status.PENDING}\' '
+        'RETURNING "id"'
+    )
+
+
+def do_release_deliveries(org_id: str, *, now=None) -> list[int]:
+    """Release the held deliveries of organization ``org_id`` that its bounds allow (the
+    module docstring's rule) and enqueue one ``deliver_post`` task for each, with the
+    caller's transaction (``workforce.dispatch.enqueue``). Safe to call from several
+    processes at once; idempotent (a released delivery is never released again).
+
+    Args:
+        org_id: the organization's id.
+        now: the release time stamped as ``enqueued_at`` (default now).
+
+    Returns:
+        The released deliveries' ids, oldest first.
+    """
+    params = {
+        "org": org_id,
+        "session_limit": session_task_limit(),
+        "org_limit": org_task_limit(),
+        "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
+    }
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(_release_sql(), params)
+        released = sorted(row[0] for row in cursor.fetchall())
+        for pk in released:
+            enqueue(DELIVER_TASK, pk)
+    return released
+
+
+def do_release_held_everywhere(*, now=None) -> dict[str, list[int]]:
+    """The sweep's part: ``do_release_deliveries`` for every organization that has a held
+    delivery (one left held by a race between two releases, or by a process that died
+    between settling a delivery and releasing the next). Returns ``{org_id: [ids]}`` of
+    what it released."""
+    orgs = (
+        Delivery.objects.filter(status=Delivery.Status.PENDING, enqueued_at__isnull=True)
+        .values_list("organization_id", flat=True)
+        .distinct()
+    )
+    released = {}
+    for org_id in list(orgs):
+        ids = do_release_deliveries(org_id, now=now)
+        if ids:
+            released[org_id] = ids
+    return released
+
+
+__all__ = ["do_release_deliveries", "do_release_held_everywhere", "session_task_limit", "org_task_limit"]
