@@ -159,24 +159,36 @@ def web_pool_options() -> dict | None:
     """The PostgreSQL connection pool the web process uses (Django's ``OPTIONS["pool"]``):
     up to ``WORKFORCE_WEB_CONCURRENCY`` connections, kept open between requests; a request
     that finds none free waits ``timeout`` seconds, then answers 503
-    ``database-unavailable``. None when ``WORKFORCE_DB_POOL`` is off, the database is not
-    PostgreSQL, or ``CONN_MAX_AGE`` keeps connections itself (the pool refuses that)."""
+    ``database-unavailable`` (at once while the database refuses connections:
+    ``workforce_project.db_pool``). A connection attempt the database refuses is retried
+    in the background for ``reconnect_timeout`` seconds, then left to the next request.
+    None when ``WORKFORCE_DB_POOL`` is off, the database is not PostgreSQL, or
+    ``CONN_MAX_AGE`` keeps connections itself (the pool refuses that)."""
     conf = settings.DATABASES["default"]
     if not settings.WORKFORCE_DB_POOL or not conf["ENGINE"].endswith("postgresql") or conf.get("CONN_MAX_AGE"):
         return None
     size = max(1, int(settings.WORKFORCE_WEB_CONCURRENCY))
-    return {"min_size": min(2, size), "max_size": size, "timeout": 10}
+    return {"min_size": min(2, size), "max_size": size, "timeout": 10, "reconnect_timeout": 3}
 
 
 def enable_web_pool() -> bool:
     """Switch this process's default database to the pooled connections of
-    ``web_pool_options()``; connections this thread holds are closed first (the next
-    query takes one from the pool). Only for the web server: the task cluster forks its
-    workers, and a pool's threads do not survive a fork. Returns whether it did."""
+    ``web_pool_options()``, in an ``OutageAwarePool`` (``workforce_project.db_pool``: no
+    connection the database closed is handed out, and requests answer at once while it
+    is down); connections this thread holds are closed first (the next query takes one
+    from the pool). Only for the web server: the task cluster forks its workers, and a
+    pool's threads do not survive a fork. Returns whether it did."""
+    from workforce_project.db_pool import OutageAwarePool
+
     options = web_pool_options()
     if options is None:
         return False
     connections.close_all()
+    wrapper = connections["default"]
     # The same dict object as every thread's connection settings (ConnectionHandler).
-    connections["default"].settings_dict.setdefault("OPTIONS", {})["pool"] = options
+    wrapper.settings_dict.setdefault("OPTIONS", {})["pool"] = options
+    # Built as Django builds its pool (DatabaseWrapper.pool), which then uses this one.
+    kwargs = {**wrapper.get_connection_params(), "autocommit": True}
+    pool = OutageAwarePool(kwargs=kwargs, open=False, configure=wrapper._configure_connection, check=None, **options)
+    wrapper._connection_pools[wrapper.alias] = pool
     return True
