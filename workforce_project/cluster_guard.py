@@ -154,6 +154,38 @@ class ClusterLock:
             os.pwrite(handle, f"{description} since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n".encode(), 0)
         self._held = handle
 
+    def keep(self, description: str, *, every: float = 5.0) -> None:
+        """On PostgreSQL, take the lock again when its connection is lost (a database
+        restart ends the session and the lock with it), looking every ``every`` seconds
+        in a thread; logs an error if another cluster took it meanwhile. Nothing on SQLite
+        (the lock is the file's)."""
+        if not self.postgres:
+            return
+
+        def run() -> None:
+            while (held := self._held) is not None:
+                time.sleep(every)
+                try:
+                    held.execute("SELECT 1")
+                    continue
+                except Exception:  # noqa: BLE001  (its connection is gone: take the lock again)
+                    pass
+                try:
+                    fresh = self._connect(description)
+                except Exception:  # noqa: BLE001  (the database is still down: look again later)
+                    continue
+                if self._try(fresh):
+                    self._held = fresh
+                    logger.warning("took the task cluster lock again after its database connection was lost")
+                else:
+                    logger.error(
+                        "the task cluster lock was lost with its database connection and %s holds it now",
+                        self._describe_holder(fresh),
+                    )
+                    fresh.close()
+
+        threading.Thread(target=run, name="cluster-lock", daemon=True).start()
+
     def release(self) -> None:
         """Let go of the lock (once the cluster has stopped)."""
         handle, self._held = self._held, None

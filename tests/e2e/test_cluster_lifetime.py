@@ -90,3 +90,30 @@ def test_a_second_serve_beside_a_live_cluster_refuses_naming_it(start_server, tm
     # A web server only (--no-cluster) may run beside it.
     beside = start_server(root, "--no-cluster")
     assert beside.call("GET", "/api/").status == 200
+
+
+@pytest.mark.postgres
+def test_the_cluster_takes_its_lock_again_when_the_database_ended_its_session(start_server, tmp_path):
+    """A PostgreSQL restart ends the session holding the advisory lock, and the lock with
+    it: the cluster takes it again, so a later serve still finds it."""
+    import psycopg
+
+    server = start_server(tree(tmp_path / "tree"))
+    if "DATABASE_URL" not in server.env:
+        pytest.skip("needs PostgreSQL")
+    cluster = cluster_of(server)
+    holders = (
+        "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+        " AND l.granted AND a.application_name LIKE %s AND a.datname = current_database()"
+    )
+    name = f"workforce cluster pid {cluster} %"
+    with psycopg.connect(server.env["DATABASE_URL"], autocommit=True) as conn:
+        (held,) = wait_for(lambda: conn.execute(holders, (name,)).fetchall(), timeout=10, what="the cluster's lock")
+        conn.execute("SELECT pg_terminate_backend(%s)", (held[0],))
+        again = wait_for(
+            lambda: [row for row in conn.execute(holders, (name,)).fetchall() if row[0] != held[0]],
+            timeout=20,
+            what="the lock taken again",
+            log=server.log,
+        )
+    assert again

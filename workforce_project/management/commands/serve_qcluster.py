@@ -30,6 +30,7 @@ class Command(BaseCommand):
 
         lock = ClusterLock()
         lock.acquire(describe_self(serve_pid), on_wait=waiting)
+        lock.keep(describe_self(serve_pid))  # a database restart ends the session that held it
         call_command("qcluster", skip_checks=True)
         # qcluster returns once its sentinel runs; this frame keeps the lock (its
         # connection, its file) referenced until the cluster has stopped.
