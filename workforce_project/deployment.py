@@ -22,7 +22,7 @@ class ConnectionBudget:
 
     web: int  # the web process's pool, and its streams' LISTEN connection on PostgreSQL
     workers: int  # each cluster worker's own, and one per sweeper thread in it
-    cluster: int  # the sentinel, the monitor, the pusher, and the pusher's LISTEN (ORM broker on PostgreSQL)
+    cluster: int  # the sentinel, the monitor, the pusher, the pusher's LISTEN (ORM broker on PostgreSQL), the cluster lock's (PostgreSQL)
 
     @property
     def total(self) -> int:
@@ -116,7 +116,8 @@ def connection_budget(*, web_concurrency: int | None = None, cluster_workers: in
       runs (``workforce.sweepers.sweeper_threads``): the cluster keeps its connections
       (``workforce.broker.keep_connections``), so each thread holds one;
     - the cluster's other processes, ``CLUSTER_PROCESS_CONNECTIONS``, and with the ORM
-      broker on PostgreSQL the pusher's ``LISTEN`` connection (``workforce.broker``).
+      broker on PostgreSQL the pusher's ``LISTEN`` connection (``workforce.broker``), and on
+      PostgreSQL the cluster lock's (``workforce_project.cluster_guard``, held by its main process).
 
     Args:
         web_concurrency, cluster_workers: override the settings' values.
@@ -130,7 +131,7 @@ def connection_budget(*, web_concurrency: int | None = None, cluster_workers: in
     return ConnectionBudget(
         web=web + (1 if postgres else 0),
         workers=workers * (1 + sweeper_threads()),
-        cluster=CLUSTER_PROCESS_CONNECTIONS + (1 if listening_pusher else 0),
+        cluster=CLUSTER_PROCESS_CONNECTIONS + (1 if listening_pusher else 0) + (1 if postgres else 0),
     )
 
 

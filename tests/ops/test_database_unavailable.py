@@ -123,8 +123,8 @@ def test_the_connection_check_warns_when_serve_can_hold_more_than_postgres_allow
     threads = sweeper_threads()
     assert threads >= 2  # the plain sweeps' thread and the round deadlines' timer
     # The web pool and its streams' LISTEN; each worker's own and its sweeper threads';
-    # the sentinel, the monitor, the pusher and the pusher's LISTEN.
-    others = 1 + 4 * (1 + threads) + 3 + 1
+    # the sentinel, the monitor, the pusher and the pusher's LISTEN; the cluster lock's.
+    others = 1 + 4 * (1 + threads) + 3 + 1 + 1
     settings.WORKFORCE_WEB_CONCURRENCY = allowed - others  # exactly what it allows
     assert check_database_connections() == []
     settings.WORKFORCE_WEB_CONCURRENCY = allowed - others + 1
@@ -132,7 +132,7 @@ def test_the_connection_check_warns_when_serve_can_hold_more_than_postgres_allow
     assert isinstance(warning, checks.Warning) and warning.id == "workforce_project.W001"
     assert warning.msg == (
         f"serve can hold {allowed + 1} database connections ({allowed - others + 2} for the web server + "
-        f"{4 * (1 + threads)} for the cluster workers and their sweeper threads + 4 for the cluster's other "
+        f"{4 * (1 + threads)} for the cluster workers and their sweeper threads + 5 for the cluster's other "
         f"processes; WORKFORCE_WEB_CONCURRENCY {allowed - others + 1}, 4 cluster workers) "
         f"but PostgreSQL allows this role {allowed}."
     )
