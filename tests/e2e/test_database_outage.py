@@ -1,7 +1,7 @@
 """A database outage on a real ``serve`` (issue 22, item 12): while PostgreSQL refuses
 connections and has ended every backend of the server's database (``ALLOW_CONNECTIONS
 false`` and ``pg_terminate_backend``: a restart without the restart), every request, an API
-post, an API read and a page, answers 503 with ``Retry-After`` within a second, JSON
+post, an API read, a page and a stream, answers 503 with ``Retry-After`` within a second, JSON
 ``database-unavailable`` on the API, never a 500; once the database takes connections again,
 requests answer as before. Before the fix the pooled connections the database had closed
 answered 500 ``internal-error``, and then each request waited the pool's 10 s for a 503."""
@@ -28,6 +28,7 @@ MEMBER = "eng.lead"
 POST = "/api/flows/mailbox/eng.standup/actions/post"
 READ = "/api/mailboxes/eng.standup/transcript"
 PAGE = "/mailboxes/eng.standup/"
+STREAM = "/api/sessions/eng.standup/stream"
 
 
 class Browser:
@@ -37,8 +38,9 @@ class Browser:
         self.base = base
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
 
-    def send(self, method: str, path: str, body: dict | None = None, form: dict | None = None):
-        """``(status, headers, text, seconds)``."""
+    def send(self, method: str, path: str, body: dict | None = None, form: dict | None = None, timeout: float = 30):
+        """``(status, headers, text, seconds)``; a stream that is still open after
+        ``timeout`` seconds reads as status 200 with what it sent by then."""
         data, kind = None, None
         if body is not None:
             data, kind = json.dumps(body).encode(), "application/json"
@@ -51,8 +53,12 @@ class Browser:
             request.add_header("Referer", self.base + path)
         started = time.monotonic()
         try:
-            with self.opener.open(request, timeout=30) as answer:
-                return answer.status, dict(answer.headers), answer.read().decode(), time.monotonic() - started
+            with self.opener.open(request, timeout=timeout) as answer:
+                try:
+                    text = answer.read().decode()
+                except TimeoutError:  # a live stream: it answered, and stays open
+                    text = ""
+                return answer.status, dict(answer.headers), text, time.monotonic() - started
         except urllib.error.HTTPError as err:
             return err.code, dict(err.headers), err.read().decode(), time.monotonic() - started
 
@@ -91,6 +97,7 @@ def test_every_request_during_an_outage_answers_503_at_once_and_normally_after(t
         "post": lambda n: post(n),
         "read": lambda n: browser.send("GET", f"{READ}?userId={MEMBER}"),
         "page": lambda n: browser.send("GET", PAGE),
+        "stream": lambda n: browser.send("GET", f"{STREAM}?userId={MEMBER}&after=999999", timeout=1.5),
     }
     for name, call in requests.items():  # warm: the pool holds open connections now
         status, _, text, _ = call(0)
