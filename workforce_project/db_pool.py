@@ -97,9 +97,7 @@ class OutageAwarePool(ConnectionPool):
             raise PoolTimeout(f"the database refused a connection: {reason}")
         try:
             try:
-                conn = self.connection_class.connect(
-                    self._resolve_conninfo(), **{**self._resolve_kwargs(), "connect_timeout": PROBE_CONNECT_SECONDS}
-                )
+                conn = self.connection_class.connect(self._probe_conninfo(), **self._probe_kwargs())
             except Exception as exc:
                 self._note_refused(exc)
                 raise PoolTimeout(f"the database refused a connection: {self._refused}") from None
@@ -110,6 +108,14 @@ class OutageAwarePool(ConnectionPool):
             self.check()
         finally:
             self._probing.release()
+
+    def _probe_conninfo(self) -> str:
+        conninfo = self.conninfo
+        return (conninfo() if callable(conninfo) else conninfo) or ""
+
+    def _probe_kwargs(self) -> dict:
+        kwargs = self.kwargs
+        return {**((kwargs() if callable(kwargs) else kwargs) or {}), "connect_timeout": PROBE_CONNECT_SECONDS}
 
     # -- handing out connections -----------------------------------------------------------
 

@@ -117,6 +117,7 @@ def test_every_request_during_an_outage_answers_503_at_once_and_normally_after(t
                     answers.append((kind, *call(n)))
         finally:
             conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+            restored = time.monotonic()
 
     problems = []
     for kind, status, headers, text, seconds in answers:
@@ -130,6 +131,7 @@ def test_every_request_during_an_outage_answers_503_at_once_and_normally_after(t
 
     # Back: every kind of request answers as before, within seconds.
     wait_for(lambda: post(99)[0] == 202, timeout=10, what="a post answered 202 again", log=server.log)
+    print(f"a post answered 202 {time.monotonic() - restored:.2f}s after the database took connections again")
     for kind, call in requests.items():
         status, _, text, _ = call(100)
         assert status in (200, 202), (kind, status, text[:300])
