@@ -19,10 +19,21 @@ still that one, else reads the new tip and applies its change again, so two writ
 in two processes or two threads, never lose a commit (and never take the same issue
 number). After each commit the vault tells the office (``mail.store.tell_office``)
 once the caller's database transaction commits, as a forge's webhook would.
+
+A writer killed mid-write (a SIGKILL of ``serve``) can leave dulwich's lock file behind
+(``refs/heads/main.lock``, or an object's ``.lock``), and dulwich then refuses every later
+write. So every write holds a shared ``flock`` on the vault's ``workforce-writers`` file
+for as long as it may hold a dulwich lock (``_VaultWrite``); a writer that meets a lock
+file tries for that flock exclusively, and only when it gets it (no writer is at work in
+any process, on any machine whose file system carries ``flock``) and the lock file is older
+than ``STALE_LOCK_SECONDS`` (a guard against writers that do not take the flock: ``git``
+itself, a machine whose ``flock`` stays local) is the lock stale: it is removed and logged,
+naming the file (``clear_stale_lock``). A lock a live writer holds is never touched.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -31,7 +42,8 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,6 +71,10 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 # An issue's folder: ASCII digits only (``str.isdigit`` also takes "²", which ``int``
 # refuses); any other name under ``issues/`` is not an issue and is ignored.
 _NUMBER = re.compile(r"[0-9]{1,9}")
+# The file in each vault every writer holds a shared flock on while it writes.
+WRITERS_FILE = "workforce-writers"
+# A dulwich lock file this old (seconds), with no writer at work, is one a killed writer left.
+STALE_LOCK_SECONDS = 2.0
 
 
 def vault_dir() -> Path:
@@ -79,18 +95,83 @@ def _numbers(names: list[str]) -> list[int]:
     return sorted({int(n) for n in names if _NUMBER.fullmatch(n)})
 
 
-def _add_object(repo: Repo, obj) -> None:
+def clear_stale_lock(repo_path: str | os.PathLike, lock_file: str | os.PathLike, *, holding: int | None = None) -> bool:
+    """Remove ``lock_file`` (a dulwich ``*.lock`` in the vault at ``repo_path``) when its
+    writer is gone: no process holds the vault's writers flock (``WRITERS_FILE``) and the
+    file is at least ``STALE_LOCK_SECONDS`` old. Logs a warning naming the file when it
+    removes one. ``holding``: the caller's own descriptor holding the shared flock, let go
+    while this looks and taken again before it returns. Returns whether it removed it."""
+    writers = os.path.join(os.fspath(repo_path), WRITERS_FILE)
+    if holding is not None:
+        fcntl.flock(holding, fcntl.LOCK_UN)
+    try:
+        fd = os.open(writers, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False  # a writer is at work: the lock may be its own
+            try:
+                age = time.time() - os.stat(lock_file).st_mtime
+            except FileNotFoundError:
+                return False
+            if age < STALE_LOCK_SECONDS:
+                return False
+            try:
+                os.unlink(lock_file)
+            except FileNotFoundError:
+                return False
+            logger.warning(
+                "removed the stale vault lock %s: no vault writer is at work and it is %.0f s old (its writer was killed)",
+                os.fspath(lock_file),
+                age,
+            )
+            return True
+        finally:
+            os.close(fd)  # lets go of the flock
+    finally:
+        if holding is not None:
+            fcntl.flock(holding, fcntl.LOCK_SH)
+
+
+class _VaultWrite:
+    """One write to a vault's repository: ``fd`` holds the shared writers flock
+    (``_writing``) for as long as the write may hold a dulwich lock."""
+
+    def __init__(self, path: Path, fd: int):
+        self.path = path
+        self.fd = fd
+
+    def clear_if_stale(self, exc: FileLocked) -> bool:
+        """``clear_stale_lock`` for the lock file ``exc`` met."""
+        lock = exc.lockfilename
+        return clear_stale_lock(self.path, os.fsdecode(lock), holding=self.fd)
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[_VaultWrite]:
+    """Hold the vault's writers flock, shared, for the duration of one write."""
+    fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield _VaultWrite(path, fd)
+    finally:
+        os.close(fd)
+
+
+def _add_object(repo: Repo, obj, write: _VaultWrite | None = None) -> None:
     """Write ``obj`` unless the store has it. Two writers writing the same object (the
     same text, the same tree) at once meet on its lock file: the second waits until the
-    first has written it."""
+    first has written it; a lock whose writer is gone is cleared (``clear_stale_lock``)."""
     for _ in range(MAX_TRIES):
         if obj.id in repo.object_store:
             return
         try:
             repo.object_store.add_object(obj)
             return
-        except FileLocked:
-            time.sleep(0.001)
+        except FileLocked as exc:
+            if write is None or not write.clear_if_stale(exc):
+                time.sleep(0.001)
     raise StoreError(f"the object {obj.id.decode()} stayed locked")
 
 
@@ -98,8 +179,9 @@ class _Files:
     """The branch tip's tree as a flat ``{path: (mode, sha)}`` map, read lazily, plus
     what a change writes."""
 
-    def __init__(self, repo: Repo, tree_id: bytes | None):
+    def __init__(self, repo: Repo, tree_id: bytes | None, write: _VaultWrite | None = None):
         self.repo = repo
+        self.write = write
         self.entries: dict[bytes, tuple[int, bytes]] = {}
         if tree_id is not None:
             self._walk(tree_id, b"")
@@ -124,7 +206,7 @@ class _Files:
 
     def put(self, path: str, data: bytes | str) -> None:
         blob = Blob.from_string(data.encode() if isinstance(data, str) else data)
-        _add_object(self.repo, blob)
+        _add_object(self.repo, blob, self.write)
         self.entries[path.encode()] = (FILE_MODE, blob.id)
 
     def put_json(self, path: str, value: Any) -> None:
@@ -135,17 +217,20 @@ class _Files:
         return sorted({p[len(start) :].split(b"/")[0].decode() for p in self.entries if p.startswith(start)})
 
     def tree(self) -> bytes:
-        return commit_tree(_LockTolerantStore(self.repo), [(p, sha, mode) for p, (mode, sha) in sorted(self.entries.items())])
+        return commit_tree(
+            _LockTolerantStore(self.repo, self.write), [(p, sha, mode) for p, (mode, sha) in sorted(self.entries.items())]
+        )
 
 
 class _LockTolerantStore:
     """What ``commit_tree`` writes its trees through: ``_add_object``."""
 
-    def __init__(self, repo: Repo):
+    def __init__(self, repo: Repo, write: _VaultWrite | None = None):
         self.repo = repo
+        self.write = write
 
     def add_object(self, obj) -> None:
-        _add_object(self.repo, obj)
+        _add_object(self.repo, obj, self.write)
 
 
 @dataclass(frozen=True)
@@ -216,33 +301,41 @@ class VaultStore:
         compare-and-swap; on a lost race read the new tip and apply it again. Returns
         ``(what mutate returned, commit id)``."""
         repo = self._repo(org_id, vault, create=True)
+        held = None  # the last lock file met, for the message when the vault stays busy
         try:
-            for attempt in range(MAX_TRIES):
-                tip = self._tip(repo)
-                files = self._files(repo, tip)
-                if not files.get("labels.json"):
-                    files.put_json("labels.json", [{"name": n, "color": LABEL_COLORS[n]} for n in LABELS])
-                result = mutate(files)
-                commit = Commit()
-                commit.tree = files.tree()
-                commit.parents = [tip] if tip is not None else []
-                commit.author = commit.committer = OFFICE
-                commit.author_time = commit.commit_time = int(time.time())
-                commit.author_timezone = commit.commit_timezone = 0
-                commit.encoding = b"UTF-8"
-                commit.message = message.encode() + b"\n"
-                _add_object(repo, commit)
-                try:
-                    if tip is None:
-                        moved = repo.refs.add_if_new(BRANCH, commit.id)
-                    else:
-                        moved = repo.refs.set_if_equals(BRANCH, tip, commit.id)
-                except FileLocked:
-                    moved = False
-                if moved:
-                    return result, commit.id
-                time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
-            raise StoreError(f"the vault {vault} in {org_id} stayed busy through {MAX_TRIES} tries")
+            with _writing(Path(repo.path)) as write:
+                for attempt in range(MAX_TRIES):
+                    tip = self._tip(repo)
+                    files = self._files(repo, tip)
+                    files.write = write  # what it writes meets a stale lock: clear it
+                    if not files.get("labels.json"):
+                        files.put_json("labels.json", [{"name": n, "color": LABEL_COLORS[n]} for n in LABELS])
+                    result = mutate(files)
+                    commit = Commit()
+                    commit.tree = files.tree()
+                    commit.parents = [tip] if tip is not None else []
+                    commit.author = commit.committer = OFFICE
+                    commit.author_time = commit.commit_time = int(time.time())
+                    commit.author_timezone = commit.commit_timezone = 0
+                    commit.encoding = b"UTF-8"
+                    commit.message = message.encode() + b"\n"
+                    _add_object(repo, commit, write)
+                    try:
+                        if tip is None:
+                            moved = repo.refs.add_if_new(BRANCH, commit.id)
+                        else:
+                            moved = repo.refs.set_if_equals(BRANCH, tip, commit.id)
+                    except FileLocked as exc:
+                        moved = False
+                        held = os.fsdecode(exc.lockfilename)
+                        if write.clear_if_stale(exc):
+                            continue
+                    if moved:
+                        return result, commit.id
+                    time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 20)))
+            where = f" (the lock file {held} stayed: a writer at work holds it)" if held else ""
+            logger.warning("the vault %s in %s stayed busy through %s tries%s", vault, org_id, MAX_TRIES, where)
+            raise StoreError(f"the vault {vault} in {org_id} stayed busy through {MAX_TRIES} tries{where}")
         finally:
             repo.close()
 

@@ -22,7 +22,7 @@ class ConnectionBudget:
 
     web: int  # the web process's pool, and its streams' LISTEN connection on PostgreSQL
     workers: int  # each cluster worker's own, and one per sweeper thread in it
-    cluster: int  # the sentinel, the monitor, the pusher, and the pusher's LISTEN (ORM broker on PostgreSQL)
+    cluster: int  # the sentinel, the monitor, the pusher, the pusher's LISTEN (ORM broker on PostgreSQL), the cluster lock's (PostgreSQL)
 
     @property
     def total(self) -> int:
@@ -116,7 +116,8 @@ def connection_budget(*, web_concurrency: int | None = None, cluster_workers: in
       runs (``workforce.sweepers.sweeper_threads``): the cluster keeps its connections
       (``workforce.broker.keep_connections``), so each thread holds one;
     - the cluster's other processes, ``CLUSTER_PROCESS_CONNECTIONS``, and with the ORM
-      broker on PostgreSQL the pusher's ``LISTEN`` connection (``workforce.broker``).
+      broker on PostgreSQL the pusher's ``LISTEN`` connection (``workforce.broker``), and on
+      PostgreSQL the cluster lock's (``workforce_project.cluster_guard``, held by its main process).
 
     Args:
         web_concurrency, cluster_workers: override the settings' values.
@@ -130,7 +131,7 @@ def connection_budget(*, web_concurrency: int | None = None, cluster_workers: in
     return ConnectionBudget(
         web=web + (1 if postgres else 0),
         workers=workers * (1 + sweeper_threads()),
-        cluster=CLUSTER_PROCESS_CONNECTIONS + (1 if listening_pusher else 0),
+        cluster=CLUSTER_PROCESS_CONNECTIONS + (1 if listening_pusher else 0) + (1 if postgres else 0),
     )
 
 
@@ -159,24 +160,36 @@ def web_pool_options() -> dict | None:
     """The PostgreSQL connection pool the web process uses (Django's ``OPTIONS["pool"]``):
     up to ``WORKFORCE_WEB_CONCURRENCY`` connections, kept open between requests; a request
     that finds none free waits ``timeout`` seconds, then answers 503
-    ``database-unavailable``. None when ``WORKFORCE_DB_POOL`` is off, the database is not
-    PostgreSQL, or ``CONN_MAX_AGE`` keeps connections itself (the pool refuses that)."""
+    ``database-unavailable`` (at once while the database refuses connections:
+    ``workforce_project.db_pool``). A connection attempt the database refuses is retried
+    in the background for ``reconnect_timeout`` seconds, then left to the next request.
+    None when ``WORKFORCE_DB_POOL`` is off, the database is not PostgreSQL, or
+    ``CONN_MAX_AGE`` keeps connections itself (the pool refuses that)."""
     conf = settings.DATABASES["default"]
     if not settings.WORKFORCE_DB_POOL or not conf["ENGINE"].endswith("postgresql") or conf.get("CONN_MAX_AGE"):
         return None
     size = max(1, int(settings.WORKFORCE_WEB_CONCURRENCY))
-    return {"min_size": min(2, size), "max_size": size, "timeout": 10}
+    return {"min_size": min(2, size), "max_size": size, "timeout": 10, "reconnect_timeout": 3}
 
 
 def enable_web_pool() -> bool:
     """Switch this process's default database to the pooled connections of
-    ``web_pool_options()``; connections this thread holds are closed first (the next
-    query takes one from the pool). Only for the web server: the task cluster forks its
-    workers, and a pool's threads do not survive a fork. Returns whether it did."""
+    ``web_pool_options()``, in an ``OutageAwarePool`` (``workforce_project.db_pool``: no
+    connection the database closed is handed out, and requests answer at once while it
+    is down); connections this thread holds are closed first (the next query takes one
+    from the pool). Only for the web server: the task cluster forks its workers, and a
+    pool's threads do not survive a fork. Returns whether it did."""
+    from workforce_project.db_pool import OutageAwarePool
+
     options = web_pool_options()
     if options is None:
         return False
     connections.close_all()
+    wrapper = connections["default"]
     # The same dict object as every thread's connection settings (ConnectionHandler).
-    connections["default"].settings_dict.setdefault("OPTIONS", {})["pool"] = options
+    wrapper.settings_dict.setdefault("OPTIONS", {})["pool"] = options
+    # Built as Django builds its pool (DatabaseWrapper.pool), which then uses this one.
+    kwargs = {**wrapper.get_connection_params(), "autocommit": True}
+    pool = OutageAwarePool(kwargs=kwargs, open=False, configure=wrapper._configure_connection, check=None, **options)
+    wrapper._connection_pools[wrapper.alias] = pool
     return True

@@ -6,8 +6,11 @@ does)."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
+import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -16,7 +19,7 @@ from dulwich.objects import Commit
 
 from mail.constants import LABEL_NEW, LABEL_REPLIED, LABELS
 from mail.store import StoreError
-from mail.vault import BRANCH, VaultStore
+from mail.vault import BRANCH, STALE_LOCK_SECONDS, WRITERS_FILE, VaultStore, clear_stale_lock
 
 
 def git(repo, *args: str) -> str:
@@ -152,3 +155,102 @@ def test_control_a_blind_branch_move_loses_commits(tmp_path):
     store = race("blind", tmp_path / "blind")
     issues = store.list_issues("default", "eng.alpha")
     assert len(issues[0].comments) < WRITERS * EACH
+
+
+# --- a lock file a killed writer left (issue 22, item 9) ------------------------------------
+
+HOLD_WRITERS_FLOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_SH)
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def _stale(lock, seconds_old: float = 60) -> None:
+    """Make ``lock`` as a writer killed ``seconds_old`` seconds ago left it."""
+    lock.write_bytes(b"0" * 40 + b"\n")
+    past = time.time() - seconds_old
+    os.utime(lock, (past, past))
+
+
+def test_a_lock_a_killed_writer_left_is_cleared_logged_and_the_write_lands(store, caplog):
+    store.create_issue("default", "eng.alpha", title="One", body="b1", labels=[LABEL_NEW])
+    repo = store.path("default", "eng.alpha")
+    lock = repo / "refs" / "heads" / "main.lock"
+    _stale(lock)
+
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="mail.vault"):
+        issue = store.comment("default", "eng.alpha", 1, "after the kill")
+    assert time.monotonic() - started < 5  # not the ~11 s of tries that end in vault-unavailable
+    assert issue.comments[-1].body == "after the kill"
+    assert not lock.exists()
+    assert [r.getMessage() for r in caplog.records if str(lock) in r.getMessage()], caplog.text  # the log names the file
+    assert store.commits("default", "eng.alpha") == 2
+    git(repo, "fsck", "--strict")
+
+
+def test_a_stale_object_lock_is_cleared_too(store):
+    store.create_issue("default", "eng.alpha", title="One", body="b1", labels=[LABEL_NEW])
+    repo = store.path("default", "eng.alpha")
+    # The blob the next comment writes, locked as a writer killed mid-object leaves it.
+    from dulwich.objects import Blob
+
+    blob = Blob.from_string(b"the same text")
+    folder = repo / "objects" / blob.id.decode()[:2]
+    folder.mkdir(exist_ok=True)
+    _stale(folder / (blob.id.decode()[2:] + ".lock"))
+    issue = store.comment("default", "eng.alpha", 1, "the same text")
+    assert issue.comments[-1].body == "the same text"
+    git(repo, "fsck", "--strict")
+
+
+@pytest.fixture
+def live_writer(tmp_path):
+    """``live_writer(repo)``: another process holding the vault's writers flock, as a writer at work does."""
+    procs = []
+
+    def _hold(repo):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD_WRITERS_FLOCK, str(repo / WRITERS_FILE)], stdout=subprocess.PIPE, text=True
+        )
+        procs.append(proc)
+        assert proc.stdout.readline().strip() == "holding"
+        return proc
+
+    yield _hold
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_control_a_lock_a_live_writer_holds_is_never_cleared(store, live_writer, monkeypatch):
+    store.create_issue("default", "eng.alpha", title="One", body="b1", labels=[LABEL_NEW])
+    repo = store.path("default", "eng.alpha")
+    lock = repo / "refs" / "heads" / "main.lock"
+    _stale(lock)  # old, yet its writer is alive (in another process)
+    live_writer(repo)
+
+    assert clear_stale_lock(repo, lock) is False
+    monkeypatch.setattr("mail.vault.MAX_TRIES", 30)
+    with pytest.raises(StoreError, match="stayed busy") as refused:
+        store.comment("default", "eng.alpha", 1, "waits")
+    assert str(lock) in str(refused.value)  # the refusal names the file
+    assert lock.exists()
+    assert store.commits("default", "eng.alpha") == 1
+
+
+def test_control_a_fresh_lock_is_kept_even_with_no_writer_at_work(store):
+    """A writer that does not take the flock (``git`` itself) holds a lock for
+    milliseconds: a lock younger than STALE_LOCK_SECONDS is never cleared."""
+    store.create_issue("default", "eng.alpha", title="One", body="b1", labels=[LABEL_NEW])
+    repo = store.path("default", "eng.alpha")
+    lock = repo / "refs" / "heads" / "main.lock"
+    lock.write_bytes(b"0" * 40 + b"\n")
+    assert clear_stale_lock(repo, lock) is False
+    assert lock.exists()
+    _stale(lock, seconds_old=STALE_LOCK_SECONDS + 1)
+    assert clear_stale_lock(repo, lock) is True
+    assert not lock.exists()

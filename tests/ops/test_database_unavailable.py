@@ -123,8 +123,8 @@ def test_the_connection_check_warns_when_serve_can_hold_more_than_postgres_allow
     threads = sweeper_threads()
     assert threads >= 2  # the plain sweeps' thread and the round deadlines' timer
     # The web pool and its streams' LISTEN; each worker's own and its sweeper threads';
-    # the sentinel, the monitor, the pusher and the pusher's LISTEN.
-    others = 1 + 4 * (1 + threads) + 3 + 1
+    # the sentinel, the monitor, the pusher and the pusher's LISTEN; the cluster lock's.
+    others = 1 + 4 * (1 + threads) + 3 + 1 + 1
     settings.WORKFORCE_WEB_CONCURRENCY = allowed - others  # exactly what it allows
     assert check_database_connections() == []
     settings.WORKFORCE_WEB_CONCURRENCY = allowed - others + 1
@@ -132,7 +132,7 @@ def test_the_connection_check_warns_when_serve_can_hold_more_than_postgres_allow
     assert isinstance(warning, checks.Warning) and warning.id == "workforce_project.W001"
     assert warning.msg == (
         f"serve can hold {allowed + 1} database connections ({allowed - others + 2} for the web server + "
-        f"{4 * (1 + threads)} for the cluster workers and their sweeper threads + 4 for the cluster's other "
+        f"{4 * (1 + threads)} for the cluster workers and their sweeper threads + 5 for the cluster's other "
         f"processes; WORKFORCE_WEB_CONCURRENCY {allowed - others + 1}, 4 cluster workers) "
         f"but PostgreSQL allows this role {allowed}."
     )
@@ -154,3 +154,31 @@ def test_the_connection_check_does_not_crash_without_a_database(settings, connec
     connect_as(HOST="127.0.0.1", PORT=closed_port())
     settings.WORKFORCE_WEB_CONCURRENCY = 100_000
     assert check_database_connections() == []
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_connection_the_database_ended_under_the_request_answers_503_not_500(open_tree, monkeypatch):
+    """What a PostgreSQL restart does to a request holding a connection (issue 22, item 12):
+    its next query fails on a connection the server closed. It answered 500 ``internal-error``."""
+    if not on_postgres():
+        pytest.skip("needs PostgreSQL")
+    open_tree()
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(key, None)
+
+    def ended_under_it(**kwargs):
+        connection.ensure_connection()
+        pid = connection.connection.info.backend_pid
+        with psycopg.connect(**params, autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+
+    monkeypatch.setattr("workforce.api.views.do_run_action", ended_under_it)
+    client = APIClient(raise_request_exception=False)
+    try:
+        assert_database_unavailable(client.post(POST_URL, {"userId": MEMBER, "input": {"body": "hi"}}, format="json"))
+    finally:
+        connection.close()  # the ended one: the test's teardown opens another

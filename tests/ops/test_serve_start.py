@@ -83,7 +83,7 @@ def test_the_web_pool_is_sized_from_web_concurrency(monkeypatch):
     conf = {"ENGINE": "django.db.backends.postgresql", "CONN_MAX_AGE": 0}
     fake = SimpleNamespace(DATABASES={"default": conf}, WORKFORCE_WEB_CONCURRENCY=12, WORKFORCE_DB_POOL=True)
     monkeypatch.setattr("workforce_project.deployment.settings", fake)
-    assert web_pool_options() == {"min_size": 2, "max_size": 12, "timeout": 10}
+    assert web_pool_options() == {"min_size": 2, "max_size": 12, "timeout": 10, "reconnect_timeout": 3}
     fake.WORKFORCE_DB_POOL = False
     assert web_pool_options() is None
     fake.WORKFORCE_DB_POOL = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.core.exceptions import RequestDataTooBig
 from django.views.csrf import csrf_failure as django_csrf_failure
 from django.views.decorators.csrf import csrf_exempt
@@ -12,7 +14,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from workforce.refusals import Refusal
 
-from .middleware import refusal_json
+from .middleware import refusal_json, unavailable_response
 from .outages import database_unavailable, database_unavailable_headers
 from .throttles import retry_after
 
@@ -82,7 +84,12 @@ def csrf_failure(request, reason: str = ""):
 
 def server_error(request, *args, **kwargs):
     """``handler500``: on an ``/api/`` path a JSON 500 ``internal-error`` that names no
-    exception (the log has it); elsewhere Django's own page."""
+    exception (the log has it); elsewhere Django's own page. An exception that is the
+    database unreachable, raised outside a view (a middleware reading the session), is
+    the 503 ``database-unavailable`` a view's would be (``middleware.unavailable_response``)."""
+    unavailable = unavailable_response(request, sys.exc_info()[1])
+    if unavailable is not None:
+        return unavailable
     if not request.path.startswith("/api/"):
         return django_server_error(request)
     return refusal_json(Refusal("internal-error", "The server failed to answer; the error is in its log."))

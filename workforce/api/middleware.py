@@ -3,7 +3,7 @@ contract's shape."""
 
 from __future__ import annotations
 
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 
 from workforce.refusals import Refusal
 from workforce.wire import text_problem
@@ -36,14 +36,28 @@ class ApiHygieneMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        """A view outside DRF that could not get a database connection: the same JSON 503
-        ``database-unavailable`` as DRF's views (``errors.exception_handler``)."""
-        if not request.path.startswith("/api/"):
-            return None
-        refusal = database_unavailable(exception)
-        if refusal is None:
-            return None
+        """A view outside DRF (a page included) that could not reach the database: 503
+        ``database-unavailable`` with ``Retry-After`` (``unavailable_response``)."""
+        return unavailable_response(request, exception)
+
+
+def unavailable_response(request, exception: BaseException) -> HttpResponse | None:
+    """The answer to a request ``exception`` ended when it is the database unreachable
+    (``outages.database_unavailable``): on ``/api/`` the same JSON 503 as DRF's views
+    (``errors.exception_handler``), on a page a short HTML 503; both with ``Retry-After``.
+    None for any other exception."""
+    refusal = database_unavailable(exception)
+    if refusal is None:
+        return None
+    if request.path.startswith("/api/"):
         response = refusal_json(refusal)
-        for header, value in database_unavailable_headers().items():
-            response[header] = value
-        return response
+    else:
+        response = HttpResponse(
+            "<!doctype html><title>Service unavailable</title><h1>Service unavailable</h1>"
+            "<p>The database did not answer; this page retries shortly.</p>",
+            status=503,
+            content_type="text/html; charset=utf-8",
+        )
+    for header, value in database_unavailable_headers().items():
+        response[header] = value
+    return response

@@ -27,6 +27,7 @@ from seats.hiring import HireRefused, WorkerTreeError
 from workforce.streams import stop_streams
 from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
+from workforce_project.cluster_guard import wait_for_no_cluster
 from workforce_project.deployment import (
     BrokerUnreachable,
     describe_broker,
@@ -106,10 +107,37 @@ class Command(BaseCommand):
         # refused rather than left waiting on a start that may still fail.
         listeners = _bind(host, port)
         try:
+            if not no_cluster:
+                self._no_other_cluster()
             self._serve(listeners, host, no_cluster)
         finally:
             for sock in listeners:  # uvicorn closed them if it ran; a refusal above did not
                 sock.close()
+
+    def _no_other_cluster(self) -> None:
+        """Wait a while for a task cluster already running on this database to stop (that
+        of a serve killed a moment ago stops within WORKFORCE_STOP_SECONDS), then refuse:
+        two clusters on one database run each task's work twice over
+        (``workforce_project.cluster_guard``).
+
+        Raises:
+            CommandError: still running then, naming it.
+        """
+        seconds = float(settings.WORKFORCE_STOP_SECONDS) + 5
+
+        def say(line: str) -> None:
+            self.stdout.write(line)
+            self.stdout.flush()
+
+        try:
+            holder = wait_for_no_cluster(seconds, say=say)
+        except Exception as exc:  # noqa: BLE001  (the database did not answer: say so, as migrate would)
+            raise CommandError(f"cannot reach the database ({describe_database()}): {exc}") from None
+        if holder is not None:
+            raise CommandError(
+                f"a task cluster is already running on this database ({describe_database()}): {holder}. "
+                "Stop it (or the serve that runs it) first, or pass --no-cluster to run only a web server beside it."
+            )
 
     def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
         port = listeners[0].getsockname()[1]  # the one the system picked for port 0
@@ -130,15 +158,29 @@ class Command(BaseCommand):
         cluster = None
         if not no_cluster:
             manage = Path(settings.BASE_DIR) / "manage.py"
+            # The cluster watches the read end; only this process holds the write end
+            # (os.pipe's are not inherited), so it sees EOF when serve ends, however.
+            watch, self._alive = os.pipe()
             cluster = subprocess.Popen(
                 # serve ran the checks already: the cluster would print their warnings again.
-                [sys.executable, str(manage), "qcluster", "--skip-checks"],
+                [
+                    sys.executable,
+                    str(manage),
+                    "serve_qcluster",
+                    "--skip-checks",
+                    "--serve-pid",
+                    str(os.getpid()),
+                    "--parent-fd",
+                    str(watch),
+                ],
                 env=os.environ.copy(),
+                pass_fds=(watch,),
                 # Its own process group: Ctrl-C reaches serve only, which stops the
                 # cluster by signalling its main process (signalling its whole group
                 # can deadlock django-q2 on shutdown).
                 start_new_session=True,
             )
+            os.close(watch)
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
         if enable_web_pool():
             self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
