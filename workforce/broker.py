@@ -236,3 +236,42 @@ class ListeningORM(ClusterConnections, ORM):
                 listener.close()
             except Exception:
                 pass
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def notify_pushers() -> None:
+    """Wake the ORM broker's pushers now (PostgreSQL; delivered at commit): tasks whose
+    lock was moved to the past are handed out at once, not at the next idle poll."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, Conf.CLUSTER_NAME])
+
+
+def redis_broker():
+    from django_q.brokers import get_broker
+
+    broker = get_broker()
+    return broker if isinstance(broker, Redis) else None
+
+
+def redis_queued(func: str | None) -> set:
+    """The first argument of every ``func`` task waiting in the Redis broker's list
+    (empty for another broker, or when it cannot be read)."""
+    from django_q.signing import SignedPackage
+
+    broker = redis_broker()
+    if broker is None or func is None:
+        return set()
+    queued = set()
+    for payload in broker.connection.lrange(broker.list_key, 0, -1):
+        try:
+            task = SignedPackage.loads(payload)
+        except Exception:  # not ours to judge
+            continue
+        if task.get("func") == func and task.get("args"):
+            queued.add(task["args"][0])
+    return queued
