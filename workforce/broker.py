@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+from contextlib import contextmanager
 from time import sleep
 
 from django.conf import settings
@@ -105,9 +107,38 @@ class ClusterConnections:
 
 
 class ClusterRedis(ClusterConnections, Redis):
-    """django-q2's Redis broker, unchanged but for ``ClusterConnections``: the cluster's
-    processes keep their database connections. ``Q_CLUSTER["broker_class"]`` with a
-    ``redis://`` ``WORKFORCE_BROKER_URL``."""
+    """django-q2's Redis broker, unchanged but for ``ClusterConnections`` (the cluster's
+    processes keep their database connections) and ``to_the_front``.
+    ``Q_CLUSTER["broker_class"]`` with a ``redis://`` ``WORKFORCE_BROKER_URL``."""
+
+    def enqueue(self, task):
+        """Append the task to the queue, or, inside ``to_the_front``, keep it for the
+        head of the queue."""
+        front = getattr(_front, "tasks", None)
+        if front is not None:
+            front.append(task)
+            return len(front)
+        return super().enqueue(task)
+
+
+_front = threading.local()  # .tasks: what to_the_front keeps for the head of the queue
+
+
+@contextmanager
+def to_the_front():
+    """``with to_the_front():`` the tasks this thread enqueues on the Redis broker inside
+    the block go to the head of the queue, in the order enqueued, when the block ends:
+    work the broker lost (``workforce.broker_watch``) runs before what was enqueued
+    after it, as it would have. Raises what the push raises (its rows are found again
+    by the sweeps)."""
+    _front.tasks = kept = []
+    try:
+        yield
+    finally:
+        _front.tasks = None
+        broker = redis_broker() if kept else None
+        if broker is not None:
+            broker.connection.lpush(broker.list_key, *reversed(kept))
 
 
 class ListeningORM(ClusterConnections, ORM):

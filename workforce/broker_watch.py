@@ -14,7 +14,7 @@ import uuid
 
 from django.utils import timezone
 
-from .broker import redis_broker
+from .broker import redis_broker, to_the_front
 from .leases import note_broker_lost
 from .sweepers import run_all_sweeps
 
@@ -36,7 +36,8 @@ def do_watch_broker() -> dict | None:
     comes back without it (it restarted empty, or its database was flushed) lost every
     task it held. The one process whose ``SET NX`` wins notes the loss
     (``workforce.leases.note_broker_lost``: rows enqueued before now and still waiting,
-    whose task is not in the list, are known lost) and runs every sweep at once, so the
+    whose task is not in the list, are known lost) and runs every sweep at once, their
+    tasks put at the head of the queue (``workforce.broker.to_the_front``), so the
     lost work is enqueued again within a second or two of the broker answering. A
     broker that is unreachable is left for the next pass; one that comes back with its
     mark (a network blip, a restart with its data) lost nothing. The first start of a
@@ -56,4 +57,6 @@ def do_watch_broker() -> dict | None:
         return None
     logger.warning("the task broker holds no queue mark: it lost its queue; enqueuing again what it held")
     note_broker_lost(timezone.now())
-    return {"lost": True, "requeued": run_all_sweeps()}
+    with to_the_front():  # ahead of what was enqueued since, as it was
+        requeued = run_all_sweeps()
+    return {"lost": True, "requeued": requeued}

@@ -281,6 +281,21 @@ def test_the_broker_watch_notices_a_flushed_queue_once(redis_broker_11, monkeypa
     assert ran == [1, 1] and leases.broker_lost_at() is not None
 
 
+def test_what_the_broker_lost_goes_back_to_the_head_of_its_queue_in_order(redis_broker_11, monkeypatch):
+    from workforce import broker as broker_module
+    from workforce import broker_watch
+
+    monkeypatch.setattr(broker_module, "redis_broker", broker_watch.redis_broker)
+    key = "django_q:workforce:q"
+    redis_broker_11.rpush(key, "enqueued after the loss")
+    cluster = broker_module.ClusterRedis.__new__(broker_module.ClusterRedis)
+    with broker_module.to_the_front():
+        for task in ("lost 1", "lost 2", "lost 3"):
+            cluster.enqueue(task)
+        assert redis_broker_11.llen(key) == 1  # kept until the block ends
+    assert redis_broker_11.lrange(key, 0, -1) == [b"lost 1", b"lost 2", b"lost 3", b"enqueued after the loss"]
+
+
 # ----------------------------------------------------------------------------- the ORM broker
 
 
