@@ -33,6 +33,7 @@ Two more costs of django-q2's defaults are cut here, for both brokers:
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import threading
 from contextlib import contextmanager
@@ -155,6 +156,32 @@ class ListeningORM(ClusterConnections, ORM):
         super().__init__(list_key=list_key)
         self._listener = None
         self._listener_pid: int | None = None
+
+    def ping(self) -> bool:
+        """``ClusterConnections.ping``; in a cluster's sentinel, which pings once as it
+        starts (``qinfo``/``qmonitor`` ping from their main process), also
+        ``hand_back_taken``."""
+        answer = super().ping()
+        if multiprocessing.current_process().name != "MainProcess":
+            try:
+                self.hand_back_taken()
+            except Exception:  # the database is down: the broker's retry hands them out later
+                logger.warning("could not hand back the tasks a cluster before this one had taken", exc_info=True)
+        return answer
+
+    def hand_back_taken(self) -> int:
+        """Hand out again now every task a cluster took from this queue and did not
+        finish (its ``lock`` still in the future). A starting cluster is the only one on
+        its database (``serve`` runs one; several machines share the Redis broker, not
+        this one), so those tasks were taken by a cluster that is gone (killed, or its
+        machine restarted) and would otherwise wait ``Q_CLUSTER["retry"]`` (180 s). The
+        work's claims decide who runs it: a task handed out twice does nothing the
+        second time. Returns the tasks handed back."""
+        now = timezone.now()
+        count = OrmQ.objects.using(Conf.ORM).filter(key=self.list_key, lock__gt=now).update(lock=now)
+        if count:
+            logger.warning("handed out again %s task(s) a cluster that is gone had taken", count)
+        return count
 
     @staticmethod
     def _on_postgres() -> bool:

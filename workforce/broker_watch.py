@@ -10,12 +10,13 @@ the broker answering again, and runs them then.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 from django.utils import timezone
 
 from .broker import redis_broker, to_the_front
-from .leases import note_broker_lost
+from .leases import note_broker_lost, queue_passed
 from .sweepers import run_all_sweeps
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,8 @@ def do_watch_broker() -> dict | None:
 
     The queue's epoch mark (``epoch_key``) is set once with ``SET NX``; a broker that
     comes back without it (it restarted empty, or its database was flushed) lost every
-    task it held. The one process whose ``SET NX`` wins notes the loss
+    task it held. The one process whose ``SET NX`` wins waits for the tasks the cluster
+    had already taken to start (``_wait_for_taken``, a few seconds at most), notes the loss
     (``workforce.leases.note_broker_lost``: rows enqueued before now and still waiting,
     whose task is not in the list, are known lost) and runs every sweep at once, their
     tasks put at the head of the queue (``workforce.broker.to_the_front``), so the
@@ -56,7 +58,36 @@ def do_watch_broker() -> dict | None:
     if not fresh:
         return None
     logger.warning("the task broker holds no queue mark: it lost its queue; enqueuing again what it held")
-    note_broker_lost(timezone.now())
+    lost_at = timezone.now()
+    # Tasks the cluster took from the broker before the loss (its workers' prefetch) are
+    # not lost: they start within moments. Wait for them, so they are not run twice.
+    _wait_for_taken(broker, lost_at)
+    note_broker_lost(lost_at)
     with to_the_front():  # ahead of what was enqueued since, as it was
         requeued = run_all_sweeps()
     return {"lost": True, "requeued": requeued}
+
+
+TAKEN_WAIT_SECONDS = 5.0  # the longest wait for the tasks the cluster had taken to start
+IDLE_SECONDS = 1.0  # an empty queue this long: what the workers had taken has started
+
+
+def _wait_for_taken(broker, lost_at, *, bound: float = TAKEN_WAIT_SECONDS) -> None:
+    """Return once what the cluster had taken from the broker before ``lost_at`` has
+    started: a task enqueued after the loss started (``workforce.leases.queue_passed``:
+    the queue is first in, first out), or the queue stayed empty ``IDLE_SECONDS``, or
+    ``bound`` seconds passed."""
+    deadline = time.monotonic() + bound
+    idle_since = None
+    while time.monotonic() < deadline:
+        if queue_passed(lost_at):
+            return
+        try:
+            empty = broker.connection.llen(broker.list_key) == 0
+        except Exception:
+            empty = False
+        now = time.monotonic()
+        idle_since = (idle_since or now) if empty else None
+        if idle_since is not None and now - idle_since >= IDLE_SECONDS:
+            return
+        time.sleep(0.1)

@@ -204,6 +204,16 @@ def queue_mark(after: datetime, *, now: datetime) -> datetime | None:
     return mark
 
 
+def queue_passed(after: datetime) -> bool:
+    """True when a task enqueued after ``after`` has started, in any registered table:
+    the queue is first in, first out, so every task the cluster had taken from the
+    broker before that one has been handed to a worker by then."""
+    return any(
+        model.objects.filter(enqueued_at__gt=after, **{f"{ran_field}__gte": F("enqueued_at")}).exists()
+        for model, ran_field in _witnesses.values()
+    )
+
+
 def cluster_quiet(*, now: datetime) -> bool:
     """True when no task of a registered table started in the last
     ``requeue_grace_seconds()``: a task the cluster already took from the broker (its

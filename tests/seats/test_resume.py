@@ -308,3 +308,22 @@ def test_a_lapsed_claims_task_in_the_orm_broker_is_handed_out_again_now():
     waiting = OrmQ.objects.create(key="workforce", payload="y", lock=now - timedelta(seconds=5))
     assert leases.orm_hand_out_now([held.pk, waiting.pk], now=now) == 1
     assert OrmQ.objects.get(pk=held.pk).lock < now
+
+
+@pytest.mark.django_db
+def test_a_starting_cluster_hands_out_again_what_a_cluster_before_it_had_taken():
+    """A cluster killed with tasks in its workers' hands: the ORM broker keeps them
+    locked for its ``retry`` (180 s); the next cluster's sentinel hands them out at once."""
+    from django_q.models import OrmQ
+
+    from workforce.broker import ListeningORM
+
+    broker = ListeningORM()
+    now = timezone.now()
+    taken = OrmQ.objects.create(key=broker.list_key, payload="x", lock=now + timedelta(seconds=170))
+    waiting = OrmQ.objects.create(key=broker.list_key, payload="y", lock=now - timedelta(seconds=1))
+    other = OrmQ.objects.create(key="another-queue", payload="z", lock=now + timedelta(seconds=170))
+    assert broker.hand_back_taken() == 1
+    assert OrmQ.objects.get(pk=taken.pk).lock <= timezone.now()
+    assert OrmQ.objects.get(pk=waiting.pk).lock == now - timedelta(seconds=1)
+    assert OrmQ.objects.get(pk=other.pk).lock > timezone.now()
