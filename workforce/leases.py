@@ -144,6 +144,10 @@ def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:
 #   guaranteed order, but keeps each in its table until acknowledged: there a row the
 #   queue passed is lost only when its task is no longer in that table.
 #
+# - Known lost at once: a claim whose holder process is gone (``workforce.holders`` lets it
+#   lapse now), and, after the Redis broker lost its queue (``note_broker_lost``), a row
+#   enqueued before the loss whose task is not in the broker's list.
+#
 # Each re-enqueue is a conditional UPDATE on ``(enqueued_at, requeues)``, so sweeps from
 # several processes enqueue a row at most once per state; claims still decide who runs it.
 
