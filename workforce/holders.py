@@ -25,6 +25,7 @@ Tables register what their holds look like with ``register_holds`` (the apps'
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -76,18 +77,16 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
-_identity: tuple[int, str] | None = None  # (pid, identity): recomputed after a fork
-
-
 def process_identity() -> str:
-    """This process's 20-hex-digit identity: host, pid, start time."""
-    global _identity
-    pid = os.getpid()
-    if _identity is None or _identity[0] != pid:
-        start = _start_ticks(pid)
-        start_hex = f"{(start or 0) & 0xFFFFFFFF:0{START_DIGITS}x}"
-        _identity = (pid, f"{_host_key()}{pid & 0xFFFFFF:0{PID_DIGITS}x}{start_hex}")
-    return _identity[1]
+    """This process's 20-hex-digit identity: host, pid, start time (a forked child has
+    its own)."""
+    return _identity_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=8)
+def _identity_of(pid: int) -> str:
+    start = _start_ticks(pid)
+    return f"{_host_key()}{pid & 0xFFFFFF:0{PID_DIGITS}x}{(start or 0) & 0xFFFFFFFF:0{START_DIGITS}x}"
 
 
 def new_token() -> str:

@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .holders import new_token
+from .runtime import Slot
 
 logger = logging.getLogger(__name__)
 
@@ -272,19 +273,18 @@ def orm_hand_out_now(ids: list[int], *, now: datetime) -> int:
 # When this process saw the Redis broker lose its queue (``workforce.broker_watch``): a row
 # enqueued before it that is still waiting, and whose task is not in the broker's list,
 # is known lost.
-_broker_lost_at: datetime | None = None
+BROKER_LOST_AT: Slot[datetime | None] = Slot("workforce.broker_lost_at", empty=lambda: None)
 
 
 def note_broker_lost(at: datetime) -> None:
     """Record that the broker lost what it held before ``at`` (its queue was flushed, or
     it restarted empty); the next ``requeue_lost`` calls enqueue such rows again at once."""
-    global _broker_lost_at
-    _broker_lost_at = at
+    BROKER_LOST_AT.set(at)
 
 
 def broker_lost_at() -> datetime | None:
     """When this process last saw the broker lose its queue (``note_broker_lost``)."""
-    return _broker_lost_at
+    return BROKER_LOST_AT.get()
 
 
 def broker_idle() -> bool:

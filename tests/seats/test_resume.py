@@ -61,6 +61,14 @@ def replies() -> list[str]:
     return [i.data["text"].rsplit(": ", 1)[-1] for i in items if i.data["role"] == "assistant"]
 
 
+@pytest.fixture(autouse=True)
+def no_broker_loss_noted():
+    """Each test starts, and leaves, with no broker loss noted in this process."""
+    leases.BROKER_LOST_AT.clear()
+    yield
+    leases.BROKER_LOST_AT.clear()
+
+
 @pytest.fixture
 def conversation(wired, post) -> Session:
     """eng.lead's conversation in eng.incidents, after one post it answered."""
@@ -231,7 +239,6 @@ def test_work_waiting_in_a_broker_that_lost_its_queue_is_enqueued_again_at_once(
     now = timezone.now()
     first, second = queued("post 2"), queued("post 3")
     Delivery.objects.filter(pk__in=[first.pk, second.pk]).update(enqueued_at=now - timedelta(seconds=2))
-    monkeypatch.setattr(leases, "_broker_lost_at", None)
     monkeypatch.setattr(deliveries_module, "enqueue", lambda *a: None)
     assert do_sweep_deliveries(now=now).requeued == []  # waiting in a backlog: left alone
     monkeypatch.setattr(broker_module, "redis_queued", lambda func: {second.pk})  # still in the list
@@ -272,7 +279,6 @@ def test_the_broker_watch_notices_a_flushed_queue_once(redis_broker_11, monkeypa
 
     ran = []
     monkeypatch.setattr(broker_watch, "run_all_sweeps", lambda: ran.append(1) or {})
-    monkeypatch.setattr(leases, "_broker_lost_at", None)
     assert broker_watch.do_watch_broker() == {"lost": True, "requeued": {}}  # a queue never marked: lost
     assert broker_watch.do_watch_broker() is None
     assert broker_watch.do_watch_broker() is None
