@@ -48,12 +48,18 @@ class Figures:
     tasks: int = 0  # deliver_post tasks the cluster ran (distinct task ids) plus those still queued
     task_runs: int = 0  # runs of those tasks (a redelivered task counts each run)
     tasks_not_claimed: int = 0  # runs that found their delivery already taken (pure waste)
+    turn_order_waits: int = 0  # runs that found their seat's turn slot taken (a TurnWait): each costs one later task, not waste
     queued_left: int = 0  # tasks still in the broker when counted
     sweeper_requeued: int = 0  # re-enqueues the sweeper logged
     extra_tasks: int = 0
     wake_median_s: float | None = None
     wake_p95_s: float | None = None
     wake_max_s: float | None = None
+    fault: str = ""  # what --fault did, and when
+    fault_wake_p95_s: float | None = None  # wake latency p95 of the posts written from 10 s before the fault to its end
+    fault_wake_max_s: float | None = None
+    fault_resume_s: float | None = None  # fault end -> the first turn that started after it
+    fault_drained_s: float | None = None  # fault end -> the last delivery settled
     settle_s: float = 0.0
     fuzz_requests: int = 0
     fuzz_by_status: dict = field(default_factory=dict)
@@ -110,10 +116,13 @@ def count_duplicated(completed_turns: Iterable[tuple[str, str]], answers: Iterab
     return sum(1 for n in turns.values() if n > 1), sum(1 for n in lines.values() if n > 1)
 
 
-def count_extra_tasks(tasks: int, deliveries: int) -> int:
-    """Tasks enqueued beyond one per delivery (never negative: a task lost with a
-    killed Redis worker and not re-enqueued shows as a lost wake, not as -1 here)."""
-    return max(0, tasks - deliveries)
+def count_extra_tasks(tasks: int, deliveries: int, turn_order_waits: int = 0) -> int:
+    """Tasks enqueued beyond one per delivery and one per turn-order wait (a delivery
+    whose seat was busy in its conversation left a ``TurnWait`` and gets a second task
+    when the slot frees: the README's "one turn at a time", not waste). Never negative:
+    a task lost with a killed Redis worker and not re-enqueued shows as a lost wake, not
+    as -1 here."""
+    return max(0, tasks - deliveries - turn_order_waits)
 
 
 def verdict(f: Figures) -> tuple[bool, str]:
@@ -180,14 +189,33 @@ def render(f: Figures, *, header: str) -> str:
             "extra tasks",
             f"{f.extra_tasks}",
             f"{share}: {f.tasks} deliver_post tasks ({f.task_runs} runs, "
-            f"{f.tasks_not_claimed} found nothing to do, {f.queued_left} left queued); "
-            f"sweeper re-enqueued {f.sweeper_requeued}",
+            f"{f.tasks_not_claimed} found nothing to do, {f.queued_left} left queued) "
+            f"less one per delivery and one per turn-order wait; sweeper re-enqueued {f.sweeper_requeued}",
+        ),
+        (
+            "turn-order waits",
+            f"{f.turn_order_waits}",
+            (f"{100 * f.turn_order_waits / f.deliveries:.1f}% of deliveries" if f.deliveries else "-")
+            + ": found the seat busy in its conversation, ran again when its turn ended (not waste)",
         ),
         (
             "wake latency",
             sec(f.wake_median_s),
             f"median post -> turn start; p95 {sec(f.wake_p95_s)}, "
             f"max {sec(f.wake_max_s)}; settled {f.settle_s:.0f} s after the load",
+        ),
+        *(
+            [
+                (
+                    "fault",
+                    sec(f.fault_wake_p95_s),
+                    f"wake p95 of the posts it hit (from 10 s before it to its end), max {sec(f.fault_wake_max_s)}; "
+                    f"first turn {sec(f.fault_resume_s)} and all deliveries settled {sec(f.fault_drained_s)} "
+                    f"after it ended; {f.fault}",
+                )
+            ]
+            if f.fault
+            else []
         ),
         (
             "fuzz",

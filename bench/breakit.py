@@ -3,7 +3,7 @@
 1. load: starts the real ``manage.py serve`` (web server + its django-q2 cluster child)
    on a free loopback port, against a database of its own (a temp SQLite file, or a
    fresh PostgreSQL database ``wf_breakit_<random>`` created and dropped here), with the
-   Redis broker on ``redis://127.0.0.1:6379/7`` (flushed at start and end; only db 7)
+   Redis broker on ``--redis-url`` (default ``redis://127.0.0.1:6379/7``; flushed at start and end, that db only)
    or the ORM broker, on a small tree written to a temp dir: mailbox ``bench.standup``
    whose three echo seats answer every post with ``post-to-mailbox``. Short queue
    timeouts (timeout 8 s, retry 12 s, sweep every 1 s) keep the run quick. ``--posters``
@@ -22,7 +22,16 @@
    django-q2's task table, kept whole by ``bench/breakit_settings.py``'s
    ``save_limit: 0``, plus what is still queued: ``django_q_ormq`` rows on the ORM
    broker, the Redis list's length on Redis; a Redis task lost with a killed worker is
-   not counted, its delivery shows as re-enqueued by the sweeper or lost).
+   not counted, its delivery shows as re-enqueued by the sweeper or lost), less the
+   **turn-order waits**, counted apart: a task whose outcome was ``waiting`` found its
+   seat busy in its conversation and costs one more task when the turn ends (the
+   README's one turn at a time), which is not waste.
+   With ``--fault db-outage`` (PostgreSQL) the server's database refuses connections and
+   loses every backend for ``--fault-seconds``; with ``--fault broker-loss`` (Redis) the
+   broker's queue is flushed; both at ``--fault-at`` seconds. The table then shows the
+   wake p95 of the posts the fault hit and how long after it the turns resumed and the
+   deliveries settled. ``--timings default`` runs with the server's own queue timings
+   (timeout 120 s, retry 180 s, sweep 15 s) instead of the short ones.
 4. fuzz: a bounded list of malformed and edge inputs against the HTTP API
    (``bench/_breakit.py``'s ``fuzz_cases``), counted by status; every 5xx, non-JSON or
    unanswered ``/api/`` answer is listed with its request.
@@ -32,7 +41,8 @@ tasks <= 1% of deliveries); exit status 0 on PASS, 1 on FAIL, 2 when it could no
 Loopback only; every process and database it made is removed at the end, on Ctrl-C too.
 
 Usage: ``.venv/bin/python bench/breakit.py [--db sqlite|postgres] [--broker orm|redis]
-[--posters 4] [--seconds 30] [--think 0.3] [--kills 3] [--kill-target mixed] [--no-fuzz | --fuzz-only]``.
+[--posters 4] [--seconds 30] [--think 0.3] [--kills 3] [--kill-target mixed] [--fault none|db-outage|broker-loss]
+[--fault-seconds 12] [--timings short|default] [--no-fuzz | --fuzz-only]``.
 """
 
 from __future__ import annotations
@@ -141,20 +151,21 @@ def as_datetime(value) -> datetime:
 
 
 class Broker:
-    """Where queued tasks wait: the ORM broker's table or the Redis list (db 7 only)."""
+    """Where queued tasks wait: the ORM broker's table or the Redis list (its database
+    only: ``--redis-url``, db 7 by default)."""
 
-    def __init__(self, kind: str, db: ServerDatabase):
-        self.kind, self.db = kind, db
+    def __init__(self, kind: str, db: ServerDatabase, url: str = REDIS_URL):
+        self.kind, self.db, self.url = kind, db, url
         self.redis = None
         if kind == "redis":
             import redis
 
-            self.redis = redis.Redis.from_url(REDIS_URL)
-            self.redis.flushdb()  # db 7 only
+            self.redis = redis.Redis.from_url(self.url)
+            self.redis.flushdb()  # its database only
 
     @property
     def env(self) -> dict:
-        return {"WORKFORCE_BROKER_URL": REDIS_URL} if self.kind == "redis" else {}
+        return {"WORKFORCE_BROKER_URL": self.url} if self.kind == "redis" else {}
 
     def queued(self) -> int:
         if self.redis is not None:
@@ -373,6 +384,48 @@ def kill_once(server: Server, target: str, t: float, figures: Figures, rng: rand
     figures.kills += 1
 
 
+# ----------------------------------------------------------------------------- faults
+
+
+class Fault:
+    """``--fault``: at ``at`` seconds into the load, take the database away for
+    ``seconds`` (``db-outage``: PostgreSQL refuses new connections and every backend of
+    the server's database is terminated, as a restart does) or make the Redis broker
+    lose its queue (``broker-loss``: ``FLUSHDB`` of its database, as a restart without
+    persistence does). ``started``/``ended`` are wall-clock seconds (epoch)."""
+
+    def __init__(self, kind: str, at: float, seconds: float, db: ServerDatabase, broker: Broker):
+        self.kind, self.at, self.seconds, self.db, self.broker = kind, at, seconds, db, broker
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.lost = 0
+
+    def describe(self) -> str:
+        if self.kind == "db-outage":
+            return f"PostgreSQL refused the server's database for {self.seconds:.0f} s at {self.at:.0f} s"
+        return f"the Redis broker lost its queue ({self.lost} tasks) at {self.at:.0f} s"
+
+    def run(self, started: float, stop: threading.Event) -> None:
+        if stop.wait(max(0.0, started + self.at - time.monotonic())):
+            return
+        self.started = time.time()
+        if self.kind == "broker-loss":
+            self.lost = self.broker.queued()
+            self.broker.redis.flushdb()  # the bench's Redis database only
+            self.ended = time.time()
+            return
+        import psycopg
+
+        with psycopg.connect(self.db.admin, autocommit=True) as conn:
+            conn.execute(f'ALTER DATABASE "{self.db.name}" ALLOW_CONNECTIONS false')
+            try:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (self.db.name,))
+                stop.wait(self.seconds)
+            finally:
+                conn.execute(f'ALTER DATABASE "{self.db.name}" ALLOW_CONNECTIONS true')
+        self.ended = time.time()
+
+
 # ----------------------------------------------------------------------------- settle and count
 
 
@@ -381,19 +434,25 @@ def mailbox_pk(db: ServerDatabase, session_id: str) -> int | None:
     return found[0][0] if found else None
 
 
-def deliver_tasks(db: ServerDatabase) -> tuple[int, int, int]:
+def deliver_tasks(db: ServerDatabase) -> tuple[int, int, int, int]:
     """``deliver_post`` tasks the cluster finished: (distinct ids, runs, runs that found
-    their delivery already taken). django-q2 keeps one row per task id, counting its
-    redeliveries in ``attempt_count``; the result is a base64 pickle of the outcome."""
+    their delivery already taken, runs that found the seat's turn slot taken). django-q2
+    keeps one row per task id, counting its redeliveries in ``attempt_count``; the
+    result is a base64 pickle of the outcome (``do_deliver``'s: ``not-claimed``,
+    ``waiting``, ...). The task table is the ledger of turn-order waits: the
+    ``TurnWait`` row a wait leaves is deleted once its task is enqueued."""
     rows = db.rows("SELECT attempt_count, result FROM django_q_task WHERE func = %s", ("mailboxes.tasks.deliver_post",))
-    not_claimed = 0
+    not_claimed = waiting = 0
     for _, result in rows:
         try:
-            if result and b"not-claimed" in base64.b64decode(result):
-                not_claimed += 1
+            outcome = base64.b64decode(result) if result else b""
         except ValueError:
-            pass
-    return len(rows), sum(max(1, a or 1) for a, _ in rows), not_claimed
+            continue
+        if b"not-claimed" in outcome:
+            not_claimed += 1
+        elif b"waiting" in outcome:
+            waiting += 1
+    return len(rows), sum(max(1, a or 1) for a, _ in rows), not_claimed, waiting
 
 
 def settle(db: ServerDatabase, broker: Broker, bound: float) -> float:
@@ -423,7 +482,9 @@ def settle(db: ServerDatabase, broker: Broker, bound: float) -> float:
     return time.monotonic() - t0
 
 
-def count(db: ServerDatabase, broker: Broker, figures: Figures, acked: list[str], log_text: str) -> None:
+def count(
+    db: ServerDatabase, broker: Broker, figures: Figures, acked: list[str], log_text: str, fault: Fault | None = None
+) -> None:
     """Read the server's database and fill ``figures``' delivery and task counts."""
     pk = mailbox_pk(db, MAILBOX)
     lines = db.rows("SELECT line_id, body, at, seat_authored, author FROM mailboxes_line WHERE session_id = %s", (pk,))
@@ -457,11 +518,11 @@ def count(db: ServerDatabase, broker: Broker, figures: Figures, acked: list[str]
     figures.deliveries = len(deliveries)
     figures.failed = sum(1 for *_, s in deliveries if s == "failed")
     figures.duplicated_turns, figures.duplicated_answers = count_duplicated(turns, answers)
-    tasks, runs, not_claimed = deliver_tasks(db)
+    tasks, runs, not_claimed, waiting = deliver_tasks(db)
     figures.queued_left = broker.queued()
     figures.tasks = tasks + figures.queued_left
-    figures.task_runs, figures.tasks_not_claimed = runs, not_claimed
-    figures.extra_tasks = count_extra_tasks(figures.tasks, figures.deliveries)
+    figures.task_runs, figures.tasks_not_claimed, figures.turn_order_waits = runs, not_claimed, waiting
+    figures.extra_tasks = count_extra_tasks(figures.tasks, figures.deliveries, waiting)
     figures.load_log_errors = len(error_lines(log_text))
     figures.sweeper_requeued = sum(
         len(re.findall(r"\d+", m)) for m in re.findall(r"sweeper: deliveries: SweepResult\(requeued=\[([^\]]*)\]", log_text)
@@ -472,6 +533,29 @@ def count(db: ServerDatabase, broker: Broker, figures: Figures, acked: list[str]
     figures.wake_median_s = percentile(latencies, 0.5)
     figures.wake_p95_s = percentile(latencies, 0.95)
     figures.wake_max_s = max(latencies) if latencies else None
+    if fault is not None and fault.ended is not None:
+        hit = [
+            first_start[(p, m)].timestamp() - at / 1000
+            for p, (_, at) in posts.items()
+            for m in SEATS
+            if (p, m) in first_start and fault.started - 10 <= at / 1000 <= fault.ended
+        ]
+        figures.fault_wake_p95_s = percentile(hit, 0.95)
+        figures.fault_wake_max_s = max(hit) if hit else None
+        after = [
+            as_datetime(s).timestamp()
+            for (s,) in db.rows(
+                "SELECT started_at FROM workforce_request WHERE action = %s AND started_at IS NOT NULL", ("onMailboxPost",)
+            )
+        ]
+        after = [t for t in after if t >= fault.ended]
+        figures.fault_resume_s = min(after) - fault.ended if after else None
+        settled = [
+            as_datetime(f).timestamp()
+            for (f,) in db.rows("SELECT finished_at FROM seats_delivery WHERE mailbox_id = %s AND finished_at IS NOT NULL", (pk,))
+        ]
+        figures.fault_drained_s = max(settled) - fault.ended if settled else None
+        figures.fault = fault.describe()
 
 
 def probe_derived_ids(port: int, figures: Figures) -> None:
@@ -541,7 +625,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--kills", type=int, default=3, help="SIGKILLs during the load (at most 20)")
     p.add_argument("--kill-target", choices=("cluster", "serve", "mixed"), default="mixed")
     p.add_argument("--settle-seconds", type=float, default=75, help="longest wait for the deliveries to settle")
+    p.add_argument(
+        "--fault",
+        choices=("none", "db-outage", "broker-loss"),
+        default="none",
+        help="db-outage (needs --db postgres): refuse the database for --fault-seconds; "
+        "broker-loss (needs --broker redis): flush the broker's queue",
+    )
+    p.add_argument("--fault-at", type=float, default=None, help="seconds into the load (default 40%% of --seconds)")
+    p.add_argument("--fault-seconds", type=float, default=12, help="how long the database stays away (at most 60)")
+    p.add_argument(
+        "--timings",
+        choices=("short", "default"),
+        default="short",
+        help="short: queue timeout 8 s, retry 12 s, sweep every 1 s (a quick run); default: the server's own "
+        "(timeout 120 s, retry 180 s, sweep 15 s), as a deployment runs",
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed for the kill moments")
+    p.add_argument(
+        "--redis-url",
+        default=REDIS_URL,
+        help=f"the Redis broker's database (loopback; flushed at start and end), default {REDIS_URL}",
+    )
     p.add_argument("--pg-url", default=None, help=f"PostgreSQL server (loopback) to create the database on; default {PG_BASE}")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--no-fuzz", action="store_true", help="skip the fuzz pass")
@@ -552,6 +657,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.seconds = max(1.0, min(args.seconds, 300.0))
     args.kills = max(0, min(args.kills, 20))
     args.settle_seconds = max(5.0, min(args.settle_seconds, 600.0))
+    args.fault_seconds = max(1.0, min(args.fault_seconds, 60.0))
+    if args.fault == "db-outage" and args.db != "postgres":
+        p.error("--fault db-outage needs --db postgres")
+    if args.fault == "broker-loss" and args.broker != "redis":
+        p.error("--fault broker-loss needs --broker redis")
     return args
 
 
@@ -567,14 +677,16 @@ def main(argv=None) -> int:
     rng = random.Random(seed)
     tmp = Path(tempfile.mkdtemp(prefix="wf_breakit_"))
     figures = Figures()
-    db = broker = server = load = None
+    db = broker = server = load = fault = None
     stop = threading.Event()
     code = 2
     try:
         root = write_tree(tmp / "tree")
         pg_base = args.pg_url or os.environ.get("BREAKIT_PG_URL") or PG_BASE
         db = ServerDatabase(args.db, tmp, pg_base, prefix="wf_breakit")
-        broker = Broker(args.broker, db)
+        if not args.redis_url.startswith(("redis://127.0.0.1", "redis://localhost")):
+            raise SystemExit("--redis-url must be on loopback")
+        broker = Broker(args.broker, db, args.redis_url)
         env = {
             k: v
             for k, v in os.environ.items()
@@ -583,7 +695,7 @@ def main(argv=None) -> int:
         }
         env.update(db.env)
         env.update(broker.env)
-        env.update(QUEUE_ENV)
+        env.update(QUEUE_ENV if args.timings == "short" else {"WORKFORCE_Q_WORKERS": QUEUE_ENV["WORKFORCE_Q_WORKERS"]})
         env.update(
             {
                 "DJANGO_SETTINGS_MODULE": "bench.breakit_settings",
@@ -594,11 +706,16 @@ def main(argv=None) -> int:
         )
         server = Server(root, env, tmp / "serve.log")
         server.start()
+        timings = (
+            f"queue timeout {QUEUE_ENV['WORKFORCE_Q_TIMEOUT']}s retry {QUEUE_ENV['WORKFORCE_Q_RETRY']}s "
+            f"sweep {QUEUE_ENV['WORKFORCE_SWEEP_SECONDS']}s"
+            if args.timings == "short"
+            else "the server's default queue timings"
+        )
         header = (
             f"break-it rerun: {args.db} + {args.broker} broker, {args.posters} posters x {args.seconds:.0f} s "
             f"(think {args.think}s), {args.kills} kills ({args.kill_target}, seed {seed}), "
-            f"queue timeout {QUEUE_ENV['WORKFORCE_Q_TIMEOUT']}s retry {QUEUE_ENV['WORKFORCE_Q_RETRY']}s "
-            f"sweep {QUEUE_ENV['WORKFORCE_SWEEP_SECONDS']}s, {QUEUE_ENV['WORKFORCE_Q_WORKERS']} workers"
+            f"{timings}, {QUEUE_ENV['WORKFORCE_Q_WORKERS']} workers" + (f", fault {args.fault}" if args.fault != "none" else "")
         )
         if args.fuzz_only:
             header = f"break-it rerun, fuzz only: {args.db} + {args.broker} broker"
@@ -613,9 +730,17 @@ def main(argv=None) -> int:
                 daemon=True,
             )
             kills.start()
+            if args.fault != "none":
+                fault = Fault(
+                    args.fault, 0.4 * args.seconds if args.fault_at is None else args.fault_at, args.fault_seconds, db, broker
+                )
+                faulting = threading.Thread(target=fault.run, args=(started, stop), daemon=True)
+                faulting.start()
             for t in threads:
                 t.join()
             kills.join(timeout=120)
+            if fault is not None:
+                faulting.join(timeout=120)
             with server.lock:
                 if server.process is None or server.process.poll() is not None:
                     server.start()
@@ -625,7 +750,7 @@ def main(argv=None) -> int:
                 flush=True,
             )
             figures.settle_s = settle(db, broker, args.settle_seconds)
-            count(db, broker, figures, load.acked, server.log.read_text("utf-8", "replace"))
+            count(db, broker, figures, load.acked, server.log.read_text("utf-8", "replace"), fault)
         if not args.no_fuzz:
             cases = fuzz_cases(mailbox=MAILBOX, board_mailbox=BOARD_MAILBOX, board=BOARD, coordinator=COORDINATOR)
             print(f"fuzz: {len(cases) + 3} requests", flush=True)

@@ -33,6 +33,7 @@ from workforce.cancelling import CANCELLED, cancelled_refusal, is_cancelled
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
 from workforce.dispatch import dispatch
 from workforce.flows import registry
+from workforce.holders import is_outage
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
@@ -130,6 +131,8 @@ def do_deliver_delegated(delivery_id: int) -> str:
         logger.warning("delegated post %s: the claim lapsed and another task took it over", delivery_id)
         return "lease-lost"
     except Exception as exc:  # a bug: report it, keep the cluster going
+        if is_outage(exc):  # not a bug: the task waits for the database and runs again (deliver_delegated_post)
+            raise
         logger.exception("delegated post %s failed", delivery_id)
         try:
             with transaction.atomic():

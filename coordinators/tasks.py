@@ -3,6 +3,7 @@ conditional UPDATE, and a round closes once (conditional UPDATE on its status)."
 
 from __future__ import annotations
 
+from workforce.holders import outage_safe
 from workforce.runtime import boot_for_task
 
 from .delivery import do_deliver_delegated
@@ -10,9 +11,11 @@ from .jobs import do_run_job
 from .services import do_close_round_at_deadline, do_sweep
 
 
+@outage_safe("coordinators.tasks.deliver_delegated_post")
 def deliver_delegated_post(delivery_id: int) -> str:
     """Run one delivery of a post to a delegate
-    (``coordinators.delivery.do_deliver_delegated``)."""
+    (``coordinators.delivery.do_deliver_delegated``); a database outage is waited out
+    (``workforce.holders.outage_safe``)."""
     boot_for_task()
     return do_deliver_delegated(delivery_id)
 

@@ -33,6 +33,7 @@ from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
 from workforce.flows import registry
+from workforce.holders import is_outage
 from workforce.leases import LeaseLost, claim_lease, claim_statement, give_back_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
@@ -103,6 +104,8 @@ def do_deliver(delivery_id: int) -> str:
         logger.warning("delivery %s: the claim lapsed and another task took it over", delivery_id)
         return "lease-lost"
     except Exception as exc:  # a bug: record it on the mailbox, keep the cluster going
+        if is_outage(exc):  # not a bug: the task waits for the database and runs again (deliver_post)
+            raise
         logger.exception("delivery %s failed", delivery_id)
         return _record_bug(delivery_id, token, exc)
 

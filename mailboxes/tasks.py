@@ -8,9 +8,11 @@ runs a seat's turn twice.
 
 from __future__ import annotations
 
+from workforce.holders import outage_safe
 from workforce.runtime import boot_for_task
 
 from .deliveries import do_deliver, do_sweep_deliveries
+from .notify import DELIVER_TASK
 from .routing import do_route_post, do_sweep_routes
 
 
@@ -28,10 +30,12 @@ def sweep_routes() -> list[int]:
     return do_sweep_routes()
 
 
+@outage_safe(DELIVER_TASK)
 def deliver_post(delivery_id: int) -> str:
     """Run delivery ``delivery_id`` (one post to one member;
     ``mailboxes.deliveries.do_deliver``). Returns its outcome (``done``, ``failed``,
-    ``waiting``, ``not-claimed``, ``lease-lost``)."""
+    ``waiting``, ``not-claimed``, ``lease-lost``, or ``outage`` when a database outage
+    outlasted its wait: ``workforce.holders.outage_safe``)."""
     boot_for_task()
     return do_deliver(delivery_id)
 

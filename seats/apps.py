@@ -17,6 +17,11 @@ class SeatsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from datetime import timedelta
+
+        from django.db.models import Q
+
+        from workforce.holders import register_holds
         from workforce.leases import register_work_table
         from workforce.refusals import register_reasons
         from workforce.sweepers import register_sweep
@@ -24,7 +29,7 @@ class SeatsConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the worker checks)
         from .agent import register
         from .drains import do_sweep_board_drains
-        from .models import DrainWake
+        from .models import DrainWake, TurnSlot
         from .turns import do_sweep_turn_waits
 
         register()
@@ -35,3 +40,11 @@ class SeatsConfig(AppConfig):
         register_sweep("board drains", do_sweep_board_drains)
         # Callers waiting on a seat's turn slot whose holder died (seats.turns).
         register_sweep("turn slots", do_sweep_turn_waits)
+        # A turn whose process died frees its slot at once (workforce.holders): its hold
+        # lapses now and the "turn slots" sweep wakes who waits.
+        register_holds(
+            TurnSlot,
+            token="holder",
+            held=~Q(holder=""),
+            lapse=lambda rows, now: rows.update(held_until=now - timedelta(microseconds=1)),
+        )

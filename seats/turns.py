@@ -46,7 +46,6 @@ import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.dispatch import enqueue
+from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, Organization, Request, Session
@@ -173,11 +173,11 @@ def take_slot(
         The hold's token, or None when the slot is taken.
     """
     now = now or timezone.now()
-    token = uuid.uuid4().hex
+    token = new_token()  # the holder's process identity: freed at once if it dies (workforce.holders)
     row = _take_free(session.pk, seat_id, token, now)
     if row is None:
         slot = _locked_slot(session, seat_id)
-        if not slot.holder or slot.held_until is None or slot.held_until < now:
+        if not slot.holder or slot.held_until is None or slot.held_until < now or holder_alive(slot.holder) is False:
             TurnSlot.objects.filter(pk=slot.pk).update(
                 holder=token, held_until=now + timedelta(seconds=slot_hold_seconds()), taken_at=now
             )
@@ -612,5 +612,9 @@ def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolCo
     try:
         return tool.call(ctx, arguments)
     except Exception as exc:  # a tool must not take the turn down with it
+        if is_outage(exc):
+            # ... but a database outage must: the turn runs again once the database is
+            # back (workforce.holders.outage_safe), not on as if the tool had answered.
+            raise
         logger.exception("tool %s failed for %s", name, ctx.seat_id)
         return {"ok": False, "reason": "internal-error", "error": f"internal-error: {type(exc).__name__}: {exc}"}

@@ -18,3 +18,27 @@ class WorkforceConfig(AppConfig):
         user_logged_in.connect(on_logged_in, dispatch_uid="workforce.logins.on_logged_in")
         # Cluster workers boot and run the sweeps the apps register (workforce.sweepers).
         post_spawn.connect(on_worker_spawn, dispatch_uid="workforce.sweepers.on_worker_spawn")
+        _register_recovery()
+
+
+def _register_recovery() -> None:
+    """What frees a dead or interrupted holder's work at once (``workforce.holders``):
+    every ``LeasedWork`` table's claims are holds; the first sweeps of each pass release
+    the holds of processes that are gone and enqueue again the tasks this process gave
+    up on during a database outage; with the Redis broker a one-second timer watches for
+    the broker losing its queue (``workforce.broker_watch.do_watch_broker``)."""
+    from django.apps import apps
+    from django.conf import settings
+
+    from .broker_watch import do_watch_broker
+    from .holders import do_enqueue_outage_retries, do_release_dead_holders, register_leased
+    from .models import LeasedWork
+    from .sweepers import register_sweep
+
+    for model in apps.get_models():
+        if issubclass(model, LeasedWork):
+            register_leased(model)
+    register_sweep("dead holders", do_release_dead_holders)
+    register_sweep("outage retries", do_enqueue_outage_retries)
+    if settings.Q_CLUSTER.get("redis"):
+        register_sweep("broker", do_watch_broker, every=1.0)

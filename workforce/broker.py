@@ -33,7 +33,10 @@ Two more costs of django-q2's defaults are cut here, for both brokers:
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import threading
+from contextlib import contextmanager
 from time import sleep
 
 from django.conf import settings
@@ -105,9 +108,38 @@ class ClusterConnections:
 
 
 class ClusterRedis(ClusterConnections, Redis):
-    """django-q2's Redis broker, unchanged but for ``ClusterConnections``: the cluster's
-    processes keep their database connections. ``Q_CLUSTER["broker_class"]`` with a
-    ``redis://`` ``WORKFORCE_BROKER_URL``."""
+    """django-q2's Redis broker, unchanged but for ``ClusterConnections`` (the cluster's
+    processes keep their database connections) and ``to_the_front``.
+    ``Q_CLUSTER["broker_class"]`` with a ``redis://`` ``WORKFORCE_BROKER_URL``."""
+
+    def enqueue(self, task):
+        """Append the task to the queue, or, inside ``to_the_front``, keep it for the
+        head of the queue."""
+        front = getattr(_front, "tasks", None)
+        if front is not None:
+            front.append(task)
+            return len(front)
+        return super().enqueue(task)
+
+
+_front = threading.local()  # .tasks: what to_the_front keeps for the head of the queue
+
+
+@contextmanager
+def to_the_front():
+    """``with to_the_front():`` the tasks this thread enqueues on the Redis broker inside
+    the block go to the head of the queue, in the order enqueued, when the block ends:
+    work the broker lost (``workforce.broker_watch``) runs before what was enqueued
+    after it, as it would have. Raises what the push raises (its rows are found again
+    by the sweeps)."""
+    _front.tasks = kept = []
+    try:
+        yield
+    finally:
+        _front.tasks = None
+        broker = redis_broker() if kept else None
+        if broker is not None:
+            broker.connection.lpush(broker.list_key, *reversed(kept))
 
 
 class ListeningORM(ClusterConnections, ORM):
@@ -124,6 +156,32 @@ class ListeningORM(ClusterConnections, ORM):
         super().__init__(list_key=list_key)
         self._listener = None
         self._listener_pid: int | None = None
+
+    def ping(self) -> bool:
+        """``ClusterConnections.ping``; in a cluster's sentinel, which pings once as it
+        starts (``qinfo``/``qmonitor`` ping from their main process), also
+        ``hand_back_taken``."""
+        answer = super().ping()
+        if multiprocessing.current_process().name != "MainProcess":
+            try:
+                self.hand_back_taken()
+            except Exception:  # the database is down: the broker's retry hands them out later
+                logger.warning("could not hand back the tasks a cluster before this one had taken", exc_info=True)
+        return answer
+
+    def hand_back_taken(self) -> int:
+        """Hand out again now every task a cluster took from this queue and did not
+        finish (its ``lock`` still in the future). A starting cluster is the only one on
+        its database (``serve`` runs one; several machines share the Redis broker, not
+        this one), so those tasks were taken by a cluster that is gone (killed, or its
+        machine restarted) and would otherwise wait ``Q_CLUSTER["retry"]`` (180 s). The
+        work's claims decide who runs it: a task handed out twice does nothing the
+        second time. Returns the tasks handed back."""
+        now = timezone.now()
+        count = OrmQ.objects.using(Conf.ORM).filter(key=self.list_key, lock__gt=now).update(lock=now)
+        if count:
+            logger.warning("handed out again %s task(s) a cluster that is gone had taken", count)
+        return count
 
     @staticmethod
     def _on_postgres() -> bool:
@@ -236,3 +294,42 @@ class ListeningORM(ClusterConnections, ORM):
                 listener.close()
             except Exception:
                 pass
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def notify_pushers() -> None:
+    """Wake the ORM broker's pushers now (PostgreSQL; delivered at commit): tasks whose
+    lock was moved to the past are handed out at once, not at the next idle poll."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, Conf.CLUSTER_NAME])
+
+
+def redis_broker():
+    from django_q.brokers import get_broker
+
+    broker = get_broker()
+    return broker if isinstance(broker, Redis) else None
+
+
+def redis_queued(func: str | None) -> set:
+    """The first argument of every ``func`` task waiting in the Redis broker's list
+    (empty for another broker, or when it cannot be read)."""
+    from django_q.signing import SignedPackage
+
+    broker = redis_broker()
+    if broker is None or func is None:
+        return set()
+    queued = set()
+    for payload in broker.connection.lrange(broker.list_key, 0, -1):
+        try:
+            task = SignedPackage.loads(payload)
+        except Exception:  # not ours to judge
+            continue
+        if task.get("func") == func and task.get("args"):
+            queued.add(task["args"][0])
+    return queued

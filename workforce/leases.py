@@ -12,7 +12,6 @@ matches lost its claim (``LeaseLost``) to a task that took the row over.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,6 +20,9 @@ from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+
+from .holders import new_token
+from .runtime import Slot
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ def claim_statement(
     RETURNING`` the primary key, then the columns ``returning`` names), for a caller
     that sends it inside a statement of its own (a CTE that also reads what the claimed
     row's run needs: ``mailboxes.deliveries``). Arguments as ``claim_lease``'s."""
-    token = uuid.uuid4().hex
+    token = new_token()  # the holder's process identity: released at once if it dies (workforce.holders)
     now = now or timezone.now()
     db = connection.ops
     stamp = db.adapt_datetimefield_value(now)
@@ -142,6 +144,10 @@ def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:
 #   last enqueue: ``B``, ``2B``, ``4B`` ... capped. The ORM broker hands tasks out in no
 #   guaranteed order, but keeps each in its table until acknowledged: there a row the
 #   queue passed is lost only when its task is no longer in that table.
+#
+# - Known lost at once: a claim whose holder process is gone (``workforce.holders`` lets it
+#   lapse now), and, after the Redis broker lost its queue (``note_broker_lost``), a row
+#   enqueued before the loss whose task is not in the broker's list.
 #
 # Each re-enqueue is a conditional UPDATE on ``(enqueued_at, requeues)``, so sweeps from
 # several processes enqueue a row at most once per state; claims still decide who runs it.
@@ -203,6 +209,16 @@ def queue_mark(after: datetime, *, now: datetime) -> datetime | None:
     return mark
 
 
+def queue_passed(after: datetime) -> bool:
+    """True when a task enqueued after ``after`` has started, in any registered table:
+    the queue is first in, first out, so every task the cluster had taken from the
+    broker before that one has been handed to a worker by then."""
+    return any(
+        model.objects.filter(enqueued_at__gt=after, **{f"{ran_field}__gte": F("enqueued_at")}).exists()
+        for model, ran_field in _witnesses.values()
+    )
+
+
 def cluster_quiet(*, now: datetime) -> bool:
     """True when no task of a registered table started in the last
     ``requeue_grace_seconds()``: a task the cluster already took from the broker (its
@@ -221,21 +237,54 @@ def orm_broker() -> bool:
     return bool(Conf.ORM) and not Conf.SYNC
 
 
-def orm_queued(func: str) -> set:
+def orm_queued(func: str) -> dict:
     """The first argument of every ``func`` task in the ORM broker's table (waiting or
-    handed out and not yet acknowledged)."""
+    handed out and not yet acknowledged), each with the ids of its rows there."""
     from django_q.models import OrmQ
     from django_q.signing import SignedPackage
 
-    queued = set()
-    for payload in OrmQ.objects.values_list("payload", flat=True).iterator():
+    queued: dict = {}
+    for pk, payload in OrmQ.objects.values_list("pk", "payload").iterator():
         try:
             task = SignedPackage.loads(payload)
         except Exception:  # not ours to judge; the cluster will refuse it
             continue
         if task.get("func") == func and task.get("args"):
-            queued.add(task["args"][0])
+            queued.setdefault(task["args"][0], []).append(pk)
     return queued
+
+
+def orm_hand_out_now(ids: list[int], *, now: datetime) -> int:
+    """Make the ORM broker hand its tasks ``ids`` out again now rather than after
+    ``Q_CLUSTER["retry"]``: a task handed out to a worker whose claim then lapsed (the
+    worker died or was killed) waits in the broker's table with its ``lock`` in the
+    future. Its lock is moved to the past, and on PostgreSQL the pushers are woken. The
+    task keeps its id, so nothing is enqueued twice. Returns the tasks moved."""
+    from django_q.models import OrmQ
+
+    moved = OrmQ.objects.filter(pk__in=ids, lock__gt=now).update(lock=now - timedelta(seconds=1))
+    if moved and connection.vendor == "postgresql":
+        from .broker import notify_pushers
+
+        notify_pushers()
+    return moved
+
+
+# When this process saw the Redis broker lose its queue (``workforce.broker_watch``): a row
+# enqueued before it that is still waiting, and whose task is not in the broker's list,
+# is known lost.
+BROKER_LOST_AT: Slot[datetime | None] = Slot("workforce.broker_lost_at", empty=lambda: None)
+
+
+def note_broker_lost(at: datetime) -> None:
+    """Record that the broker lost what it held before ``at`` (its queue was flushed, or
+    it restarted empty); the next ``requeue_lost`` calls enqueue such rows again at once."""
+    BROKER_LOST_AT.set(at)
+
+
+def broker_lost_at() -> datetime | None:
+    """When this process last saw the broker lose its queue (``note_broker_lost``)."""
+    return BROKER_LOST_AT.get()
 
 
 def broker_idle() -> bool:
@@ -313,12 +362,25 @@ def requeue_lost(
                 if queued is None:
                     queued = orm_queued(task)
                 if pk in queued:
+                    # Now, not after the broker's retry: its worker is gone (the claim lapsed).
+                    orm_hand_out_now(queued[pk], now=now)
                     continue
             again(pk, enqueued_at, requeues, done.lost)
     due = []
+    lost_at = None if orm else broker_lost_at()
+    in_broker = None
     for pk, enqueued_at, requeues in model.objects.filter(waiting).values_list("pk", "enqueued_at", "requeues"):
         if enqueued_at is None:  # written before enqueues were stamped: nothing says it is queued
             again(pk, enqueued_at, requeues, done.waiting)
+        elif lost_at is not None and enqueued_at < lost_at:
+            # The broker lost its queue after this was enqueued: lost unless its task is
+            # still (or again) in the broker's list.
+            if in_broker is None:
+                from .broker import redis_queued
+
+                in_broker = redis_queued(task) if task is not None else set()
+            if pk not in in_broker:
+                again(pk, enqueued_at, requeues, done.waiting)
         elif enqueued_at <= now - timedelta(seconds=requeue_delay(requeues)):
             due.append((pk, enqueued_at, requeues))
     if not due:

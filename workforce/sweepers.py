@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from .holders import is_outage
 from .runtime import boot_for_task
 
 logger = logging.getLogger(__name__)
@@ -113,12 +114,19 @@ def run_sweeps(names: list[str] | None = None) -> dict[str, Any]:
         ``{name: what the sweep returned}`` for the sweeps that finished; a sweep that
         raised is logged, its connection closed, and left out.
     """
+    return _run([name for name in _sweeps if name not in _by_hand_only and (names is None or name in names)])
+
+
+def _run(names: list[str]) -> dict[str, Any]:
     done: dict[str, Any] = {}
-    for name in [name for name in _sweeps if name not in _by_hand_only and (names is None or name in names)]:
+    for name in names:
         try:
             result = run_sweep(name)
-        except Exception:
-            logger.exception("sweeping %s failed", name)
+        except Exception as exc:
+            if is_outage(exc):  # retried within a second (_loop): one line, not a traceback a second
+                logger.warning("sweeping %s failed: the database is unreachable (%s)", name, " ".join(str(exc).split())[:200])
+            else:
+                logger.exception("sweeping %s failed", name)
             try:
                 connection.close()
             except Exception:
@@ -128,6 +136,13 @@ def run_sweeps(names: list[str] | None = None) -> dict[str, Any]:
             logger.info("sweeper: %s: %s", name, result)
         done[name] = result
     return done
+
+
+def run_all_sweeps() -> dict[str, Any]:
+    """Every registered sweep once, now, but the timers (``every``): the plain ones and
+    those the cluster runs on a schedule of their own (a broker that lost its queue:
+    ``workforce.broker_watch.do_watch_broker``). Never raises; as ``run_sweeps``."""
+    return _run([name for name in _sweeps if name not in _every])
 
 
 def start_sweeper(interval: float | None = None) -> bool:
@@ -147,10 +162,16 @@ def start_sweeper(interval: float | None = None) -> bool:
     return True
 
 
+RETRY_SECONDS = 1.0  # between passes while a sweep fails (the database is down)
+
+
 def _loop(names: list[str], interval: float) -> None:
     while True:
-        run_sweeps(names)
-        time.sleep(interval)
+        done = run_sweeps(names)
+        # A pass that failed (a database outage) is tried again within a second, so the
+        # work an outage interrupted resumes within seconds of the database coming back,
+        # not at the next pass.
+        time.sleep(interval if len(done) == len(names) else min(interval, RETRY_SECONDS))
 
 
 def on_worker_spawn(sender=None, proc_name: str = "", **kwargs) -> None:

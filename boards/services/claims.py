@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from workforce.holders import new_token
 from workforce.models import Organization
 
 from ..models import MAX_ABANDONMENTS, BoardTask, TaskChange, TaskStatus
@@ -47,7 +48,9 @@ def mint_run_id() -> str:
 
 
 def _mint_claim_token() -> str:
-    return secrets.token_hex(16)
+    # The holder's process identity and 12 random digits (workforce.holders): a drain
+    # that dies lets go of its row at once.
+    return new_token()
 
 
 # --- claiming, settling and leases ------------------------------------------------------

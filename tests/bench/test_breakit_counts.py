@@ -49,6 +49,9 @@ def test_duplicates_count_pairs_not_rows():
 def test_extra_tasks_are_tasks_beyond_one_per_delivery_never_negative():
     assert count_extra_tasks(300, 123) == 177
     assert count_extra_tasks(100, 123) == 0
+    # Turn-order waits are counted apart: each costs one more task, and is not waste.
+    assert count_extra_tasks(300, 123, 170) == 7
+    assert count_extra_tasks(300, 123, 200) == 0
 
 
 def test_verdict_passes_only_when_nothing_is_lost_duplicated_5xx_and_extra_within_one_percent():

@@ -14,7 +14,17 @@ from workforce.management.commands import sweep as sweep_command
 # Every sweep starts with close_old_connections(), which touches the connection.
 pytestmark = pytest.mark.django_db
 
-EVERY_SWEEP = ["routes", "deliveries", "board drains", "turn slots", "round-deadlines", "coordinators", "mail"]
+EVERY_SWEEP = [
+    "dead holders",
+    "outage retries",
+    "routes",
+    "deliveries",
+    "board drains",
+    "turn slots",
+    "round-deadlines",
+    "coordinators",
+    "mail",
+]
 
 
 @pytest.fixture
