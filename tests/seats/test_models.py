@@ -81,6 +81,9 @@ def test_echo_sleep_and_its_timeout():
     started = time.monotonic()
     echo([{"role": "user", "content": "x in y: slow\n/sleep 150"}])
     assert time.monotonic() - started >= 0.15
+    started = time.monotonic()  # a post's body quoted by the framing (workforce.framing)
+    echo([{"role": "user", "content": turn_text({"mailboxId": "y", "principal": "x", "body": "slow\n/sleep 150"})}])
+    assert time.monotonic() - started >= 0.15
     started = time.monotonic()
     with pytest.raises(ModelError, match="no answer within 0.1s"):
         echo([{"role": "user", "content": "x in y: slower\n/sleep 5000"}], timeout=0.1)
