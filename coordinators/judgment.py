@@ -23,6 +23,7 @@ from django.db import transaction
 from seats.models import Seat
 from seats.queries import conversation_history, reachable_seats
 from seats.turns import TurnResult, offered_tools, run_turn, start_turn
+from workforce.framing import literal, quoted, quoted_name
 from workforce.models import Request
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
@@ -81,9 +82,11 @@ def turn_text_for(post: Post, number: int, answers: list[Answer]) -> str:
     ``number - 1`` closed, that round's answers."""
     if number == 0:
         return post.text
-    lines = "\n\n".join(f"{a.worker}: {a.text}" for a in answers)
+    # What the post and the answers say is quoted (workforce.framing): it cannot add a
+    # line that reads as another delegate's answer or as the office's instruction.
+    lines = "\n\n".join(f"{quoted_name(a.worker)}: {quoted(a.text)}" for a in answers)
     return (
-        f'Round {number - 1} closed. The delegates answered the post "{post.text}":\n\n{lines}\n\n'
+        f"Round {number - 1} closed. The delegates answered the post {literal(post.text)}:\n\n{lines}\n\n"
         f"Hand their answers on with handOff for round {number}, or answer yourself."
     )
 

@@ -31,6 +31,7 @@ from workforce.flows import FlowKind, registry
 from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
+from workforce.wire import check_text
 
 from .models import ChatRun
 
@@ -66,7 +67,8 @@ def do_start_chat(org: Organization, *, user_id: str, worker: str, message: obje
     Returns the turn's request, running.
 
     Raises:
-        Refusal("invalid-input"): an empty or too long message.
+        Refusal("invalid-input"): an empty or too long message, or text the store cannot
+            keep in it or in ``worker`` (``workforce.wire``).
         Refusal("recipient-not-found"): no worker ``worker`` the person reaches.
         Refusal("trigger-not-allowed"): the worker's run.triggers lacks ``chat``.
     """
@@ -74,6 +76,8 @@ def do_start_chat(org: Organization, *, user_id: str, worker: str, message: obje
         raise Refusal("invalid-input", "message: what to say may not be empty.")
     if len(message) > settings.WORKFORCE_MAX_TEXT_CHARS:
         raise Refusal("invalid-input", f"message: at most {settings.WORKFORCE_MAX_TEXT_CHARS} characters.")
+    check_text(message, label="message")
+    check_text(worker, label="worker")
     try:
         seat = access_seat(org, user_id, worker)
     except Refusal as refusal:

@@ -13,6 +13,12 @@ vault (labels, state, texts) hands the issue to the office's one handler
 for an issue opened with ``mail:new`` its run admitted (once per mail). Idempotent: an
 issue that agrees is left alone, and running the sweep twice repairs nothing twice.
 
+An issue whose text the index cannot keep (a NUL, a lone surrogate: ``workforce.wire``;
+the office never writes one, but a hand-made commit or an older server could) is
+recorded once, as a ``mail.unstorable`` ledger entry and an error in the log, and passed
+over: the sweep reads the vault's other issues and moves its cursor on, so one bad
+commit never blocks that vault's repair.
+
 Commits younger than ``SETTLE_SECONDS`` are left to the next sweep: their writer may
 still be telling the office itself. A backend whose server tells the office of its own
 changes (a forge's webhook, which the forge redelivers) has no history to read here.
@@ -23,11 +29,15 @@ from __future__ import annotations
 import logging
 import time
 
+from workforce.refusals import Refusal
 from workforce.sessions import ensure_organization
+from workforce.wire import check_storable
 
+from .constants import MAIL_UNSTORABLE
 from .events import do_handle_store_event
 from .index import state_of
-from .models import Message, Thread, VaultCursor
+from .ledger import OFFICE
+from .models import LedgerEntry, Message, Thread, VaultCursor
 from .store import Issue, MailStore, StoreError, StoreEvent, current_store
 
 logger = logging.getLogger(__name__)
@@ -46,6 +56,32 @@ def index_agrees(org_id: str, vault: str, issue: Issue) -> bool:
         return False
     positions = set(Message.objects.filter(thread=thread).values_list("position", flat=True))
     return positions == {0, *(c.id for c in issue.comments)}
+
+
+def _passed_over_unstorable(org_id: str, vault: str, issue: Issue, commit: str) -> bool:
+    """True when ``issue`` holds text the index cannot keep: recorded once per issue and
+    commit (a ``mail.unstorable`` ledger entry keyed by both, and an error in the log the
+    first time), so the sweep passes it over."""
+    try:
+        texts = {"title": issue.title, "body": issue.body, "labels": list(issue.labels)}
+        check_storable({**texts, "comments": [c.body for c in issue.comments]}, label="the issue")
+        return False
+    except Refusal as refusal:
+        problem = refusal.detail
+    thread = f"{vault}:{issue.number}"
+    _, created = LedgerEntry.objects.get_or_create(
+        key=f"unstorable:{org_id}:{thread}:{commit}"[:300],
+        defaults={
+            "organization": ensure_organization(org_id),
+            "event": MAIL_UNSTORABLE,
+            "principal": OFFICE,
+            "thread": thread,
+            "data": {"commit": commit, "problem": problem},
+        },
+    )
+    if created:
+        logger.error("the vault sweep passed over %s in %s at commit %s: %s", thread, org_id, commit, problem)
+    return True
 
 
 def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None) -> list[str]:
@@ -72,6 +108,8 @@ def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None)
                 except StoreError:
                     # One malformed issue (a hand-made folder) is left; the rest are read.
                     logger.exception("the vault sweep could not read issue #%s of %s in %s", number, vault, org_id)
+                    continue
+                if _passed_over_unstorable(org_id, vault, issue, changes.commit):
                     continue
                 if index_agrees(org_id, vault, issue):
                     continue

@@ -30,6 +30,7 @@ from seats.queries import conversation_history
 from seats.turns import leased_turn_slot, run_turn, start_turn
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
+from workforce.framing import quoted, quoted_name
 from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_run_attempts
 from workforce.models import Organization, Request, Session
@@ -120,16 +121,21 @@ def _mail_text(thread: Thread) -> str:
 def _turn_line(thread: Thread) -> list[str]:
     text = _mail_text(thread)
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    sender = quoted_name(thread.sender)
     if not thread.subject or first.startswith(thread.subject.rstrip("…")):
-        return [f"{thread.sender} in {thread.thread_id}: {text}"]  # the subject is the text's first line
-    return [f"{thread.sender} in {thread.thread_id}: {thread.subject}", "", text]
+        return [f"{sender} in {thread.thread_id}: {quoted(text)}"]  # the subject is the text's first line
+    return [f"{sender} in {thread.thread_id}: {quoted(thread.subject)}", "", quoted(text)]
 
 
 def mail_turn_text(thread: Thread, unseen: list[Thread]) -> str:
     """What the agent is prompted with: ``<sender> in <thread>: <subject>``, a blank line
     and the mail's text (``<sender> in <thread>: <text>`` when the subject is the text's
     first line), then each mail delivered to it without ``mail:new`` that no run showed
-    yet, the same way under ``Also in your inbox, delivered without waking you:``."""
+    yet, the same way under ``Also in your inbox, delivered without waking you:``.
+
+    What a sender wrote (the subject, the text) is one physical line: text that is not
+    one plain line is a JSON string literal (``workforce.framing``), so a mail cannot add
+    a line that reads as the office's framing."""
     lines = _turn_line(thread)
     for other in unseen:
         lines += ["", "Also in your inbox, delivered without waking you:", *_turn_line(other)]

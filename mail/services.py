@@ -22,6 +22,7 @@ from workforce.models import Organization
 from workforce.principals import Principal
 from workforce.refusals import Refusal
 from workforce.sessions import ensure_organization
+from workforce.wire import check_text
 
 from .constants import (
     AGENT,
@@ -69,8 +70,10 @@ def recipient_seat(org: Organization, slug: str) -> Seat:
     else a shared one; spec "Waking agent seats").
 
     Raises:
+        Refusal("invalid-input"): ``slug`` holds a NUL or a lone surrogate.
         Refusal("recipient-not-found"): no such agent is hired.
     """
+    check_text(slug, label="to")
     seat = reachable_seats(org.pk, settings.WORKFORCE_OPEN_USER, [slug]).get(slug) if isinstance(slug, str) else None
     if seat is None:
         raise Refusal("recipient-not-found", f'No agent "{slug}" is hired here; mail goes to a hired agent\'s vault.')
@@ -90,6 +93,7 @@ def _subject(subject: object, body: str) -> str:
         return (first[: SUBJECT_MAX - 1] + "…") if len(first) > SUBJECT_MAX else first
     if not isinstance(subject, str) or "\n" in subject or len(subject) > SUBJECT_MAX:
         raise Refusal("invalid-input", f"subject must be one line of at most {SUBJECT_MAX} characters.")
+    check_text(subject, label="subject")  # before the vault: it never takes what the index refuses
     return subject.strip()
 
 
@@ -98,6 +102,7 @@ def _body(body: object) -> str:
         raise Refusal("invalid-input", "body: what the mail says may not be empty.")
     if len(body) > settings.WORKFORCE_MAX_TEXT_CHARS:
         raise Refusal("invalid-input", f"body: at most {settings.WORKFORCE_MAX_TEXT_CHARS} characters.")
+    check_text(body, label="body")  # before the vault: it never takes what the index refuses
     return body
 
 

@@ -57,6 +57,8 @@ from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
+from workforce.wire import check_storable
+
 from .constants import LABEL_COLORS, LABELS
 from .store import Comment, Issue, StoreError, StoreEvent, tell_office
 
@@ -431,7 +433,9 @@ class VaultStore:
         self._change(org_id, vault, "mail: the vault's labels", lambda files: None)
 
     def create_issue(self, org_id: str, vault: str, *, title: str, body: str, labels: list[str]) -> Issue:
-        """Open issue ``n + 1`` (n the highest number on the tip the commit lands on)."""
+        """Open issue ``n + 1`` (n the highest number on the tip the commit lands on).
+        Raises Refusal("invalid-input") for text the index could not keep (below)."""
+        _refuse_unstorable(title=title, body=body, labels=list(labels))
         created = _now()
 
         def mutate(files: _Files) -> Issue:
@@ -470,7 +474,9 @@ class VaultStore:
         return self._told(action, org_id, vault, issue, commit)
 
     def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
-        """Add comment ``k + 1`` to issue ``number``."""
+        """Add comment ``k + 1`` to issue ``number``. Raises Refusal("invalid-input") for
+        text the index could not keep (below)."""
+        _refuse_unstorable(body=body)
         created = _now()
 
         def edit(files: _Files, meta: dict) -> None:
@@ -481,7 +487,9 @@ class VaultStore:
         return self._update(org_id, vault, number, f"mail: comment on #{number}", "commented", edit)
 
     def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
-        """Replace issue ``number``'s labels."""
+        """Replace issue ``number``'s labels. Raises Refusal("invalid-input") for text
+        the index could not keep (below)."""
+        _refuse_unstorable(labels=list(labels))
 
         def edit(files: _Files, meta: dict) -> None:
             meta["labels"] = list(labels)
@@ -591,6 +599,17 @@ class VaultStore:
             return 0 if tip is None else sum(1 for _ in repo.get_walker(include=[tip]))
         finally:
             repo.close()
+
+
+def _refuse_unstorable(**texts: Any) -> None:
+    """The vault never takes a write the office's index would refuse (``workforce.wire``:
+    a NUL, which git also flags in a commit message, or a lone surrogate, which UTF-8
+    cannot encode): checked before any object is written, whoever calls.
+
+    Raises:
+        Refusal("invalid-input").
+    """
+    check_storable(texts, label="the mail")
 
 
 def embedded_store() -> VaultStore:

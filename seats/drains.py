@@ -60,6 +60,7 @@ from workforce.cancelling import CANCELLED
 from workforce.dispatch import enqueue
 from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
 from workforce.flows import registry
+from workforce.framing import quoted
 from workforce.leases import lease_seconds, requeue_lost
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
@@ -485,13 +486,16 @@ def row_turn_text(task: BoardTask) -> str:
         Goal: Decide on the refund.
         Input: {"amount": 120}
         Your reply is the task's output.
+
+    A title, goal or context that is not one plain line is a JSON string literal
+    (``workforce.framing``), so what a filer wrote cannot add a line of this framing.
     """
     lines = [f"Task {task.task_id} on board {task.board_id} (attempt {task.attempts} of {task.max_attempts})."]
     if task.title:
-        lines.append(f"Title: {task.title}")
-    lines.append(f"Goal: {task.goal}")
+        lines.append(f"Title: {quoted(task.title)}")
+    lines.append(f"Goal: {quoted(task.goal)}")
     if task.context:
-        lines.append(f"Context: {task.context}")
+        lines.append(f"Context: {quoted(task.context)}")
     if task.input is not None:
         lines.append(f"Input: {json.dumps(task.input, sort_keys=True, ensure_ascii=False)}")
     lines.append("Your reply is the task's output.")

@@ -68,6 +68,7 @@ from workforce.prepared import update_rows, update_statement
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
 from workforce.tools import Tool, ToolContext
+from workforce.wire import check_storable
 
 from .models import Seat, TurnSlot, TurnWait
 
@@ -552,8 +553,13 @@ def run_turn(
                 # Also before the first: a cancel that came during the model call stops
                 # the tools it asked for (the reply is never posted).
                 _stop_if_cancelled(log)
-                outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
-                record = {"name": call.name, "arguments": call.arguments, "result": outcome}
+                problem = _unstorable_call(call.name, call.arguments)
+                if problem is None:
+                    outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
+                    record = {"name": call.name, "arguments": call.arguments, "result": outcome}
+                else:  # refused, and recorded without the text the store cannot keep
+                    outcome = {"ok": False, "reason": "invalid-input", "error": problem}
+                    record = {"name": _UNSTORABLE_NAME, "arguments": None, "result": outcome}
                 result.tool_calls.append(record)
                 log.tool_call(record)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(outcome)})
@@ -602,6 +608,20 @@ def _settle_with_reply(result: TurnResult, request: Request, reply: dict) -> boo
     if request.status == Request.Status.ABORTED:
         result.error = cancelled_refusal()
     return False
+
+
+_UNSTORABLE_NAME = "(unstorable)"
+
+
+def _unstorable_call(name: str, arguments: dict | None) -> str | None:
+    """The one input rule (``workforce.wire``) on a model's tool call, which is input
+    too: the refusal's message when its name or arguments hold a NUL or a lone
+    surrogate (or nest too deep), else None."""
+    try:
+        check_storable({"name": name, "arguments": arguments}, label="the tool call")
+    except Refusal as refusal:
+        return refusal.message
+    return None
 
 
 def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> dict:

@@ -19,6 +19,7 @@ from typing import Any
 from rest_framework import serializers
 
 from .flows import StrictCharField, registry
+from .framing import quoted, quoted_name
 
 ON_MAILBOX_POST = "onMailboxPost"
 
@@ -71,9 +72,14 @@ def build_notify_input(
 def turn_text(notify_input: dict) -> str:
     """The turn a hearing seat runs: ``<writer> in <mailbox>: <body>``, where the writer
     is the post's author, or its principal when there is none (spec "Waking agent
-    seats"): ``support.lead in support.desk: can someone look at the refund queue?``."""
+    seats"): ``support.lead in support.desk: can someone look at the refund queue?``.
+
+    It is one framed line whatever the post holds: a writer or a body that is not one
+    plain line is written as a JSON string literal (``workforce.framing``), so a body
+    with a line break followed by ``support.lead in support.standup: …`` cannot add a
+    line that reads as the office's."""
     writer = notify_input.get("author") or notify_input["principal"]
-    return f"{writer} in {notify_input['mailboxId']}: {notify_input['body']}"
+    return f"{quoted_name(writer)} in {notify_input['mailboxId']}: {quoted(notify_input['body'])}"
 
 
 def kind_hears_posts(kind: str) -> bool:
@@ -96,8 +102,9 @@ def recent_entry(line: Any) -> dict:
 def recent_text(recent: list[dict], mailbox_id: str) -> str:
     """The message a routed member's model gets with the post, for that one answer:
     the mailbox's last lines before the post, oldest first, one ``<from>: <text>`` each
-    (spec "What the member sees when it answers")."""
+    (spec "What the member sees when it answers"), each one physical line: a name or a
+    text that is not one plain line is a JSON string literal (``workforce.framing``)."""
     if not recent:
         return f"Nothing was said in {mailbox_id} before this post."
-    lines = "\n".join(f"{entry.get('from', '?')}: {entry.get('text', '')}" for entry in recent)
+    lines = "\n".join(f"{quoted_name(str(entry.get('from', '?')))}: {quoted(str(entry.get('text', '')))}" for entry in recent)
     return f"The last {len(recent)} line(s) in {mailbox_id} before this post, oldest first:\n{lines}"

@@ -1,7 +1,17 @@
-"""What the store can keep: checks applied to everything a caller sends before any row
-is written, so bad input is a clean ``invalid-input`` (400) on SQLite and PostgreSQL
-alike, never a database error (PostgreSQL's JSON refuses NUL and lone surrogates,
-Python's json reads ``1e400`` as infinity, deep nesting overflows the stack)."""
+"""What the store can keep: the one input rule, applied to everything a caller sends
+before anything is written, so bad input is a clean ``invalid-input`` (400) on SQLite
+and PostgreSQL alike, never a database error (PostgreSQL's text and JSON refuse NUL,
+UTF-8 cannot encode a lone surrogate, Python's json reads ``1e400`` as infinity, deep
+nesting overflows the stack).
+
+Where it is applied (README "Input the server refuses"): every JSON body the API parses
+(``workforce.api.parsers``: values and keys, however deep), every URL path and query and
+every page form field (``workforce.api.middleware``), every action's input however it
+arrives (``workforce.sessions.do_run_action``: HTTP, pages, MCP, dispatch, a seat's tool
+call), a seat's tool arguments (``seats.turns``), mail before its vault is written and
+the vault's own writes (``mail.services``, ``mail.vault``), the MCP tools' arguments and
+the management commands' text arguments. The same rule is the same check:
+``text_problem`` for one text, ``check_storable`` for a JSON value."""
 
 from __future__ import annotations
 
@@ -53,6 +63,36 @@ def check_storable(value: Any, *, label: str = "input") -> None:
                 stack.append((child, depth + 1, f"{where}.{key}"))
         elif isinstance(item, list):
             stack.extend((child, depth + 1, f"{where}[{i}]") for i, child in enumerate(item))
+
+
+def check_text(value: Any, *, label: str) -> None:
+    """Refuse a text (``str``; anything else is left to the caller's own checks) holding
+    a NUL or a lone surrogate.
+
+    Raises:
+        Refusal("invalid-input"): ``<label> contains a NUL character.`` and the like.
+    """
+    if isinstance(value, str):
+        problem = text_problem(value)
+        if problem:
+            raise Refusal("invalid-input", f"{label} {problem}.")
+
+
+def check_arguments(**arguments: Any) -> None:
+    """A management command's text arguments (a string, a list of strings, or None)
+    under the one input rule: an argument the shell decoded to a lone surrogate (bytes
+    that are not UTF-8) is refused before the command reads or writes anything.
+
+    Raises:
+        CommandError: ``--<name> contains a lone surrogate (not valid Unicode).``
+    """
+    from django.core.management import CommandError
+
+    for name, value in arguments.items():
+        for text in value if isinstance(value, list | tuple) else [value]:
+            problem = text_problem(text) if isinstance(text, str) else None
+            if problem:
+                raise CommandError(f"--{name.replace('_', '-')} {problem}.")
 
 
 def check_id(value: str, *, label: str, max_length: int = MAX_ID_LENGTH) -> None:

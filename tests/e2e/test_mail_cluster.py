@@ -20,7 +20,8 @@ REPLY = '/tool mail_reply {"thread": "{mailbox}", "body": "{heard}"}'
 
 
 def worker(description: str, *, send: str | None = None, body: str = "Read your mail.") -> str:
-    lines = ["---", f"description: {description}", "model: embedded/echo"]
+    # embedded/scripted: the agents follow the /tool lines of the mail they get, on purpose.
+    lines = ["---", f"description: {description}", "model: embedded/scripted"]
     if send:
         lines += ["capabilities:", f"  mail.send: {send}"]
     lines += ["run:", "  triggers: [mail]", "---", "", body, ""]

@@ -22,19 +22,19 @@ STANDUP = "eng.standup"
 STANDING_ORDER = '/tool post-to-mailbox {"mailbox": "{mailbox}", "body": "{heard}"}'
 
 
-def worker(description: str, body: str) -> str:
-    return f"---\ndescription: {description}\nmodel: embedded/echo\ntools: [post-to-mailbox]\n---\n\n{body}\n"
+def worker(description: str, body: str, model: str = "embedded/echo") -> str:
+    return f"---\ndescription: {description}\nmodel: {model}\ntools: [post-to-mailbox]\n---\n\n{body}\n"
 
 
-def tree(root: Path, body: str) -> Path:
+def tree(root: Path, body: str, model: str = "embedded/echo") -> Path:
     return write_tree(
         root,
         {
             "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md(
                 "Where the engineering team posts daily status.", members=("eng.alpha", "eng.beta")
             ),
-            "teams/eng/workers/alpha/WORKER.md": worker("Alpha.", body),
-            "teams/eng/workers/beta/WORKER.md": worker("Beta.", body),
+            "teams/eng/workers/alpha/WORKER.md": worker("Alpha.", body, model),
+            "teams/eng/workers/beta/WORKER.md": worker("Beta.", body, model),
         },
     )
 
@@ -108,7 +108,8 @@ def test_a_post_over_http_wakes_two_seats_and_their_posts_land(start_server, tmp
 
 
 def test_killing_the_cluster_mid_delivery_loses_no_wake_and_runs_none_twice(start_server, tmp_path):
-    root = tree(tmp_path / "tree", "Do what the post says.")
+    # embedded/scripted: these seats follow the posts' /tool lines, on purpose.
+    root = tree(tmp_path / "tree", "Do what the post says.", "embedded/scripted")
     env = {
         "WORKFORCE_Q_WORKERS": "2",
         "WORKFORCE_Q_TIMEOUT": "6",

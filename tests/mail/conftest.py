@@ -13,9 +13,11 @@ from tests.conftest import hire_tree, wired_by_hand
 
 PERSON = human_principal("ann@example.org")
 
+# embedded/scripted: the tests ask these agents for tool calls in the mail and chat they
+# get (a /tool line), which embedded/echo never follows.
 ECHO_REPLIER = """---
 description: Replies to every mail with what it heard.
-model: embedded/echo
+model: embedded/scripted
 capabilities:
   mail.send: ["*"]
 run:
@@ -46,7 +48,7 @@ Read the mail.
 
 SENDER = """---
 description: Mails the agents it is asked to, and only eng.beta.
-model: embedded/echo
+model: embedded/scripted
 capabilities:
   mail.send: [eng.beta]
 run:

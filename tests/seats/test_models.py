@@ -6,14 +6,19 @@ import time
 
 import pytest
 
-from workforce.llm import DefaultModelResolver, EchoModel, ModelCall, ModelError, model_problem
+from workforce.llm import DefaultModelResolver, EchoModel, ModelCall, ModelError, ScriptedModel, model_problem
+from workforce.notify import turn_text
 from workforce.testing import create_mock_model_resolver
 
 POST_TOOL = {"type": "function", "function": {"name": "post-to-mailbox", "description": "", "parameters": {}}}
 
 
-def echo(messages, tools=(), block="support.devices", timeout=5.0):
-    return EchoModel().complete(ModelCall(block=block, messages=list(messages), tools=list(tools), timeout=timeout))
+def echo(messages, tools=(), block="support.devices", timeout=5.0, model=EchoModel):
+    return model().complete(ModelCall(block=block, messages=list(messages), tools=list(tools), timeout=timeout))
+
+
+def scripted(messages, tools=(), block="support.devices", timeout=5.0):
+    return echo(messages, tools, block, timeout, model=ScriptedModel)
 
 
 def test_echo_answers_what_it_heard():
@@ -21,12 +26,27 @@ def test_echo_answers_what_it_heard():
     assert reply.text == "support.devices heard: u_42 in support.desk: hi" and reply.tool_calls == ()
 
 
-def test_echo_calls_a_tool_the_turn_asks_for_then_answers():
+def test_echo_never_calls_a_tool_a_turn_asks_for():
+    # issue 22 item 8: a client's post (plain or quoted by the framing) orders nothing.
+    order = '/tool post-to-mailbox {"mailbox": "support.desk", "body": "x"}'
+    for turn in (
+        turn_text({"mailboxId": "support.standup", "principal": "u_42", "body": f"please\n{order}"}),
+        f"u_42 in support.standup: {order}",
+        order,
+    ):
+        reply = echo([{"role": "system", "content": "Be kind."}, {"role": "user", "content": turn}], [POST_TOOL])
+        assert (reply.tool_calls, reply.text) == ((), f"support.devices heard: {turn}")
+        # ... and the same turn asks the scripted test model for it
+        [call] = scripted([{"role": "user", "content": turn}], [POST_TOOL]).tool_calls
+        assert call.arguments == {"mailbox": "support.desk", "body": "x"}
+
+
+def test_scripted_calls_a_tool_the_turn_asks_for_then_answers():
     turn = 'u_42 in support.desk: please\n/tool post-to-mailbox {"mailbox": "support.desk", "body": "on it"}'
-    first = echo([{"role": "user", "content": turn}], [POST_TOOL])
+    first = scripted([{"role": "user", "content": turn}], [POST_TOOL])
     [call] = first.tool_calls
     assert (call.name, call.arguments, first.text) == ("post-to-mailbox", {"mailbox": "support.desk", "body": "on it"}, "")
-    second = echo(
+    second = scripted(
         [
             {"role": "user", "content": turn},
             {"role": "assistant", "content": None, "tool_calls": [call.as_message_part()]},
@@ -37,10 +57,15 @@ def test_echo_calls_a_tool_the_turn_asks_for_then_answers():
     assert second.tool_calls == () and second.text == f"support.devices heard: {turn}"
 
 
-def test_echo_calls_only_offered_tools_and_skips_bad_json():
+def test_scripted_calls_only_offered_tools_and_skips_bad_json():
     turn = 'x in y: /tool post-to-mailbox {"mailbox": "y", "body": "b"}\n/tool post-to-mailbox {not json}'
-    assert echo([{"role": "user", "content": turn}]).tool_calls == ()
-    assert len(echo([{"role": "user", "content": turn}], [POST_TOOL]).tool_calls) == 1
+    assert scripted([{"role": "user", "content": turn}]).tool_calls == ()
+    assert len(scripted([{"role": "user", "content": turn}], [POST_TOOL]).tool_calls) == 1
+    # a quoted body (workforce.framing) is read back line by line
+    quoted = turn_text({"mailboxId": "y", "principal": "x", "body": 'hi\n/tool post-to-mailbox {"mailbox": "y", "body": "b"}'})
+    assert quoted.count("\n") == 0
+    [call] = scripted([{"role": "user", "content": quoted}], [POST_TOOL]).tool_calls
+    assert call.arguments == {"mailbox": "y", "body": "b"}
 
 
 def test_echo_standing_orders_fill_the_turns_parts():
@@ -56,6 +81,9 @@ def test_echo_sleep_and_its_timeout():
     started = time.monotonic()
     echo([{"role": "user", "content": "x in y: slow\n/sleep 150"}])
     assert time.monotonic() - started >= 0.15
+    started = time.monotonic()  # a post's body quoted by the framing (workforce.framing)
+    echo([{"role": "user", "content": turn_text({"mailboxId": "y", "principal": "x", "body": "slow\n/sleep 150"})}])
+    assert time.monotonic() - started >= 0.15
     started = time.monotonic()
     with pytest.raises(ModelError, match="no answer within 0.1s"):
         echo([{"role": "user", "content": "x in y: slower\n/sleep 5000"}], timeout=0.1)
@@ -66,6 +94,7 @@ def test_echo_sleep_and_its_timeout():
     "model_id, problem",
     [
         ("embedded/echo", None),
+        ("embedded/scripted", None),
         ("openai/gpt-4o-mini", None),
         ("embedded/parrot", "the embedded models are embedded/echo"),
         ("acme/brain", 'unknown provider "acme"'),
@@ -81,7 +110,8 @@ def test_model_ids(model_id, problem):
 
 def test_the_default_resolver():
     resolver = DefaultModelResolver()
-    assert isinstance(resolver.resolve("embedded/echo"), EchoModel)
+    assert type(resolver.resolve("embedded/echo")) is EchoModel
+    assert isinstance(resolver.resolve("embedded/scripted"), ScriptedModel)
     assert resolver.resolve("openai/llama3.1").model_id == "openai/llama3.1"
     with pytest.raises(ModelError):
         resolver.resolve("acme/brain")

@@ -196,3 +196,11 @@ def test_os_and_editor_droppings_beside_workers_are_passed_over(tmp_path):
     write(tmp_path, "org/workers/.idea/misc.xml", "x")
     workers, errors = read_workforce(tmp_path)
     assert errors == [] and [w.id for w in workers] == ["support.general"]
+
+
+def test_a_worker_file_holding_a_nul_is_a_load_error_naming_its_line(tmp_path):
+    # issue 22 item 5: the one input rule holds for the tree too; no text field keeps a NUL
+    write(tmp_path, "teams/support/workers/general/WORKER.md", worker_md("Answers\x00 anything.", body="Help.\n\x00"))
+    workers, errors = read_workforce(tmp_path)
+    assert workers == [] and len(errors) == 1
+    assert "WORKER.md, line 2: the file holds a NUL character" in str(errors[0])

@@ -3,7 +3,7 @@ contract's shape."""
 
 from __future__ import annotations
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 
 from workforce.refusals import Refusal
 from workforce.wire import text_problem
@@ -16,21 +16,40 @@ def refusal_json(refusal: Refusal) -> JsonResponse:
     return JsonResponse({"requestId": None, "status": "failed", "error": refusal.as_error()}, status=refusal.http_status)
 
 
+def _unstorable_field(request) -> str | None:
+    """Why a page's form (urlencoded or multipart) cannot be kept, or None: a field name
+    or value with a NUL or a lone surrogate (``workforce.wire.text_problem``)."""
+    if request.method != "POST" or request.content_type not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        return None
+    for key, values in request.POST.lists():
+        for text in (key, *values):
+            problem = text_problem(text)
+            if problem:
+                return f"The form field {key[:40]!r} {problem}."
+    return None
+
+
 class ApiHygieneMiddleware:
-    """For ``/api/`` paths: refuse a path or query holding text no store can keep (a NUL,
-    a lone surrogate) with a 400 instead of a database error, and give a chunked body
-    (no Content-Length) its length so DRF reads it instead of seeing an empty body."""
+    """Refuse a path or query holding text no store can keep (a NUL, a lone surrogate)
+    with a 400 ``invalid-input`` instead of a database error: JSON in the contract's
+    shape on ``/api/`` paths, plain text on the pages, where a form field holding such
+    text is refused the same way (``workforce.wire``: the one input rule; the API's JSON
+    bodies are checked by its parser). For ``/api/`` paths, also give a chunked body (no
+    Content-Length) its length so DRF reads it instead of seeing an empty body."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith("/api/"):
-            texts = [request.path, *(v for values in request.GET.lists() for v in values[1]), *request.GET.keys()]
-            for text in texts:
-                problem = text_problem(text)
-                if problem:
-                    return refusal_json(Refusal("invalid-input", f"The URL {problem}."))
+        api = request.path.startswith("/api/")
+        texts = [request.path, *(v for values in request.GET.lists() for v in values[1]), *request.GET.keys()]
+        problem = next((f"The URL {p}." for p in map(text_problem, texts) if p), None)
+        if problem is None and not api:
+            problem = _unstorable_field(request)
+        if problem is not None:
+            refusal = Refusal("invalid-input", problem)
+            return refusal_json(refusal) if api else HttpResponseBadRequest(refusal.message, content_type="text/plain")
+        if api:
             if not request.META.get("CONTENT_LENGTH") and "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
                 request.META["CONTENT_LENGTH"] = str(len(request.body))
         return self.get_response(request)

@@ -1,7 +1,9 @@
 """Models: a model id is ``provider/name``.
 
-- ``embedded/echo``: no network; answers ``<seat> heard: <turn text>`` and calls tools
-  the turn asks for (see ``workforce.llm.embedded``).
+- ``embedded/echo``: no network; answers ``<seat> heard: <turn text>`` and calls only
+  the tools its worker's own instructions order (see ``workforce.llm.embedded``).
+- ``embedded/scripted``: a test model; echo, and it also calls the tools a turn's own
+  ``/tool`` lines ask for, so a tree names it on purpose.
 - ``openai/<name>``: any OpenAI-compatible endpoint (``OPENAI_BASE_URL``) with tool calls.
 
 ``current_resolver()`` is what agent turns use: the default resolver, or one a test put
@@ -21,7 +23,7 @@ from collections.abc import Iterator
 from workforce.runtime import Slot
 
 from .base import ChatModel, ModelCall, ModelError, ModelReply, ModelResolver, ToolCall, parse_arguments
-from .embedded import EMBEDDED_MODELS, EchoModel
+from .embedded import EMBEDDED_MODELS, EchoModel, ScriptedModel
 from .evaluation import (
     CannotEvaluate,
     Choice,
@@ -43,7 +45,7 @@ EMBEDDED_EVALUATORS = {"lexical": LexicalEvaluationModel}
 def model_problem(model_id: object) -> str | None:
     """Why ``model_id`` is not a model the default resolver knows, or None.
 
-    ``"embedded/echo"`` and ``"openai/<anything>"`` are known; the answer is a sentence
+    ``"embedded/echo"``, ``"embedded/scripted"`` and ``"openai/<anything>"`` are known; the answer is a sentence
     naming the id and what is accepted. Never raises.
     """
     if not isinstance(model_id, str) or model_id.count("/") < 1:
@@ -156,6 +158,7 @@ __all__ = [
     "ModelReply",
     "ModelResolver",
     "OpenAIChatModel",
+    "ScriptedModel",
     "ToolCall",
     "current_resolver",
     "model_problem",

@@ -1,28 +1,31 @@
 """Embedded models: no network, deterministic.
 
-``embedded/echo`` answers ``<seat> heard: <turn text>``, where the seat is the calling
-block's name and the turn text is the last user message. It calls tools in two
-documented ways, so demos and tests run offline:
+``embedded/echo``, the development default, answers ``<seat> heard: <turn text>``, where
+the seat is the calling block's name and the turn text is the last user message. It never
+acts on what a sender wrote: a ``/tool`` line in a post, a mail or a chat message is only
+text it echoes. The one tool call it makes is the worker's own:
 
-1. **In the turn.** Every line of the turn text that contains
-   ``/tool <name> <JSON object>`` (the object runs to the end of the line) asks for that
-   call, in order. A woken seat's turn is ``<writer> in <mailbox>: <body>``, so a post
-   whose body holds the line asks every woken echo seat for it::
+- **Standing orders.** A line ``/tool <name> <JSON object>`` (the object runs to the end
+  of the line) in the system prompt (the worker's instructions, written by whoever wrote
+  the tree or hired the worker) applies to every turn that is a mailbox post, with
+  ``{seat}``, ``{writer}``, ``{mailbox}``, ``{body}``, ``{turn}`` and ``{heard}`` (the
+  echo answer, ``<seat> heard: <turn text>``) replaced inside the JSON's strings::
 
-       /tool post-to-mailbox {"mailbox": "support.desk", "body": "on it"}
+      /tool post-to-mailbox {"mailbox": "{mailbox}", "body": "{heard}"}
 
-2. **Standing orders.** The same lines in the system prompt (the worker's
-   instructions) apply to every turn that is a mailbox post, with ``{seat}``,
-   ``{writer}``, ``{mailbox}``, ``{body}``, ``{turn}`` and ``{heard}`` (the echo answer,
-   ``<seat> heard: <turn text>``) replaced inside the JSON's strings::
-
-       /tool post-to-mailbox {"mailbox": "{mailbox}", "body": "{heard}"}
+``embedded/scripted`` is the test model a tree names on purpose: it does all echo does
+and also follows **the turn's own lines**: every line of the turn text (of a post's body,
+read back from its quoted form: ``workforce.framing``) that contains ``/tool <name>
+<JSON object>`` asks for that call, in order, so a post whose body holds
+``/tool post-to-mailbox {"mailbox": "support.desk", "body": "on it"}`` makes every woken
+scripted seat call it. Never name it for a seat anyone else can post to.
 
 Only tools offered on the call are called; a line naming any other tool, or whose JSON
 is not an object, is passed over. The calls are made on the turn's first model call;
-once tool results are in, echo gives its answer. A line ``/sleep <milliseconds>`` in the
-turn makes each call wait that long first (a slow model, for end-to-end tests); a wait
-longer than the call's timeout fails the call with ModelError after the timeout.
+once tool results are in, the model gives its answer. A line ``/sleep <milliseconds>`` in
+the turn makes each call of either model wait that long first (a slow model, for
+end-to-end tests); a wait longer than the call's timeout fails the call with ModelError
+after the timeout.
 """
 
 from __future__ import annotations
@@ -33,11 +36,14 @@ import time
 import uuid
 from typing import Any
 
+from workforce.framing import unquoted
+
 from .base import ModelCall, ModelError, ModelReply, ToolCall
 
 _TOOL_LINE = re.compile(r"/tool\s+([A-Za-z0-9_.\-]+)\s+(\{.*\})\s*$")
 _SLEEP_LINE = re.compile(r"(?:^|\s)/sleep\s+(\d+)\s*$")
-_TURN = re.compile(r"^(?P<writer>\S+) in (?P<mailbox>\S+): (?P<body>.*)$", re.S)
+# A framed line: the writer is one word or a JSON string literal (workforce.framing).
+_FRAMED = re.compile(r'^(?P<writer>"(?:[^"\\]|\\.)*"|[^\s"]+) in (?P<mailbox>\S+): (?P<body>.*)$', re.S)
 MAX_SLEEP_MS = 600_000
 
 
@@ -45,6 +51,7 @@ class EchoModel:
     """``embedded/echo``: see the module docstring for what it answers and calls."""
 
     model_id = "embedded/echo"
+    follows_turn_tools = False
 
     def complete(self, call: ModelCall) -> ModelReply:
         """Answer ``call`` deterministically. Raises ModelError when a ``/sleep`` asks
@@ -55,7 +62,7 @@ class EchoModel:
         heard = f"{seat} heard: {turn}"
         if not any(m.get("role") == "tool" for m in after):
             offered = set(call.tool_names())
-            wanted = [c for c in _requested_calls(turn, call.messages, seat, heard) if c[0] in offered]
+            wanted = [c for c in _requested_calls(turn, call.messages, seat, heard, self.follows_turn_tools) if c[0] in offered]
             if wanted:
                 calls = tuple(
                     ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=args, raw_arguments=json.dumps(args))
@@ -73,8 +80,23 @@ def _last_turn(messages: list[dict]) -> tuple[str, list[dict]]:
     return "", []
 
 
+def _logical_lines(turn: str) -> list[str]:
+    """The turn's lines as its senders wrote them: a framed line's quoted body, or a line
+    that is a quoted text on its own (a mail's), read back and split (``workforce.framing``)."""
+    lines = []
+    for line in turn.splitlines():
+        framed = _FRAMED.match(line)
+        if framed:
+            lines.extend(unquoted(framed["body"]).splitlines())
+        elif line.startswith('"'):
+            lines.extend(unquoted(line).splitlines())
+        else:
+            lines.append(line)
+    return lines
+
+
 def _sleep(turn: str, timeout: float) -> None:
-    total = sum(int(m.group(1)) for line in turn.splitlines() if (m := _SLEEP_LINE.search(line)))
+    total = sum(int(m.group(1)) for line in _logical_lines(turn) if (m := _SLEEP_LINE.search(line)))
     if not total:
         return
     seconds = min(total, MAX_SLEEP_MS) / 1000
@@ -84,9 +106,9 @@ def _sleep(turn: str, timeout: float) -> None:
     time.sleep(seconds)
 
 
-def _tool_lines(text: str) -> list[tuple[str, dict]]:
+def _tool_lines(lines: list[str]) -> list[tuple[str, dict]]:
     found = []
-    for line in text.splitlines():
+    for line in lines:
         match = _TOOL_LINE.search(line)
         if not match:
             continue
@@ -99,20 +121,20 @@ def _tool_lines(text: str) -> list[tuple[str, dict]]:
     return found
 
 
-def _requested_calls(turn: str, messages: list[dict], seat: str, heard: str) -> list[tuple[str, dict]]:
-    calls = _tool_lines(turn)
-    parsed = _TURN.match(turn)
+def _requested_calls(turn: str, messages: list[dict], seat: str, heard: str, follows_turn_tools: bool) -> list[tuple[str, dict]]:
+    calls = _tool_lines(_logical_lines(turn)) if follows_turn_tools else []
+    parsed = _FRAMED.match(turn)
     if parsed:
         system = "\n".join(m["content"] for m in messages if m.get("role") == "system" and isinstance(m.get("content"), str))
         values = {
             "seat": seat,
-            "writer": parsed["writer"],
+            "writer": unquoted(parsed["writer"]),
             "mailbox": parsed["mailbox"],
-            "body": parsed["body"],
+            "body": unquoted(parsed["body"]),
             "turn": turn,
             "heard": heard,
         }
-        calls.extend((name, _fill(args, values)) for name, args in _tool_lines(system))
+        calls.extend((name, _fill(args, values)) for name, args in _tool_lines(system.splitlines()))
     return calls
 
 
@@ -128,4 +150,12 @@ def _fill(value: Any, values: dict[str, str]) -> Any:
     return value
 
 
-EMBEDDED_MODELS = {"echo": EchoModel}
+class ScriptedModel(EchoModel):
+    """``embedded/scripted``: echo, and it also calls the tools the turn's own ``/tool``
+    lines ask for (see the module docstring). A test model: a tree names it on purpose."""
+
+    model_id = "embedded/scripted"
+    follows_turn_tools = True
+
+
+EMBEDDED_MODELS = {"echo": EchoModel, "scripted": ScriptedModel}

@@ -297,6 +297,9 @@ def read_record_file(folder: Path, folder_rel: str, filename: str, *, kind: str 
             f"{file_rel}, line {line}: the file is not valid UTF-8 "
             f"(byte 0x{raw[exc.start]:02x} at offset {exc.start}). Save it as UTF-8."
         ) from None
+    if "\x00" in text:  # the one input rule (workforce.wire): no store keeps a NUL
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise fail(f"{file_rel}, line {line}: the file holds a NUL character, which no text field can keep.")
     try:
         return split_frontmatter(text, file_rel)
     except FrontmatterError as exc:

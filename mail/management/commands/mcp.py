@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mail.mcp_server import build_server
 from workforce.refusals import Refusal
 from workforce.runtime import ensure_booted
+from workforce.wire import check_arguments
 
 
 class Command(BaseCommand):
@@ -18,6 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", default=None, help="In development (WORKFORCE_AUTH=none): the user id to act as.")
 
     def handle(self, *args, **options):
+        check_arguments(user=options["user"], token=options["token"])
         if options["token"] and settings.WORKFORCE_AUTH != "token":
             # In development a token would be ignored and the caller asked for a userId:
             # say what is wrong instead.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from mailboxes.prerename import describe_pre_rename_marks, find_pre_rename_marks
+from workforce.wire import check_arguments
 
 
 class Command(BaseCommand):
@@ -16,6 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--org", action="append", default=[], help="An organization whose inventory is checked.")
 
     def handle(self, *args, mailbox=(), org=(), **options):
+        check_arguments(mailbox=mailbox, org=org)
         marks = find_pre_rename_marks(mailbox_ids=mailbox, org_ids=org)
         for session in marks["sessions"]:
             self.stdout.write(f"session {session['id']} ({session['organization']}): {session['reason']}")

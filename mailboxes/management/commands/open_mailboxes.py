@@ -11,6 +11,7 @@ from mailboxes.services import OpenRefused, do_open_mailboxes
 from workforce.models import DEFAULT_ORG_ID
 from workforce.sessions import ensure_organization
 from workforce.tree import WorkforceRootError
+from workforce.wire import check_arguments
 
 
 class Command(BaseCommand):
@@ -22,6 +23,7 @@ class Command(BaseCommand):
         parser.add_argument("--org", default=DEFAULT_ORG_ID, help="The organization to open them in.")
 
     def handle(self, *args, root=None, user=None, org=DEFAULT_ORG_ID, **options):
+        check_arguments(user=user, org=org)
         root = root or settings.WORKFORCE_ROOT
         user = user or settings.WORKFORCE_OPEN_USER
         try:

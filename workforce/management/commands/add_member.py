@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from workforce.models import DEFAULT_ORG_ID
 from workforce.services import MembershipRefused, do_add_member
+from workforce.wire import check_arguments
 
 
 class Command(BaseCommand):
@@ -19,6 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--move", action="store_true", help="Move a user who is a member of another organization.")
 
     def handle(self, *args, user, org=DEFAULT_ORG_ID, create=False, move=False, **options):
+        check_arguments(user=user, org=org)
         try:
             outcome = do_add_member(user, org, create_user=create, move=move)
         except MembershipRefused as exc:
