@@ -46,11 +46,13 @@ def _header(request: HttpRequest, names: tuple[str, ...]) -> str:
 
 def signature_ok(secret: str, body: bytes, signature: str) -> bool:
     """True when ``signature`` is the hex HMAC-SHA256 of ``body`` with ``secret``; never
-    for an empty secret or signature."""
+    for an empty secret or signature, nor for one that is not ASCII (``compare_digest``
+    raises TypeError on a non-ASCII str, which must read as a bad signature, not a 500)."""
     if not secret or not signature:
         return False
     expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, signature.strip().lower())
+    given = signature.strip().lower().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(expected.encode(), given)
 
 
 def _refused(refusal: Refusal) -> JsonResponse:

@@ -157,6 +157,19 @@ def test_an_unsigned_or_wrongly_signed_webhook_is_refused_and_writes_nothing(age
     assert not WebhookDelivery.objects.exists() and not MailRun.objects.exists()
 
 
+@pytest.mark.parametrize("name", ["X-Forgejo-Signature", "X-Gitea-Signature"])
+@pytest.mark.parametrize("signature", ["é" * 64, "\u00ff", "abc\u00e9def"])
+def test_a_non_ascii_signature_is_refused_like_any_bad_one(agents, org, forge, name, signature):
+    # hmac.compare_digest raises TypeError on a non-ASCII str: it answered 500.
+    agents()
+    do_send_mail(org, sender=PERSON, to="eng.alpha", body="x")
+    headers, raw = forge.hooks.pop(0)
+    headers = {k: v for k, v in headers.items() if not k.endswith("Signature")}
+    answer = post_hook({**headers, name: signature}, raw)
+    assert answer.status_code == 401 and answer.json()["error"]["reason"] == "webhook-signature-invalid"
+    assert not WebhookDelivery.objects.exists() and not MailRun.objects.exists()
+
+
 def test_a_webhook_signed_for_another_body_or_with_no_secret_set_is_refused(agents, org, forge, settings):
     agents()
     do_send_mail(org, sender=PERSON, to="eng.alpha", body="x")
