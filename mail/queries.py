@@ -77,10 +77,13 @@ def thread_wire(thread: Thread, *, messages: bool = False) -> dict:
         "hops": thread.hops,
         "inReplyTo": thread.in_reply_to or None,
         "sentAt": thread.sent_at.isoformat(),
+        # The header, title or text changed after the office wrote it; "from" is
+        # still what the office recorded (mail.index).
+        "edited": thread.edited,
     }
     if messages:
         data["messages"] = [
-            {"position": m.position, "from": m.author, "body": m.body, "sentAt": m.sent_at.isoformat()}
+            {"position": m.position, "from": m.author, "body": m.body, "sentAt": m.sent_at.isoformat(), "edited": m.edited}
             for m in thread.messages.order_by("position")
         ]
     return data

@@ -37,7 +37,7 @@ from .constants import (
     MAX_HOPS,
     SEND_PERMISSION,
 )
-from .header import Header, write_header
+from .header import Header, seal_comment, seal_issue, write_header
 from .index import index_issue
 from .ledger import OFFICE, ledger, recorded
 from .models import Thread
@@ -123,6 +123,7 @@ def _check_send(org: Organization, *, sender: str, to: str, body: object, subjec
 
 def _write_send(org: Organization, send: _Send, store: MailStore, key: str | None = None) -> Thread:
     """Open the issue, index it and ledger it; call inside a transaction."""
+    title = send.subject or "(no subject)"
     header = Header(
         sender=send.sender,
         to=agent_principal(send.to),
@@ -130,15 +131,16 @@ def _write_send(org: Organization, send: _Send, store: MailStore, key: str | Non
         hops=send.hops,
         in_reply_to=send.in_reply_to,
     )
+    header = seal_issue(header, send.body, org_id=org.pk, vault=send.to, title=title)
     issue = _store_call(
         store.create_issue,
         org.pk,
         send.to,
-        title=send.subject or "(no subject)",
+        title=title,
         body=write_header(header, send.body),
         labels=[] if send.guarded else [LABEL_NEW],
     )
-    thread = index_issue(org, send.to, issue)
+    thread = index_issue(org, send.to, issue, sent=header)
     to = agent_principal(send.to)
     ledger(org, MAIL_SENT, send.sender, thread.thread_id, key=key, to=to, hops=send.hops, inReplyTo=send.in_reply_to)
     if send.guarded:
@@ -281,6 +283,7 @@ def do_reply_mail(
         )
     store = store or current_store()
     header = Header(sender=me, sent=timezone.now().replace(microsecond=0))
+    header = seal_comment(header, body, org_id=org.pk, vault=author, number=thread.number)
     with transaction.atomic():
         _store_call(store.comment, org.pk, author, thread.number, write_header(header, body))
         issue = _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_REPLIED])

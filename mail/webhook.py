@@ -37,7 +37,15 @@ logger = logging.getLogger(__name__)
 SIGNATURES = ("X-Forgejo-Signature", "X-Gitea-Signature")
 DELIVERIES = ("X-Forgejo-Delivery", "X-Gitea-Delivery")
 EVENTS = ("X-Forgejo-Event", "X-Gitea-Event")
-ACTIONS = {"opened": "opened", "label_updated": "label_updated", "label_cleared": "label_updated", "closed": "closed"}
+# "edited": a title or body changed (a collaborator's edit): the office reads the issue
+# again and marks it edited when it is no longer what the office wrote (``mail.index``).
+ACTIONS = {
+    "opened": "opened",
+    "edited": "edited",
+    "label_updated": "label_updated",
+    "label_cleared": "label_updated",
+    "closed": "closed",
+}
 
 
 def _header(request: HttpRequest, names: tuple[str, ...]) -> str:

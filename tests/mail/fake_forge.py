@@ -33,6 +33,8 @@ class FakeForge:
         self.token = token
         self.secret = secret
         self.login = login
+        # Every account's token: the office's, and collaborators' (``collaborator``).
+        self.tokens: dict[str, str] = {token: login}
         self.repos: dict[str, dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.hooks: list[tuple[dict, bytes]] = []
@@ -49,11 +51,13 @@ class FakeForge:
                 raw = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 fake.requests.append((method, parts.path))
-                if self.headers.get("Authorization") != f"token {fake.token}":
+                auth = self.headers.get("Authorization") or ""
+                user = fake.tokens.get(auth.removeprefix("token ")) if auth.startswith("token ") else None
+                if user is None:
                     return self._send(401, {"message": "token is required"})
                 body = json.loads(raw) if raw else {}
                 with fake.lock:
-                    status, answer = fake.route(method, parts.path, parse_qs(parts.query), body)
+                    status, answer = fake.route(method, parts.path, parse_qs(parts.query), body, user=user)
                 self._send(status, answer)
 
             def _send(self, status: int, answer):
@@ -118,6 +122,13 @@ class FakeForge:
             "comments": len(issue["comments"]),
         }
 
+    def collaborator(self, login: str) -> str:
+        """Give ``login`` an account with write access to every repository (a forge
+        collaborator) and return its API token."""
+        token = f"{login}-token"
+        self.tokens[token] = login
+        return token
+
     def hook(self, event: str, event_type: str, full: str, payload: dict, *, sender: str | None = None) -> None:
         payload = {**payload, "repository": self._repo_json(full), "sender": {"login": sender or self.login}}
         raw = json.dumps(payload).encode()
@@ -171,7 +182,8 @@ class FakeForge:
             payload = {"action": "created", "issue": self._issue_json(repo, issue), "comment": comment, "is_pull": False}
             self.hook("issue_comment", "issue_comment", full, payload, sender=login)
 
-    def route(self, method: str, path: str, query: dict, body: dict):
+    def route(self, method: str, path: str, query: dict, body: dict, *, user: str = ""):
+        user = user or self.login
         if method == "GET" and path == "/api/v1/user":
             return 200, {"id": 1, "login": self.login, "username": self.login, "is_admin": True}
         if method == "GET" and path == "/api/v1/repos/search":
@@ -216,10 +228,29 @@ class FakeForge:
                 "created_at": now,
                 "updated_at": now,
                 "comments": [],
+                "user": user,
             }
             repo["issues"][number] = issue
-            self.hook("issues", "issues", full, {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)})
+            self.hook(
+                "issues",
+                "issues",
+                full,
+                {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)},
+                sender=user,
+            )
             return 201, self._issue_json(repo, issue)
+        if (m3 := re.fullmatch(r"/issues/comments/(\d+)", rest)) and method == "PATCH":
+            # As Gitea's EditIssueComment: a collaborator may change any comment's body;
+            # its author stays who wrote it.
+            for issue in repo["issues"].values():
+                for comment in issue["comments"]:
+                    if comment["id"] == int(m3[1]):
+                        changes = {"body": {"from": comment["body"]}}
+                        comment["body"] = body["body"]
+                        payload = {"action": "edited", "issue": self._issue_json(repo, issue), "comment": comment}
+                        self.hook("issue_comment", "issue_comment", full, {**payload, "changes": changes}, sender=user)
+                        return 200, comment
+            return 404, {"message": "comment does not exist"}
         m2 = re.fullmatch(r"/issues/(\d+)(/comments|/labels)?", rest)
         if not m2 or int(m2[1]) not in repo["issues"]:
             return 404, {"message": "issue does not exist"}
@@ -227,19 +258,25 @@ class FakeForge:
         if m2[2] is None and method == "GET":
             return 200, self._issue_json(repo, issue)
         if m2[2] is None and method == "PATCH":
-            if body.get("state") in ("open", "closed"):
+            # As Gitea's EditIssue: a collaborator may change the title and body of an
+            # issue another account opened; the issue's author stays who opened it, and
+            # the forge sends "edited" (with what changed) apart from a state change.
+            changes = {k: {"from": issue[k]} for k in ("title", "body") if k in body and body[k] != issue[k]}
+            for key in changes:
+                issue[key] = body[key]
+            if changes:
+                issue["updated_at"] = _now()
+                payload = {"action": "edited", "number": issue["number"], "changes": changes}
+                self.hook("issues", "issues", full, {**payload, "issue": self._issue_json(repo, issue)}, sender=user)
+            if body.get("state") in ("open", "closed") and body["state"] != issue["state"]:
                 issue["state"] = body["state"]
-            self.hook(
-                "issues",
-                "issues",
-                full,
-                {"action": body.get("state", "edited"), "number": issue["number"], "issue": self._issue_json(repo, issue)},
-            )
+                payload = {"action": body["state"], "number": issue["number"]}
+                self.hook("issues", "issues", full, {**payload, "issue": self._issue_json(repo, issue)}, sender=user)
             return 201, self._issue_json(repo, issue)
         if m2[2] == "/comments" and method == "GET":
             return 200, issue["comments"]
         if m2[2] == "/comments" and method == "POST":
-            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": self.login}}
+            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": user}}
             issue["comments"].append(comment)
             self.hook(
                 "issue_comment",
