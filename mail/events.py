@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 
 def do_handle_store_event(event: StoreEvent) -> None:
-    """Index the issue the event carries and, for an issue opened with ``mail:new``,
+    """Index the issue the event carries and, for an issue opened with ``mail:new`` (in
+    its labels now or in ``extra["openedLabels"]``, those a forge's hook says it was
+    opened with),
     admit its run (``mail.runs.admit_mail_run``: once per mail, so an event told twice
     starts one run). A mail opened without ``mail:new`` (past the loop guard) is indexed
     and starts nothing.
@@ -50,7 +52,8 @@ def do_handle_store_event(event: StoreEvent) -> None:
     org = ensure_organization(event.org_id)
     with transaction.atomic():
         thread = index_issue(org, event.vault, event.issue)
-        if event.action == "opened" and LABEL_NEW in event.issue.labels:
+        opened_with = {*event.issue.labels, *event.extra.get("openedLabels", ())}
+        if event.action == "opened" and LABEL_NEW in opened_with:
             if thread.sender == UNKNOWN_SENDER:
                 logger.warning("%s names no sender the office recorded: it starts no run", thread.thread_id)
                 return

@@ -119,6 +119,29 @@ class ForgejoStore:
         ids = self._label_ids(org_id, vault)
         return [ids[name] for name in labels]
 
+    def _forget_labels(self, org_id: str, vault: str) -> None:
+        with self._lock:
+            self._labels.pop(self.repo(org_id, vault), None)
+
+    def _labels_set(self, org_id: str, vault: str, number: int, labels: list[str], answered: list[dict] | None) -> None:
+        """Make sure issue ``number`` carries exactly ``labels``. A forge drops label ids
+        it does not know without an error (Gitea v1.26.3), so ids cached before the
+        labels were recreated on the forge would leave a mail without ``mail:new``:
+        check what the forge answered (``answered``, its label objects), and when it
+        differs read the ids again (creating missing labels) and set them once more.
+
+        Raises:
+            StoreError: the forge still does not carry ``labels`` after the retry.
+        """
+        if answered is not None and sorted(label.get("name") for label in answered) == sorted(labels):
+            return
+        self._forget_labels(org_id, vault)
+        repo = self.repo(org_id, vault)
+        answer = self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        got = sorted(label.get("name") for label in answer or []) if isinstance(answer, list) else None
+        if got != sorted(labels):
+            raise StoreError(f"the forge did not set the labels {labels} on {repo}#{number} (it answered {got})")
+
     def office_user(self) -> str:
         """The office account's login: ``office_user`` when given, else the token
         owner's (``GET /api/v1/user``), read once per store object. Raises StoreError
@@ -177,6 +200,9 @@ class ForgejoStore:
         data = self._call(
             "POST", f"/repos/{repo}/issues", json={"title": title, "body": body, "labels": self._ids(org_id, vault, labels)}
         )
+        if sorted(label["name"] for label in data.get("labels") or ()) != sorted(labels):
+            self._labels_set(org_id, vault, data["number"], labels, None)
+            data = {**data, "labels": [{"name": name} for name in labels]}
         return self._issue(data, [])
 
     def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
@@ -186,7 +212,8 @@ class ForgejoStore:
 
     def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
         repo = self.repo(org_id, vault)
-        self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        answer = self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        self._labels_set(org_id, vault, number, labels, answer if isinstance(answer, list) else None)
         return self.get_issue(org_id, vault, number)
 
     def close(self, org_id: str, vault: str, number: int) -> Issue:

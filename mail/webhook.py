@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import json
 import logging
-from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -107,11 +106,15 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
                 issue = store.get_issue(org_id, slug, number)
             except StoreError as exc:
                 raise Refusal("vault-unavailable", str(exc)) from exc
+            extra = {}
             if kind == "opened":
-                # Admission reads the labels the issue was opened with, not later ones.
-                labels = tuple(label["name"] for label in payload["issue"].get("labels") or ())
-                issue = replace(issue, labels=labels)
-            do_handle_store_event(StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery))
+                # Admission reads the labels the issue was opened with too, not only
+                # later ones (its run may have moved mail:new on already); the index
+                # takes the labels as the forge holds them now (the office may have set
+                # mail:new again after the forge dropped a stale label id: mail.forgejo).
+                extra["openedLabels"] = [label["name"] for label in payload["issue"].get("labels") or ()]
+            event_ = StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery, extra=extra)
+            do_handle_store_event(event_)
     except IntegrityError:
         return "already-taken"
     return "taken"

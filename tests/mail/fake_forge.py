@@ -122,6 +122,16 @@ class FakeForge:
             "comments": len(issue["comments"]),
         }
 
+    def recreate_labels(self, full: str) -> None:
+        """Delete every label of ``full`` and create them again under new ids, as someone
+        tidying the repository's labels on the forge would (issues lose them)."""
+        with self.lock:
+            repo = self.repos[full]
+            old = {label["id"] for label in repo["labels"]}
+            repo["labels"] = [{**label, "id": self._id()} for label in repo["labels"]]
+            for issue in repo["issues"].values():
+                issue["label_ids"] = [i for i in issue["label_ids"] if i not in old]
+
     def collaborator(self, login: str) -> str:
         """Give ``login`` an account with write access to every repository (a forge
         collaborator) and return its API token."""
@@ -213,9 +223,10 @@ class FakeForge:
             page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
             return 200, issues[(page - 1) * limit : page * limit]
         if rest == "/issues" and method == "POST":
+            # As Gitea v1.26.3: label ids the repository does not have are dropped
+            # without an error.
             known = {label["id"] for label in repo["labels"]}
-            if any(i not in known for i in body.get("labels") or []):
-                return 422, {"message": "label does not exist"}
+            body["labels"] = [i for i in body.get("labels") or [] if i in known]
             number = len(repo["issues"]) + 1
             now = _now()
             issue = {
@@ -286,10 +297,9 @@ class FakeForge:
             )
             return 201, comment
         if m2[2] == "/labels" and method == "PUT":
+            # Unknown label ids are dropped without an error, as on Gitea.
             known = {label["id"] for label in repo["labels"]}
-            if any(i not in known for i in body.get("labels") or []):
-                return 422, {"message": "label does not exist"}
-            issue["label_ids"] = list(body.get("labels") or [])
+            issue["label_ids"] = [i for i in body.get("labels") or [] if i in known]
             # A label change does not say which label changed (compare with issue.labels).
             self.hook(
                 "issues",

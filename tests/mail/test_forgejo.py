@@ -430,3 +430,20 @@ def test_a_header_copied_from_another_vault_is_not_trusted_on_a_rebuild(agents, 
         "unknown",
         True,
     )
+
+
+def test_labels_recreated_on_the_forge_lose_no_mail(agents, org, forge, mail, deliver):
+    # 24.6: the office caches label ids; after the labels were recreated on the forge, the
+    # forge drops the stale ids without an error (as Gitea does). The office checks the
+    # labels on what the forge answers, reads the ids again and sets them.
+    agents()
+    mail("eng.reader", "First", subject="One")
+    forge.recreate_labels("default/eng.reader")
+    thread = mail("eng.reader", "Second", subject="Two")
+    assert issue_on(forge, "default/eng.reader", 2)["labels"] == ["mail:working"]  # it got mail:new, and its run took it
+    thread.refresh_from_db()
+    assert thread.state == "working" and MailRun.objects.get(thread=thread).status == "done"
+    # A label change with stale ids is checked and repaired the same way.
+    forge.recreate_labels("default/eng.reader")
+    issue = current_store().set_labels("default", "eng.reader", 2, ["mail:closed"])
+    assert issue.labels == ("mail:closed",) and issue_on(forge, "default/eng.reader", 2)["labels"] == ["mail:closed"]
