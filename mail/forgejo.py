@@ -21,6 +21,7 @@ the token's owner (``GET /api/v1/user``, read once per store object), or
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from datetime import datetime
@@ -34,10 +35,32 @@ from .constants import LABEL_COLORS, LABELS
 from .store import Comment, Issue, StoreError
 
 PAGE = 50
+# A list is read page by page until X-Total-Count items came (or an empty page): at most
+# this many pages, so a forge that keeps answering cannot hold a caller for ever.
+MAX_PAGES = 10_000
 
 
 def _when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _forge_answers(method):
+    """A ``MailStore`` method whose every failure is a ``StoreError`` (answered 503
+    ``vault-unavailable``): the forge unreachable, or an answer that is not the API's
+    (a proxy's page, JSON of another shape)."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer: {exc}") from exc
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise StoreError(f"the forge's answer is not its API's ({type(exc).__name__}: {exc})") from exc
+
+    return call
 
 
 class ForgejoStore:
@@ -92,21 +115,50 @@ class ForgejoStore:
 
     # ------------------------------------------------------------------ calls
 
-    def _call(self, method: str, path: str, **kwargs):
+    def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
             response = self.client.request(method, self.base + path, **kwargs)
         except httpx.HTTPError as exc:
             raise StoreError(f"the forge did not answer {method} {path}: {exc}") from exc
         if response.status_code >= 400:
             raise StoreError(f"the forge answered {response.status_code} to {method} {path}: {response.text[:300]}")
-        return response.json() if response.content else None
+        return response
+
+    @staticmethod
+    def _json(response: httpx.Response, method: str, path: str):
+        try:
+            return response.json() if response.content else None
+        except ValueError as exc:  # a proxy's error page, say
+            raise StoreError(f"the forge's answer to {method} {path} is not JSON: {response.text[:200]!r}") from exc
+
+    def _call(self, method: str, path: str, **kwargs):
+        return self._json(self._request(method, path, **kwargs), method, path)
+
+    def _list(self, path: str, params: dict | None = None, *, key: str | None = None) -> list:
+        """Every item of a list endpoint, page by page. A forge caps a page at its
+        ``MAX_RESPONSE_ITEMS`` (Gitea: 50 by default, maybe fewer) whatever ``limit``
+        asks, so a short page is not the last one: read until ``X-Total-Count`` items
+        came, or, when the forge sends no count, until a page shorter than asked or an
+        empty one. ``key``: the items' key in an object answer (``/repos/search``)."""
+        found: list = []
+        for page in range(1, MAX_PAGES + 1):
+            response = self._request("GET", path, params={**(params or {}), "page": page, "limit": PAGE})
+            answer = self._json(response, "GET", path)
+            batch = (answer or {}).get(key) or [] if key else answer or []
+            if not isinstance(batch, list):
+                raise StoreError(f"the forge's answer to GET {path} is not a list")
+            found.extend(batch)
+            total = response.headers.get("X-Total-Count", "")
+            if not batch or (len(found) >= int(total) if total.isdigit() else len(batch) < PAGE):
+                break
+        return found
 
     def _label_ids(self, org_id: str, vault: str) -> dict[str, int]:
         repo = self.repo(org_id, vault)
         with self._lock:
             if repo in self._labels:
                 return self._labels[repo]
-        found = {label["name"]: label["id"] for label in self._call("GET", f"/repos/{repo}/labels", params={"limit": PAGE})}
+        found = {label["name"]: label["id"] for label in self._list(f"/repos/{repo}/labels")}
         for name in LABELS:
             if name not in found:
                 label = self._call("POST", f"/repos/{repo}/labels", json={"name": name, "color": LABEL_COLORS[name]})
@@ -182,18 +234,23 @@ class ForgejoStore:
 
     # ------------------------------------------------------------------ MailStore
 
+    @_forge_answers
     def ensure_vault(self, org_id: str, vault: str) -> None:
         """The vault's repository (created in its owner organization when missing), with
         the four labels."""
         repo = self.repo(org_id, vault)
         owner, _, name = repo.partition("/")
-        response = self.client.get(self.base + f"/repos/{repo}")
+        try:
+            response = self.client.get(self.base + f"/repos/{repo}")
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer GET /repos/{repo}: {exc}") from exc
         if response.status_code == 404:
             self._call("POST", f"/orgs/{owner}/repos", json={"name": name, "private": True, "description": f"{vault}'s vault"})
         elif response.status_code >= 400:
             raise StoreError(f"the forge answered {response.status_code} for {repo}")
         self._label_ids(org_id, vault)
 
+    @_forge_answers
     def create_issue(self, org_id: str, vault: str, *, title: str, body: str, labels: list[str]) -> Issue:
         self.ensure_vault(org_id, vault)
         repo = self.repo(org_id, vault)
@@ -205,51 +262,43 @@ class ForgejoStore:
             data = {**data, "labels": [{"name": name} for name in labels]}
         return self._issue(data, [])
 
+    @_forge_answers
     def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
         repo = self.repo(org_id, vault)
         self._call("POST", f"/repos/{repo}/issues/{number}/comments", json={"body": body})
         return self.get_issue(org_id, vault, number)
 
+    @_forge_answers
     def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
         repo = self.repo(org_id, vault)
         answer = self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
         self._labels_set(org_id, vault, number, labels, answer if isinstance(answer, list) else None)
         return self.get_issue(org_id, vault, number)
 
+    @_forge_answers
     def close(self, org_id: str, vault: str, number: int) -> Issue:
         repo = self.repo(org_id, vault)
         data = self._call("PATCH", f"/repos/{repo}/issues/{number}", json={"state": "closed"})
         return self._issue(data, self._comments(repo, number))
 
+    @_forge_answers
     def get_issue(self, org_id: str, vault: str, number: int) -> Issue:
         repo = self.repo(org_id, vault)
         return self._issue(self._call("GET", f"/repos/{repo}/issues/{number}"), self._comments(repo, number))
 
+    @_forge_answers
     def list_issues(self, org_id: str, vault: str) -> list[Issue]:
         repo = self.repo(org_id, vault)
-        found, page = [], 1
-        while True:
-            batch = self._call(
-                "GET", f"/repos/{repo}/issues", params={"state": "all", "type": "issues", "page": page, "limit": PAGE}
-            )
-            found.extend(batch)
-            if len(batch) < PAGE:
-                break
-            page += 1
+        found = self._list(f"/repos/{repo}/issues", {"state": "all", "type": "issues"})
         return [self._issue(data, self._comments(repo, data["number"])) for data in sorted(found, key=lambda d: d["number"])]
 
+    @_forge_answers
     def list_vaults(self) -> list[tuple[str, str]]:
-        found, page = [], 1
-        while True:
-            answer = self._call("GET", "/repos/search", params={"page": page, "limit": PAGE})
-            batch = answer.get("data") or []
-            for repo in batch:
-                vault = self.vault_of(repo["full_name"])
-                if vault is not None:
-                    found.append(vault)
-            if len(batch) < PAGE:
-                break
-            page += 1
+        found = []
+        for repo in self._list("/repos/search", key="data"):
+            vault = self.vault_of(repo["full_name"])
+            if vault is not None:
+                found.append(vault)
         return sorted(set(found))
 
 

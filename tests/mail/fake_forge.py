@@ -20,6 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 
+class Page:
+    """One page of a list endpoint and the whole list's length (``X-Total-Count``)."""
+
+    def __init__(self, items, total: int):
+        self.items, self.total = items, total
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -29,8 +36,10 @@ class FakeForge:
     API call as ``(method, path)``; ``hooks`` the webhooks it would send, as
     ``(headers, raw body)``. ``login`` is the token owner's account (the office)."""
 
-    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret", login: str = "office"):
+    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret", login: str = "office", max_items: int = 50):
         self.token = token
+        # Gitea's [api] MAX_RESPONSE_ITEMS: no list page is longer, whatever "limit" asks.
+        self.max_items = max_items
         self.secret = secret
         self.login = login
         # Every account's token: the office's, and collaborators' (``collaborator``).
@@ -61,10 +70,16 @@ class FakeForge:
                 self._send(status, answer)
 
             def _send(self, status: int, answer):
-                data = json.dumps(answer).encode()
+                total = None
+                if isinstance(answer, Page):
+                    answer, total = answer.items, answer.total
+                raw = isinstance(answer, bytes)  # a page that is not JSON (a proxy's)
+                data = answer if raw else json.dumps(answer).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if total is not None:
+                    self.send_header("X-Total-Count", str(total))
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -97,6 +112,15 @@ class FakeForge:
         self.server.server_close()
 
     # ------------------------------------------------------------------ the API
+
+    def page(self, items: list, query: dict) -> Page:
+        """``items`` paged as Gitea v1.26.3 pages a list: ``page`` from 1, ``limit`` 30
+        by default and never more than ``max_items`` (MAX_RESPONSE_ITEMS), with the
+        whole list's length in ``X-Total-Count``."""
+        page = max(int(query.get("page", ["1"])[0]), 1)
+        limit = int(query.get("limit", ["0"])[0]) or 30
+        limit = min(max(limit, 1), self.max_items)
+        return Page(items[(page - 1) * limit : page * limit], len(items))
 
     def _id(self) -> int:
         self.ids += 1
@@ -197,9 +221,8 @@ class FakeForge:
         if method == "GET" and path == "/api/v1/user":
             return 200, {"id": 1, "login": self.login, "username": self.login, "is_admin": True}
         if method == "GET" and path == "/api/v1/repos/search":
-            page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
-            names = sorted(self.repos)[(page - 1) * limit : page * limit]
-            return 200, {"ok": True, "data": [self._repo_json(n) for n in names]}
+            found = self.page(sorted(self.repos), query)
+            return 200, Page({"ok": True, "data": [self._repo_json(n) for n in found.items]}, found.total)
         if m := re.fullmatch(r"/api/v1/orgs/([^/]+)/repos", path):
             full = f"{m[1]}/{body['name']}"
             if full in self.repos:
@@ -214,14 +237,13 @@ class FakeForge:
             return 200, self._repo_json(full)
         if rest == "/labels":
             if method == "GET":
-                return 200, repo["labels"]
+                return 200, self.page(repo["labels"], query)
             label = {"id": self._id(), "name": body["name"], "color": body["color"].lstrip("#"), "description": ""}
             repo["labels"].append(label)
             return 201, label
         if rest == "/issues" and method == "GET":
             issues = [self._issue_json(repo, i) for i in sorted(repo["issues"].values(), key=lambda i: -i["number"])]
-            page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
-            return 200, issues[(page - 1) * limit : page * limit]
+            return 200, self.page(issues, query)
         if rest == "/issues" and method == "POST":
             # As Gitea v1.26.3: label ids the repository does not have are dropped
             # without an error.

@@ -447,3 +447,54 @@ def test_labels_recreated_on_the_forge_lose_no_mail(agents, org, forge, mail, de
     forge.recreate_labels("default/eng.reader")
     issue = current_store().set_labels("default", "eng.reader", 2, ["mail:closed"])
     assert issue.labels == ("mail:closed",) and issue_on(forge, "default/eng.reader", 2)["labels"] == ["mail:closed"]
+
+
+def test_a_forge_that_is_down_answers_503_vault_unavailable(agents, org, forge, mail, settings, client):
+    # 24.7: an unreachable forge answered 500 (ensure_vault's own call raised httpx's error).
+    agents()
+    mail("eng.idle", "The vault exists now.")
+    forge.server.shutdown()
+    forge.server.server_close()
+    for to in ("eng.idle", "eng.alpha"):  # a vault whose labels are cached, and a new one
+        answer = client.post(
+            "/api/mail", {"userId": "ann@example.org", "to": to, "body": "Anyone?"}, content_type="application/json"
+        )
+        assert answer.status_code == 503, answer.content
+        assert answer.json()["error"]["reason"] == "vault-unavailable"
+    assert Thread.objects.count() == 1
+
+
+def test_a_forge_that_answers_no_json_is_vault_unavailable(agents, org, forge, settings, client):
+    agents()
+
+    def proxy_page(*args, **kwargs):
+        return 200, b"<html>Bad gateway</html>"
+
+    forge.route = proxy_page  # a proxy in front of a forge that is down
+    answer = client.post("/api/mail", {"userId": "ann", "to": "eng.idle", "body": "Hello"}, content_type="application/json")
+    assert (answer.status_code, answer.json()["error"]["reason"]) == (503, "vault-unavailable")
+    forge.route = lambda *args, **kwargs: (200, ["not", "an", "object"])  # JSON, but not what the API answers
+    answer = client.post("/api/mail", {"userId": "ann", "to": "eng.idle", "body": "Hello"}, content_type="application/json")
+    assert (answer.status_code, answer.json()["error"]["reason"]) == (503, "vault-unavailable")
+
+
+def test_reindex_reads_every_page_when_the_forge_caps_pages_below_fifty(agents, org, forge, mail):
+    # 24.7: Gitea caps a page at MAX_RESPONSE_ITEMS whatever "limit" asks and says the
+    # whole count in X-Total-Count; a page shorter than asked is not the last one then.
+    agents()
+    forge.max_items = 7
+    for n in range(9):
+        mail("eng.idle", f"Mail {n}")
+    for to in ("eng.alpha", "eng.reader"):
+        mail(to, "Hello")
+    for name in range(8):  # more labels than a page holds: the office's four are found too
+        forge.repos["default/eng.idle"]["labels"].insert(0, {"id": 10_000 + name, "name": f"x{name}", "color": "000000"})
+    Thread.objects.all().delete()
+    call_command("reindex_mail", stdout=open("/dev/null", "w"))
+    assert sorted(Thread.objects.filter(recipient="eng.idle").values_list("number", flat=True)) == list(range(1, 10))
+    assert current_store().list_vaults() == [("default", "eng.alpha"), ("default", "eng.idle"), ("default", "eng.reader")]
+    set_store(None)  # a new process: the labels are read again, past the first page
+    mail("eng.idle", "Tenth")
+    names = [label["name"] for label in forge.repos["default/eng.idle"]["labels"]]
+    assert len(names) == len(set(names)) == 12  # none created twice
+    assert issue_on(forge, "default/eng.idle", 10)["labels"] == [LABEL_NEW]
