@@ -171,6 +171,27 @@ class ForgejoStore:
         ids = self._label_ids(org_id, vault)
         return [ids[name] for name in labels]
 
+    # Other repositories than vaults live on a forge: the reindex and the webhook ask
+    # ``is_vault`` (mail.services.do_reindex_mail).
+    shared = True
+
+    @_forge_answers
+    def is_vault(self, org_id: str, vault: str) -> bool:
+        """True when the repository the rule names for ``vault`` holds the four mail
+        labels the office creates with every vault (a repository of the same name that
+        someone else made does not). Read once per repository and store object when
+        true."""
+        repo = self.repo(org_id, vault)
+        with self._lock:
+            if repo in self._labels:
+                return True
+        found = {label["name"]: label["id"] for label in self._list(f"/repos/{repo}/labels")}
+        if not all(name in found for name in LABELS):
+            return False
+        with self._lock:
+            self._labels[repo] = found
+        return True
+
     def _forget_labels(self, org_id: str, vault: str) -> None:
         with self._lock:
             self._labels.pop(self.repo(org_id, vault), None)

@@ -41,6 +41,7 @@ from .header import Header, seal_comment, seal_issue, write_header
 from .index import index_issue
 from .ledger import OFFICE, ledger, recorded
 from .models import Thread
+from .queries import office_organization
 from .store import MailStore, StoreError, current_store
 
 SUBJECT_MAX = 200
@@ -334,14 +335,26 @@ def do_reindex_mail(*, store: MailStore | None = None) -> Reindexed:
     holds is indexed again (upserts; an index already there is left as it is). Runs
     and the ledger are the office's own record and are not rebuilt.
 
+    On a shared backend (a forge, ``store.shared``), whose token sees repositories that
+    are no vaults, a repository is a vault only in an organization the office has
+    (``mail.queries.office_organization``) and when it holds the four mail labels
+    (``store.is_vault``); others are left out and no organization is created for them.
+
     Raises:
         Refusal("vault-unavailable"): the backend could not be read.
     """
     store = store or current_store()
     done = Reindexed()
+    shared = getattr(store, "shared", False)
     for org_id, vault in _store_call(store.list_vaults):
-        org = ensure_organization(org_id)
         try:
+            if shared:
+                org = office_organization(org_id)
+                if org is None or not store.is_vault(org_id, vault):
+                    logger.info("reindex_mail left out %s/%s: not one of the office's vaults", org_id, vault)
+                    continue
+            else:
+                org = ensure_organization(org_id)
             issues = store.list_issues(org_id, vault)
         except StoreError:
             # One unreadable vault is logged and the others are rebuilt.

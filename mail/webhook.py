@@ -29,6 +29,7 @@ from workforce.refusals import Refusal
 
 from .events import do_handle_store_event
 from .models import WebhookDelivery
+from .queries import office_organization
 from .store import StoreError, StoreEvent, current_store
 
 logger = logging.getLogger(__name__)
@@ -97,6 +98,13 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
     if kind is None or vault is None:
         return "ignored"
     org_id, slug = vault
+    if getattr(store, "shared", False):
+        # On a shared forge only the office's vaults are vaults (mail.services.do_reindex_mail).
+        try:
+            if office_organization(org_id) is None or not store.is_vault(org_id, slug):
+                return "ignored"
+        except StoreError as exc:
+            raise Refusal("vault-unavailable", str(exc)) from exc
     if not delivery:
         raise Refusal("invalid-input", f"the delivery has no {' or '.join(DELIVERIES)} header.")
     try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from io import StringIO
 
 import httpx
 import pytest
@@ -498,3 +499,39 @@ def test_reindex_reads_every_page_when_the_forge_caps_pages_below_fifty(agents, 
     names = [label["name"] for label in forge.repos["default/eng.idle"]["labels"]]
     assert len(names) == len(set(names)) == 12  # none created twice
     assert issue_on(forge, "default/eng.idle", 10)["labels"] == [LABEL_NEW]
+
+
+def test_reindex_on_a_shared_forge_reads_only_the_offices_vaults(agents, org, forge, mail, deliver):
+    # 24.5: the token sees every repository of a shared forge. Only the office's vaults
+    # (named by the rule, holding the four mail labels, in an organization the office
+    # has) are vaults; reading the forge creates no organization.
+    from workforce.models import Organization
+
+    agents()
+    mail("eng.reader", "Hello")
+    with as_collaborator(forge, "alice") as alice:
+        forge.repos["alice/dotfiles"] = {"id": 90_001, "labels": [], "issues": {}}
+        forge.repos["default/website"] = {"id": 90_002, "labels": [], "issues": {}}
+        forge.repos["acme/eng.alpha"] = {"id": 90_003, "labels": [], "issues": {}}
+        assert alice.post("/repos/alice/dotfiles/issues", json={"title": "t", "body": "b"}).status_code == 201
+    office = httpx.Client(base_url=forge.url + "/api/v1", headers={"Authorization": f"token {forge.token}"})
+    for repo in ("default/website", "acme/eng.alpha"):  # the office's account writes there too
+        office.post(
+            f"/repos/{repo}/issues", json={"title": "Deploy", "body": "From: human:x\nSent: 2026-01-01T00:00:00+00:00\n\nx"}
+        )
+    for name in LABELS:  # labels alone do not make a vault of another organization's repository
+        office.post("/repos/acme/eng.alpha/labels", json={"name": name, "color": "#000000"})
+    forge.hooks.clear()
+    orgs = set(Organization.objects.values_list("id", flat=True))
+    Thread.objects.all().delete()
+    out = StringIO()
+    call_command("reindex_mail", stdout=out)
+    assert set(Thread.objects.values_list("organization_id", "recipient", "number")) == {("default", "eng.reader", 1)}
+    assert set(Organization.objects.values_list("id", flat=True)) == orgs
+    assert "1 vault(s)" in out.getvalue()
+    # A hook from a repository that is no vault is ignored, and creates no organization either.
+    office.post("/repos/default/website/issues", json={"title": "Again", "body": "x"})
+    office.post("/repos/acme/eng.alpha/issues", json={"title": "Again", "body": "x"})
+    assert deliver() == [202, 202]
+    assert set(Organization.objects.values_list("id", flat=True)) == orgs
+    assert not Thread.objects.exclude(recipient="eng.reader").exists()
