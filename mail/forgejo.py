@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
@@ -35,6 +36,20 @@ from .constants import LABEL_COLORS, LABELS
 from .store import Comment, Issue, StoreError
 
 PAGE = 50
+
+
+@dataclass(frozen=True)
+class IssueSummary:
+    """One issue as a forge's issue list gives it: number, label names, state, how many
+    comments, when it last changed (aware datetime)."""
+
+    number: int
+    labels: tuple[str, ...]
+    state: str
+    comments: int
+    updated_at: datetime
+
+
 # A list is read page by page until X-Total-Count items came (or an empty page): at most
 # this many pages, so a forge that keeps answering cannot hold a caller for ever.
 MAX_PAGES = 10_000
@@ -312,6 +327,26 @@ class ForgejoStore:
         repo = self.repo(org_id, vault)
         found = self._list(f"/repos/{repo}/issues", {"state": "all", "type": "issues"})
         return [self._issue(data, self._comments(repo, data["number"])) for data in sorted(found, key=lambda d: d["number"])]
+
+    @_forge_answers
+    def changed_issues(self, org_id: str, vault: str, since: datetime | None) -> list[IssueSummary]:
+        """The issues of ``vault`` updated at or after ``since`` (every issue when None),
+        as the list endpoint gives them, without their comments: what the forge sweep
+        (``mail.forge_repair``) compares with the index before reading an issue whole."""
+        repo = self.repo(org_id, vault)
+        params = {"state": "all", "type": "issues"}
+        if since is not None:
+            params["since"] = since.isoformat()
+        return [
+            IssueSummary(
+                number=int(data["number"]),
+                labels=tuple(label["name"] for label in data.get("labels") or ()),
+                state=data["state"],
+                comments=int(data.get("comments") or 0),
+                updated_at=_when(data.get("updated_at") or data["created_at"]),
+            )
+            for data in self._list(f"/repos/{repo}/issues", params)
+        ]
 
     @_forge_answers
     def list_vaults(self) -> list[tuple[str, str]]:

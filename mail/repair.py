@@ -15,7 +15,8 @@ issue that agrees is left alone, and running the sweep twice repairs nothing twi
 
 Commits younger than ``SETTLE_SECONDS`` are left to the next sweep: their writer may
 still be telling the office itself. A backend whose server tells the office of its own
-changes (a forge's webhook, which the forge redelivers) has no history to read here.
+changes (a forge's webhook) has no history to read here: its sweep is
+``mail.forge_repair``, which lists what changed since its last pass.
 """
 
 from __future__ import annotations

@@ -70,7 +70,8 @@ def _refused(refusal: Refusal) -> JsonResponse:
 def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
     """Act on one verified delivery. Returns ``taken``, ``already-taken`` or
     ``ignored``. Raises Refusal (``invalid-input``, ``vault-unavailable``); nothing is
-    recorded then, so the forge's retry acts."""
+    recorded then. A forge never redelivers a failed hook (and a replay from its UI has
+    a new delivery id): the forge sweep (``mail.forge_repair``) takes in what it missed."""
     if event not in ("issues", "issue_comment"):
         return "ignored"
     try:
@@ -131,8 +132,8 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
 @csrf_exempt
 def forge_webhook(request: HttpRequest) -> JsonResponse:
     """Receive a Forgejo or Gitea issue webhook (HMAC-SHA256 signed with the hook's
-    secret; an unsigned or wrongly signed call is 401 and writes nothing; a redelivery
-    is acted on once)."""
+    secret; an unsigned or wrongly signed call is 401 and writes nothing; a delivery
+    sent twice is acted on once)."""
     if request.method != "POST":
         response = _refused(Refusal("method-not-allowed", f"{request.method} is not allowed here; POST a webhook."))
         response["Allow"] = "POST"

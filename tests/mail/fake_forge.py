@@ -243,6 +243,9 @@ class FakeForge:
             return 201, label
         if rest == "/issues" and method == "GET":
             issues = [self._issue_json(repo, i) for i in sorted(repo["issues"].values(), key=lambda i: -i["number"])]
+            if "since" in query:  # "only issues updated at or after", as Gitea's
+                since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
+                issues = [i for i in issues if datetime.fromisoformat(i["updated_at"].replace("Z", "+00:00")) >= since]
             return 200, self.page(issues, query)
         if rest == "/issues" and method == "POST":
             # As Gitea v1.26.3: label ids the repository does not have are dropped
@@ -303,6 +306,7 @@ class FakeForge:
                 self.hook("issues", "issues", full, {**payload, "issue": self._issue_json(repo, issue)}, sender=user)
             if body.get("state") in ("open", "closed") and body["state"] != issue["state"]:
                 issue["state"] = body["state"]
+                issue["updated_at"] = _now()
                 payload = {"action": body["state"], "number": issue["number"]}
                 self.hook("issues", "issues", full, {**payload, "issue": self._issue_json(repo, issue)}, sender=user)
             return 201, self._issue_json(repo, issue)
@@ -311,6 +315,7 @@ class FakeForge:
         if m2[2] == "/comments" and method == "POST":
             comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": user}}
             issue["comments"].append(comment)
+            issue["updated_at"] = comment["created_at"]
             self.hook(
                 "issue_comment",
                 "issue_comment",
@@ -322,6 +327,7 @@ class FakeForge:
             # Unknown label ids are dropped without an error, as on Gitea.
             known = {label["id"] for label in repo["labels"]}
             issue["label_ids"] = [i for i in body.get("labels") or [] if i in known]
+            issue["updated_at"] = _now()
             # A label change does not say which label changed (compare with issue.labels).
             self.hook(
                 "issues",

@@ -535,3 +535,37 @@ def test_reindex_on_a_shared_forge_reads_only_the_offices_vaults(agents, org, fo
     assert deliver() == [202, 202]
     assert set(Organization.objects.values_list("id", flat=True)) == orgs
     assert not Thread.objects.exclude(recipient="eng.reader").exists()
+
+
+def test_the_forge_sweep_repairs_what_a_lost_hook_left_out(agents, org, forge, mail, deliver, committed):
+    # 24.8: a forge never redelivers a hook that failed. A mail the forge holds whose
+    # hook was lost (and whose sender's transaction failed after the forge wrote it), and
+    # a close made on the forge whose hook was lost, reach the index through the sweep.
+    from datetime import UTC, datetime, timedelta
+
+    from django.utils import timezone
+
+    from mail.forge_repair import do_sweep_forge
+    from mail.header import Header, seal_issue, write_header
+    from mail.sweeps import do_sweep_mail_and_chats
+
+    agents()
+    closed = mail("eng.reader", "Will be closed on the forge")
+    header = Header(sender=PERSON, to="agent:eng.alpha", sent=timezone.now().replace(microsecond=0))
+    header = seal_issue(header, "Lost?", org_id="default", vault="eng.alpha", title="Lost")
+    current_store().create_issue("default", "eng.alpha", title="Lost", body=write_header(header, "Lost?"), labels=[LABEL_NEW])
+    with as_collaborator(forge) as mallory:
+        mallory.patch("/repos/default/eng.reader/issues/1", json={"state": "closed"})
+    forge.hooks.clear()  # every hook lost
+    assert not Thread.objects.filter(recipient="eng.alpha").exists()
+    assert committed(do_sweep_forge) == []  # too recent: its hook may still come
+    later = datetime.now(UTC) + timedelta(seconds=60)
+    assert committed(do_sweep_forge, now=later) == ["eng.alpha:1", "eng.reader:1"]
+    deliver()
+    lost = Thread.objects.get(recipient="eng.alpha", number=1)
+    assert (lost.sender, lost.state) == (PERSON, "replied")
+    assert MailRun.objects.get(thread=lost).status == "done"
+    closed.refresh_from_db()
+    assert closed.state == "closed"
+    assert committed(do_sweep_forge, now=later) == []  # nothing twice
+    assert committed(do_sweep_mail_and_chats).vaults == []  # wired into the mail sweep
