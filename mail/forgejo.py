@@ -36,6 +36,14 @@ from .constants import LABEL_COLORS, LABELS
 from .store import Comment, Issue, StoreError
 
 PAGE = 50
+# The scopes the office's token needs (Gitea and Forgejo access-token scopes): its login
+# (read:user), the vault repositories it creates in their organizations
+# (write:organization), reads and writes in them (write:repository) and their issues,
+# labels and comments (write:issue). In the order ``check`` names them.
+SCOPES = ("read:user", "read:repository", "write:organization", "write:repository", "write:issue")
+# A repository name no vault has: the scope probes name it, so they change nothing.
+PROBE = "workforce-scope-check"
+_SCOPE = re.compile(r"\b(?:read|write):[a-z_]+\b")
 
 
 @dataclass(frozen=True)
@@ -328,6 +336,45 @@ class ForgejoStore:
         found = self._list(f"/repos/{repo}/issues", {"state": "all", "type": "issues"})
         return [self._issue(data, self._comments(repo, data["number"])) for data in sorted(found, key=lambda d: d["number"])]
 
+    def _lacking(self, method: str, path: str, expected: str, **kwargs) -> list[str]:
+        """The scopes a forge says the token lacks for ``method path`` (403 "token does
+        not have at least one of required scope(s), required=[...]"), else none."""
+        try:
+            response = self.client.request(method, self.base + path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer {method} {path}: {exc}") from exc
+        if response.status_code == 401:
+            raise ForgeTokenRefused(f"the forge refused the token (401 to {method} {path}): {response.text[:200]}")
+        if response.status_code != 403 or "scope" not in response.text:
+            return []  # served, or refused for another reason (no such repository, a body it needs)
+        try:
+            message = str(response.json().get("message", ""))
+        except (ValueError, AttributeError):
+            message = response.text
+        required = message.partition("required=")[2].partition("token scope")[0]
+        return _SCOPE.findall(required) or [expected]
+
+    def missing_scopes(self) -> list[str]:
+        """The scopes of ``SCOPES`` the office's token lacks, as the forge answers a probe
+        of each (its login, a repository search, and writes that name ``PROBE``, which
+        no organization or repository has, with bodies the forge refuses after the scope
+        check: nothing is created or changed). A forge that refuses a probe for another
+        reason counts as granting it.
+
+        Raises:
+            ForgeTokenRefused: the forge does not take the token at all (401).
+            StoreError: the forge did not answer.
+        """
+        owner = self.repo(DEFAULT_ORG_ID, PROBE).partition("/")[0]
+        probe = self.repo(DEFAULT_ORG_ID, PROBE)
+        found: set[str] = set()
+        found.update(self._lacking("GET", "/user", "read:user"))
+        found.update(self._lacking("GET", "/repos/search", "read:repository", params={"limit": 1}))
+        found.update(self._lacking("POST", f"/orgs/{owner}/repos", "write:organization", json={}))
+        found.update(self._lacking("PATCH", f"/repos/{probe}", "write:repository", json={}))
+        found.update(self._lacking("POST", f"/repos/{probe}/issues", "write:issue", json={}))
+        return [scope for scope in SCOPES if scope in found] + sorted(found - set(SCOPES))
+
     @_forge_answers
     def changed_issues(self, org_id: str, vault: str, since: datetime | None) -> list[IssueSummary]:
         """The issues of ``vault`` updated at or after ``since`` (every issue when None),
@@ -356,6 +403,10 @@ class ForgejoStore:
             if vault is not None:
                 found.append(vault)
         return sorted(set(found))
+
+
+class ForgeTokenRefused(StoreError):
+    """The forge answered 401 to the office's token."""
 
 
 def forgejo_store() -> ForgejoStore:

@@ -44,6 +44,8 @@ class FakeForge:
         self.login = login
         # Every account's token: the office's, and collaborators' (``collaborator``).
         self.tokens: dict[str, str] = {token: login}
+        # Each token's scopes (Gitea's: read:user, write:issue, ...); "all" when absent.
+        self.scopes: dict[str, set[str]] = {}
         self.repos: dict[str, dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.hooks: list[tuple[dict, bytes]] = []
@@ -61,9 +63,15 @@ class FakeForge:
                 parts = urlsplit(self.path)
                 fake.requests.append((method, parts.path))
                 auth = self.headers.get("Authorization") or ""
-                user = fake.tokens.get(auth.removeprefix("token ")) if auth.startswith("token ") else None
+                token = auth.removeprefix("token ") if auth.startswith("token ") else None
+                user = fake.tokens.get(token) if token else None
                 if user is None:
                     return self._send(401, {"message": "token is required"})
+                lacking = fake.lacking(token, method, parts.path)
+                if lacking:
+                    # As Gitea's tokenRequiresScopes, before the route's own checks.
+                    message = f"token does not have at least one of required scope(s), required={lacking}"
+                    return self._send(403, {"message": message})
                 body = json.loads(raw) if raw else {}
                 with fake.lock:
                     status, answer = fake.route(method, parts.path, parse_qs(parts.query), body, user=user)
@@ -156,6 +164,25 @@ class FakeForge:
             for issue in repo["issues"].values():
                 issue["label_ids"] = [i for i in issue["label_ids"] if i not in old]
 
+    def lacking(self, token: str, method: str, path: str) -> list[str]:
+        """The scopes ``token`` lacks for ``method path``, as Gitea v1.26.3 requires them:
+        per route group a category (``user``, ``organization``, ``repository``, and
+        ``issue`` for issues and labels inside a repository), read for GET and write
+        otherwise; write implies read."""
+        scopes = self.scopes.get(token)
+        if scopes is None:
+            return []
+        level = "read" if method == "GET" else "write"
+        if path == "/api/v1/user":
+            categories = ["user"]
+        elif path.startswith("/api/v1/orgs/"):
+            categories = ["organization"]
+        elif re.fullmatch(r"/api/v1/repos/[^/]+/[^/]+/(issues|labels).*", path):
+            categories = ["repository", "issue"]
+        else:
+            categories = ["repository"]
+        return [f"{level}:{c}" for c in categories if f"{level}:{c}" not in scopes and f"write:{c}" not in scopes]
+
     def collaborator(self, login: str) -> str:
         """Give ``login`` an account with write access to every repository (a forge
         collaborator) and return its API token."""
@@ -224,6 +251,8 @@ class FakeForge:
             found = self.page(sorted(self.repos), query)
             return 200, Page({"ok": True, "data": [self._repo_json(n) for n in found.items]}, found.total)
         if m := re.fullmatch(r"/api/v1/orgs/([^/]+)/repos", path):
+            if not body.get("name"):
+                return 422, {"message": "[Name]: Required"}
             full = f"{m[1]}/{body['name']}"
             if full in self.repos:
                 return 409, {"message": "repository already exists"}

@@ -569,3 +569,38 @@ def test_the_forge_sweep_repairs_what_a_lost_hook_left_out(agents, org, forge, m
     assert closed.state == "closed"
     assert committed(do_sweep_forge, now=later) == []  # nothing twice
     assert committed(do_sweep_mail_and_chats).vaults == []  # wired into the mail sweep
+
+
+@pytest.mark.parametrize(
+    "scopes, lacking",
+    [
+        ({"read:user", "write:organization", "write:repository", "write:issue"}, []),
+        ({"write:organization", "write:repository", "write:issue"}, ["read:user"]),
+        ({"read:user", "read:repository", "write:issue"}, ["write:organization", "write:repository"]),
+        ({"read:user", "write:organization", "write:repository", "read:issue"}, ["write:issue"]),
+    ],
+)
+def test_check_names_the_scopes_the_forge_token_lacks(agents, forge, settings, scopes, lacking):
+    # 24.9: a token without the scopes the office needs failed later, mail by mail; the
+    # check at start names what it lacks (and creates nothing on the forge).
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    forge.scopes[forge.token] = scopes
+    repos = dict(forge.repos)
+    if not lacking:
+        call_command("check", stdout=StringIO())
+    else:
+        with pytest.raises(SystemCheckError) as raised:
+            call_command("check", stdout=StringIO())
+        message = str(raised.value)
+        assert "mail.E001" in message and f"lacks {', '.join(lacking)}" in message
+    assert forge.repos == repos
+
+
+def test_check_warns_when_the_forge_does_not_answer(forge, settings):
+    forge.server.shutdown()
+    forge.server.server_close()
+    out = StringIO()
+    call_command("check", stdout=out, stderr=out)
+    assert "mail.W001" in out.getvalue()
