@@ -303,6 +303,10 @@ class FakeForge:
                 {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)},
                 sender=user,
             )
+            if issue["label_ids"]:
+                # Gitea v1.26.3 adds the labels after opening: a label_updated hook follows.
+                payload = {"action": "label_updated", "number": number, "issue": self._issue_json(repo, issue)}
+                self.hook("issues", "issue_label", full, payload, sender=user)
             return 201, self._issue_json(repo, issue)
         if (m3 := re.fullmatch(r"/issues/comments/(\d+)", rest)) and method == "PATCH":
             # As Gitea's EditIssueComment: a collaborator may change any comment's body;

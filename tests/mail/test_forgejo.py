@@ -604,3 +604,15 @@ def test_check_warns_when_the_forge_does_not_answer(forge, settings):
     out = StringIO()
     call_command("check", stdout=out, stderr=out)
     assert "mail.W001" in out.getvalue()
+
+
+def test_a_create_sends_opened_then_label_updated_and_starts_one_run(agents, org, forge, deliver, committed):
+    # As Gitea v1.26.3: POST /issues fires "opened" and then "label_updated"; Gitea's
+    # headers alone (no X-Forgejo-*) are taken.
+    agents()
+    committed(do_send_mail, org, sender=PERSON, to="eng.reader", body="Once")
+    kinds = [(json.loads(raw)["action"], headers["X-Gitea-Event-Type"]) for headers, raw in forge.hooks]
+    assert kinds[:2] == [("opened", "issues"), ("label_updated", "issue_label")]
+    forge.hooks[:] = [({k: v for k, v in h.items() if not k.startswith("X-Forgejo")}, raw) for h, raw in forge.hooks]
+    assert set(deliver()) == {200}
+    assert MailRun.objects.count() == 1 and Request.objects.filter(action="onMail").count() == 1
