@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,6 +42,7 @@ PAGE = 50
 # (write:organization), reads and writes in them (write:repository) and their issues,
 # labels and comments (write:issue). In the order ``check`` names them.
 SCOPES = ("read:user", "read:repository", "write:organization", "write:repository", "write:issue")
+NOT_A_VAULT_SECONDS = 600
 # A repository name no vault has: the scope probes name it, so they change nothing.
 PROBE = "workforce-scope-check"
 _SCOPE = re.compile(r"\b(?:read|write):[a-z_]+\b")
@@ -118,6 +120,9 @@ class ForgejoStore:
         self.rule = vault_rule
         self.client = httpx.Client(headers={"Authorization": f"token {token}", "Accept": "application/json"}, timeout=timeout)
         self._labels: dict[str, dict[str, int]] = {}
+        # Repositories found to be no vault, until when (monotonic seconds): the forge
+        # sweep asks again only after NOT_A_VAULT_SECONDS.
+        self._not_vaults: dict[str, float] = {}
         self._lock = threading.Lock()
         self._office_user = office_user.strip()
 
@@ -203,13 +208,17 @@ class ForgejoStore:
         """True when the repository the rule names for ``vault`` holds the four mail
         labels the office creates with every vault (a repository of the same name that
         someone else made does not). Read once per repository and store object when
-        true."""
+        true, and again ``NOT_A_VAULT_SECONDS`` after it was false."""
         repo = self.repo(org_id, vault)
         with self._lock:
             if repo in self._labels:
                 return True
+            if self._not_vaults.get(repo, 0.0) > time.monotonic():
+                return False
         found = {label["name"]: label["id"] for label in self._list(f"/repos/{repo}/labels")}
         if not all(name in found for name in LABELS):
+            with self._lock:
+                self._not_vaults[repo] = time.monotonic() + NOT_A_VAULT_SECONDS
             return False
         with self._lock:
             self._labels[repo] = found
@@ -283,6 +292,8 @@ class ForgejoStore:
         """The vault's repository (created in its owner organization when missing), with
         the four labels."""
         repo = self.repo(org_id, vault)
+        with self._lock:
+            self._not_vaults.pop(repo, None)
         owner, _, name = repo.partition("/")
         try:
             response = self.client.get(self.base + f"/repos/{repo}")
