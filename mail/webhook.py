@@ -121,9 +121,12 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
                 # later ones (its run may have moved mail:new on already); the index
                 # takes the labels as the forge holds them now (the office may have set
                 # mail:new again after the forge dropped a stale label id: mail.forgejo).
-                extra["openedLabels"] = [label["name"] for label in payload["issue"].get("labels") or ()]
-            event_ = StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery, extra=extra)
-            do_handle_store_event(event_)
+                opened = payload["issue"].get("labels")
+                extra["openedLabels"] = (
+                    [label.get("name") for label in opened if isinstance(label, dict)] if isinstance(opened, list) else []
+                )
+            told = StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery, extra=extra)
+            do_handle_store_event(told)
     except IntegrityError:
         return "already-taken"
     return "taken"
