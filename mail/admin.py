@@ -31,7 +31,7 @@ class MessageInline(admin.TabularInline):
 
 @admin.register(Thread)
 class ThreadAdmin(ReadOnly):
-    list_display = ("__str__", "organization", "sender", "subject", "state", "hops", "sent_at")
+    list_display = ("__str__", "organization", "sender", "subject", "state", "hops", "sent_at", "edited")
     list_filter = ("state", "organization")
     search_fields = ("recipient", "sender", "subject")
     inlines = [MessageInline]

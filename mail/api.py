@@ -46,6 +46,7 @@ ThreadAnswer = inline_serializer(
         "hops": serializers.IntegerField(),
         "inReplyTo": serializers.CharField(allow_null=True),
         "sentAt": serializers.DateTimeField(),
+        "edited": serializers.BooleanField(),
     },
 )
 

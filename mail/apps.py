@@ -27,6 +27,7 @@ class MailConfig(AppConfig):
         from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
 
+        from . import checks  # noqa: F401  (registers the forge token check)
         from .chat import register as register_chat
         from .events import tell_office_safely
         from .models import ChatRun, MailRun

@@ -11,7 +11,8 @@ from django.db import transaction
 from workforce.sessions import ensure_organization
 
 from .constants import LABEL_NEW
-from .index import index_issue
+from .index import UNKNOWN_SENDER, index_issue
+from .models import Message, Thread
 from .runs import admit_mail_run
 from .store import StoreEvent
 
@@ -19,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 
 def do_handle_store_event(event: StoreEvent) -> None:
-    """Index the issue the event carries and, for an issue opened with ``mail:new``,
+    """Index the issue the event carries and, for an issue opened with ``mail:new`` (in
+    its labels now or in ``extra["openedLabels"]``, those a forge's hook says it was
+    opened with),
     admit its run (``mail.runs.admit_mail_run``: once per mail, so an event told twice
     starts one run). A mail opened without ``mail:new`` (past the loop guard) is indexed
     and starts nothing.
@@ -28,18 +31,32 @@ def do_handle_store_event(event: StoreEvent) -> None:
     hand-made commit on a vault) is no mail (spec "Where mail lives": a mail is an issue
     "created by the office", whose header "the sender can't" spoof): it is logged and
     neither indexed nor run, so its header names no sender. The spec names no ledger
-    event for it, so none is written."""
+    event for it, so none is written. When the index already holds that issue (a mail
+    the office sent, whose body a hand-made commit changed since), its thread is marked
+    ``edited``.
+
+    A mail whose sender the office has no record of (``mail.index``: no row, no ledger
+    entry and no valid seal, so its sender is ``unknown``) is indexed and starts no run:
+    its header is trusted for nothing."""
     if not event.issue.by_office:
         logger.warning(
             "%s:%s was not created by the office: it is not mail, and is neither indexed nor run",
             event.vault,
             event.issue.number,
         )
+        with transaction.atomic():
+            thread = Thread.objects.filter(organization_id=event.org_id, recipient=event.vault, number=event.issue.number)
+            if thread.filter(edited=False).update(edited=True):
+                Message.objects.filter(thread__in=thread, position=0).update(edited=True)
         return
     org = ensure_organization(event.org_id)
     with transaction.atomic():
         thread = index_issue(org, event.vault, event.issue)
-        if event.action == "opened" and LABEL_NEW in event.issue.labels:
+        opened_with = {*event.issue.labels, *event.extra.get("openedLabels", ())}
+        if event.action == "opened" and LABEL_NEW in opened_with:
+            if thread.sender == UNKNOWN_SENDER:
+                logger.warning("%s names no sender the office recorded: it starts no run", thread.thread_id)
+                return
             admit_mail_run(thread)
 
 

@@ -21,8 +21,11 @@ the token's owner (``GET /api/v1/user``, read once per store object), or
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
+import time
+from dataclasses import dataclass
 from datetime import datetime
 
 import httpx
@@ -34,10 +37,55 @@ from .constants import LABEL_COLORS, LABELS
 from .store import Comment, Issue, StoreError
 
 PAGE = 50
+# The scopes the office's token needs (Gitea and Forgejo access-token scopes): its login
+# (read:user), the vault repositories it creates in their organizations
+# (write:organization), reads and writes in them (write:repository) and their issues,
+# labels and comments (write:issue). In the order ``check`` names them.
+SCOPES = ("read:user", "read:repository", "write:organization", "write:repository", "write:issue")
+NOT_A_VAULT_SECONDS = 600
+# A repository name no vault has: the scope probes name it, so they change nothing.
+PROBE = "workforce-scope-check"
+_SCOPE = re.compile(r"\b(?:read|write):[a-z_]+\b")
+
+
+@dataclass(frozen=True)
+class IssueSummary:
+    """One issue as a forge's issue list gives it: number, label names, state, how many
+    comments, when it last changed (aware datetime)."""
+
+    number: int
+    labels: tuple[str, ...]
+    state: str
+    comments: int
+    updated_at: datetime
+
+
+# A list is read page by page until X-Total-Count items came (or an empty page): at most
+# this many pages, so a forge that keeps answering cannot hold a caller for ever.
+MAX_PAGES = 10_000
 
 
 def _when(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _forge_answers(method):
+    """A ``MailStore`` method whose every failure is a ``StoreError`` (answered 503
+    ``vault-unavailable``): the forge unreachable, or an answer that is not the API's
+    (a proxy's page, JSON of another shape)."""
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer: {exc}") from exc
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise StoreError(f"the forge's answer is not its API's ({type(exc).__name__}: {exc})") from exc
+
+    return call
 
 
 class ForgejoStore:
@@ -72,6 +120,9 @@ class ForgejoStore:
         self.rule = vault_rule
         self.client = httpx.Client(headers={"Authorization": f"token {token}", "Accept": "application/json"}, timeout=timeout)
         self._labels: dict[str, dict[str, int]] = {}
+        # Repositories found to be no vault, until when (monotonic seconds): the forge
+        # sweep asks again only after NOT_A_VAULT_SECONDS.
+        self._not_vaults: dict[str, float] = {}
         self._lock = threading.Lock()
         self._office_user = office_user.strip()
 
@@ -92,21 +143,50 @@ class ForgejoStore:
 
     # ------------------------------------------------------------------ calls
 
-    def _call(self, method: str, path: str, **kwargs):
+    def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
         try:
             response = self.client.request(method, self.base + path, **kwargs)
         except httpx.HTTPError as exc:
             raise StoreError(f"the forge did not answer {method} {path}: {exc}") from exc
         if response.status_code >= 400:
             raise StoreError(f"the forge answered {response.status_code} to {method} {path}: {response.text[:300]}")
-        return response.json() if response.content else None
+        return response
+
+    @staticmethod
+    def _json(response: httpx.Response, method: str, path: str):
+        try:
+            return response.json() if response.content else None
+        except ValueError as exc:  # a proxy's error page, say
+            raise StoreError(f"the forge's answer to {method} {path} is not JSON: {response.text[:200]!r}") from exc
+
+    def _call(self, method: str, path: str, **kwargs):
+        return self._json(self._request(method, path, **kwargs), method, path)
+
+    def _list(self, path: str, params: dict | None = None, *, key: str | None = None) -> list:
+        """Every item of a list endpoint, page by page. A forge caps a page at its
+        ``MAX_RESPONSE_ITEMS`` (Gitea: 50 by default, maybe fewer) whatever ``limit``
+        asks, so a short page is not the last one: read until ``X-Total-Count`` items
+        came, or, when the forge sends no count, until a page shorter than asked or an
+        empty one. ``key``: the items' key in an object answer (``/repos/search``)."""
+        found: list = []
+        for page in range(1, MAX_PAGES + 1):
+            response = self._request("GET", path, params={**(params or {}), "page": page, "limit": PAGE})
+            answer = self._json(response, "GET", path)
+            batch = (answer or {}).get(key) or [] if key else answer or []
+            if not isinstance(batch, list):
+                raise StoreError(f"the forge's answer to GET {path} is not a list")
+            found.extend(batch)
+            total = response.headers.get("X-Total-Count", "")
+            if not batch or (len(found) >= int(total) if total.isdigit() else len(batch) < PAGE):
+                break
+        return found
 
     def _label_ids(self, org_id: str, vault: str) -> dict[str, int]:
         repo = self.repo(org_id, vault)
         with self._lock:
             if repo in self._labels:
                 return self._labels[repo]
-        found = {label["name"]: label["id"] for label in self._call("GET", f"/repos/{repo}/labels", params={"limit": PAGE})}
+        found = {label["name"]: label["id"] for label in self._list(f"/repos/{repo}/labels")}
         for name in LABELS:
             if name not in found:
                 label = self._call("POST", f"/repos/{repo}/labels", json={"name": name, "color": LABEL_COLORS[name]})
@@ -118,6 +198,54 @@ class ForgejoStore:
     def _ids(self, org_id: str, vault: str, labels: list[str]) -> list[int]:
         ids = self._label_ids(org_id, vault)
         return [ids[name] for name in labels]
+
+    # Other repositories than vaults live on a forge: the reindex and the webhook ask
+    # ``is_vault`` (mail.services.do_reindex_mail).
+    shared = True
+
+    @_forge_answers
+    def is_vault(self, org_id: str, vault: str) -> bool:
+        """True when the repository the rule names for ``vault`` holds the four mail
+        labels the office creates with every vault (a repository of the same name that
+        someone else made does not). Read once per repository and store object when
+        true, and again ``NOT_A_VAULT_SECONDS`` after it was false."""
+        repo = self.repo(org_id, vault)
+        with self._lock:
+            if repo in self._labels:
+                return True
+            if self._not_vaults.get(repo, 0.0) > time.monotonic():
+                return False
+        found = {label["name"]: label["id"] for label in self._list(f"/repos/{repo}/labels")}
+        if not all(name in found for name in LABELS):
+            with self._lock:
+                self._not_vaults[repo] = time.monotonic() + NOT_A_VAULT_SECONDS
+            return False
+        with self._lock:
+            self._labels[repo] = found
+        return True
+
+    def _forget_labels(self, org_id: str, vault: str) -> None:
+        with self._lock:
+            self._labels.pop(self.repo(org_id, vault), None)
+
+    def _labels_set(self, org_id: str, vault: str, number: int, labels: list[str], answered: list[dict] | None) -> None:
+        """Make sure issue ``number`` carries exactly ``labels``. A forge drops label ids
+        it does not know without an error (Gitea v1.26.3), so ids cached before the
+        labels were recreated on the forge would leave a mail without ``mail:new``:
+        check what the forge answered (``answered``, its label objects), and when it
+        differs read the ids again (creating missing labels) and set them once more.
+
+        Raises:
+            StoreError: the forge still does not carry ``labels`` after the retry.
+        """
+        if answered is not None and sorted(label.get("name") for label in answered) == sorted(labels):
+            return
+        self._forget_labels(org_id, vault)
+        repo = self.repo(org_id, vault)
+        answer = self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        got = sorted(label.get("name") for label in answer or []) if isinstance(answer, list) else None
+        if got != sorted(labels):
+            raise StoreError(f"the forge did not set the labels {labels} on {repo}#{number} (it answered {got})")
 
     def office_user(self) -> str:
         """The office account's login: ``office_user`` when given, else the token
@@ -159,71 +287,137 @@ class ForgejoStore:
 
     # ------------------------------------------------------------------ MailStore
 
+    @_forge_answers
     def ensure_vault(self, org_id: str, vault: str) -> None:
         """The vault's repository (created in its owner organization when missing), with
         the four labels."""
         repo = self.repo(org_id, vault)
+        with self._lock:
+            self._not_vaults.pop(repo, None)
         owner, _, name = repo.partition("/")
-        response = self.client.get(self.base + f"/repos/{repo}")
+        try:
+            response = self.client.get(self.base + f"/repos/{repo}")
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer GET /repos/{repo}: {exc}") from exc
         if response.status_code == 404:
             self._call("POST", f"/orgs/{owner}/repos", json={"name": name, "private": True, "description": f"{vault}'s vault"})
         elif response.status_code >= 400:
             raise StoreError(f"the forge answered {response.status_code} for {repo}")
         self._label_ids(org_id, vault)
 
+    @_forge_answers
     def create_issue(self, org_id: str, vault: str, *, title: str, body: str, labels: list[str]) -> Issue:
         self.ensure_vault(org_id, vault)
         repo = self.repo(org_id, vault)
         data = self._call(
             "POST", f"/repos/{repo}/issues", json={"title": title, "body": body, "labels": self._ids(org_id, vault, labels)}
         )
+        if sorted(label["name"] for label in data.get("labels") or ()) != sorted(labels):
+            self._labels_set(org_id, vault, data["number"], labels, None)
+            data = {**data, "labels": [{"name": name} for name in labels]}
         return self._issue(data, [])
 
+    @_forge_answers
     def comment(self, org_id: str, vault: str, number: int, body: str) -> Issue:
         repo = self.repo(org_id, vault)
         self._call("POST", f"/repos/{repo}/issues/{number}/comments", json={"body": body})
         return self.get_issue(org_id, vault, number)
 
+    @_forge_answers
     def set_labels(self, org_id: str, vault: str, number: int, labels: list[str]) -> Issue:
         repo = self.repo(org_id, vault)
-        self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        answer = self._call("PUT", f"/repos/{repo}/issues/{number}/labels", json={"labels": self._ids(org_id, vault, labels)})
+        self._labels_set(org_id, vault, number, labels, answer if isinstance(answer, list) else None)
         return self.get_issue(org_id, vault, number)
 
+    @_forge_answers
     def close(self, org_id: str, vault: str, number: int) -> Issue:
         repo = self.repo(org_id, vault)
         data = self._call("PATCH", f"/repos/{repo}/issues/{number}", json={"state": "closed"})
         return self._issue(data, self._comments(repo, number))
 
+    @_forge_answers
     def get_issue(self, org_id: str, vault: str, number: int) -> Issue:
         repo = self.repo(org_id, vault)
         return self._issue(self._call("GET", f"/repos/{repo}/issues/{number}"), self._comments(repo, number))
 
+    @_forge_answers
     def list_issues(self, org_id: str, vault: str) -> list[Issue]:
         repo = self.repo(org_id, vault)
-        found, page = [], 1
-        while True:
-            batch = self._call(
-                "GET", f"/repos/{repo}/issues", params={"state": "all", "type": "issues", "page": page, "limit": PAGE}
-            )
-            found.extend(batch)
-            if len(batch) < PAGE:
-                break
-            page += 1
+        found = self._list(f"/repos/{repo}/issues", {"state": "all", "type": "issues"})
         return [self._issue(data, self._comments(repo, data["number"])) for data in sorted(found, key=lambda d: d["number"])]
 
+    def _lacking(self, method: str, path: str, expected: str, **kwargs) -> list[str]:
+        """The scopes a forge says the token lacks for ``method path`` (403 "token does
+        not have at least one of required scope(s), required=[...]"), else none."""
+        try:
+            response = self.client.request(method, self.base + path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise StoreError(f"the forge did not answer {method} {path}: {exc}") from exc
+        if response.status_code == 401:
+            raise ForgeTokenRefused(f"the forge refused the token (401 to {method} {path}): {response.text[:200]}")
+        if response.status_code != 403 or "scope" not in response.text:
+            return []  # served, or refused for another reason (no such repository, a body it needs)
+        try:
+            message = str(response.json().get("message", ""))
+        except (ValueError, AttributeError):
+            message = response.text
+        required = message.partition("required=")[2].partition("token scope")[0]
+        return _SCOPE.findall(required) or [expected]
+
+    def missing_scopes(self) -> list[str]:
+        """The scopes of ``SCOPES`` the office's token lacks, as the forge answers a probe
+        of each (its login, a repository search, and writes that name ``PROBE``, which
+        no organization or repository has, with bodies the forge refuses after the scope
+        check: nothing is created or changed). A forge that refuses a probe for another
+        reason counts as granting it.
+
+        Raises:
+            ForgeTokenRefused: the forge does not take the token at all (401).
+            StoreError: the forge did not answer.
+        """
+        owner = self.repo(DEFAULT_ORG_ID, PROBE).partition("/")[0]
+        probe = self.repo(DEFAULT_ORG_ID, PROBE)
+        found: set[str] = set()
+        found.update(self._lacking("GET", "/user", "read:user"))
+        found.update(self._lacking("GET", "/repos/search", "read:repository", params={"limit": 1}))
+        found.update(self._lacking("POST", f"/orgs/{owner}/repos", "write:organization", json={}))
+        found.update(self._lacking("PATCH", f"/repos/{probe}", "write:repository", json={}))
+        found.update(self._lacking("POST", f"/repos/{probe}/issues", "write:issue", json={}))
+        return [scope for scope in SCOPES if scope in found] + sorted(found - set(SCOPES))
+
+    @_forge_answers
+    def changed_issues(self, org_id: str, vault: str, since: datetime | None) -> list[IssueSummary]:
+        """The issues of ``vault`` updated at or after ``since`` (every issue when None),
+        as the list endpoint gives them, without their comments: what the forge sweep
+        (``mail.forge_repair``) compares with the index before reading an issue whole."""
+        repo = self.repo(org_id, vault)
+        params = {"state": "all", "type": "issues"}
+        if since is not None:
+            params["since"] = since.isoformat()
+        return [
+            IssueSummary(
+                number=int(data["number"]),
+                labels=tuple(label["name"] for label in data.get("labels") or ()),
+                state=data["state"],
+                comments=int(data.get("comments") or 0),
+                updated_at=_when(data.get("updated_at") or data["created_at"]),
+            )
+            for data in self._list(f"/repos/{repo}/issues", params)
+        ]
+
+    @_forge_answers
     def list_vaults(self) -> list[tuple[str, str]]:
-        found, page = [], 1
-        while True:
-            answer = self._call("GET", "/repos/search", params={"page": page, "limit": PAGE})
-            batch = answer.get("data") or []
-            for repo in batch:
-                vault = self.vault_of(repo["full_name"])
-                if vault is not None:
-                    found.append(vault)
-            if len(batch) < PAGE:
-                break
-            page += 1
+        found = []
+        for repo in self._list("/repos/search", key="data"):
+            vault = self.vault_of(repo["full_name"])
+            if vault is not None:
+                found.append(vault)
         return sorted(set(found))
+
+
+class ForgeTokenRefused(StoreError):
+    """The forge answered 401 to the office's token."""
 
 
 def forgejo_store() -> ForgejoStore:

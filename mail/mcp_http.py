@@ -10,7 +10,13 @@ API's error body with the refusal's status (401 ``not-authenticated`` with a
 ``WWW-Authenticate`` challenge; 403 ``principal-mismatch``/``not-a-member``; 400
 ``invalid-input``), and the SDK never runs it. A request whose ``Host`` is not in
 Django's ``ALLOWED_HOSTS`` answers 400, as a Django view would (the SDK's own DNS
-rebinding check is replaced by that one rule).
+rebinding check is replaced by that one rule). A request with an ``Origin`` header (a
+browser's) is served only when that origin is the server's own (its scheme-less host and
+port are the ``Host``) or one of Django's ``CSRF_TRUSTED_ORIGINS`` (``https://*.example.org``
+wildcards too); any other, ``null`` included, answers 403 ``forbidden`` before the
+credentials are read (the MCP transport spec: servers must validate ``Origin``, or a web
+page could drive the server through its visitor's browser). A client that is no browser
+sends no ``Origin`` and is not affected.
 
 The transport runs stateless with JSON answers: each POST is one JSON-RPC exchange with
 no session kept between requests, so nothing is held in memory per client and any web
@@ -25,12 +31,13 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 from django.http.request import split_domain_port, validate_host
+from django.utils.http import is_same_domain
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
@@ -45,6 +52,28 @@ CHALLENGE = b'Bearer realm="workforce", Token realm="workforce"'
 def is_mcp_path(path: str) -> bool:
     """True for the mount's own path, ``/mcp`` or ``/mcp/``."""
     return path in (MOUNT_PATH, MOUNT_PATH + "/")
+
+
+def origin_allowed(origin: str | None, host: str) -> bool:
+    """True when a request from ``origin`` (its ``Origin`` header; None when absent)
+    to ``host`` (its ``Host`` header) may be served: no Origin, the server's own, or one
+    of ``CSRF_TRUSTED_ORIGINS`` (matched as Django's CSRF check matches them)."""
+    if origin is None:
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return False  # "null" (a sandboxed page, a file), or no origin at all
+    if parts.netloc.lower() == host.lower():
+        return True
+    trusted = getattr(settings, "CSRF_TRUSTED_ORIGINS", [])
+    if origin in trusted:
+        return True
+    for allowed in trusted:
+        if "*" in allowed:
+            pattern = urlsplit(allowed)
+            if pattern.scheme == parts.scheme and is_same_domain(parts.netloc, pattern.netloc.lstrip("*")):
+                return True
+    return False
 
 
 def _verified_caller(authorization: str | None, user_id: str | None) -> McpCaller:
@@ -120,6 +149,8 @@ class McpMount:
         domain, _port = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             return Refusal("invalid-input", "Invalid Host header: add it to DJANGO_ALLOWED_HOSTS.")
+        if not origin_allowed(headers.get("origin"), headers.get("host", "")):
+            return Refusal("forbidden", "Origin is not this server's nor in CSRF_TRUSTED_ORIGINS.")
         if scope.get("method") != "POST":
             # Stateless, JSON answers: every call is one POST. A GET would open the SDK's
             # standalone event stream, which this mount never writes to and which would

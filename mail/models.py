@@ -24,7 +24,11 @@ class Thread(models.Model):
     it in the header; ``state`` follows the issue's label (``delivered`` for a mail that
     came without ``mail:new``: past the loop guard); ``hops`` is the reply
     notification's hop count (0 for a mail someone sent) and ``in_reply_to`` the thread
-    it notifies of.
+    it notifies of. ``sender``, ``subject``, ``hops``, ``in_reply_to`` and ``sent_at``
+    are the office's record, written once when the thread is first indexed (at send
+    time, by the send itself) and never from the issue again; ``edited`` is True once
+    the issue's header, title or text no longer are what the office wrote (a forge
+    collaborator's edit; ``mail.index``).
     """
 
     class State(models.TextChoices):
@@ -48,6 +52,9 @@ class Thread(models.Model):
     seen_at = models.DateTimeField(
         null=True, blank=True, help_text="When a run of the recipient was shown it (a mail delivered without mail:new)."
     )
+    edited = models.BooleanField(
+        default=False, help_text="The issue's header, title or text was changed after the office wrote it: trusted for nothing."
+    )
 
     class Meta:
         constraints = [
@@ -68,13 +75,15 @@ class Thread(models.Model):
 class Message(models.Model):
     """One text of a thread: ``position`` 0 is the mail (the issue's body), 1, 2, ... its
     comments. ``author`` is the principal in the office's header; ``body`` the text
-    under it."""
+    under it, both as first indexed; ``edited`` is True once the text or its header was
+    changed after the office wrote it."""
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     position = models.PositiveIntegerField()
     author = models.CharField(max_length=300)
     body = models.TextField()
     sent_at = models.DateTimeField()
+    edited = models.BooleanField(default=False, help_text="Changed after the office wrote it: trusted for nothing.")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["thread", "position"], name="mail_message_unique_position")]

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from workforce.models import Organization
+from workforce.models import DEFAULT_ORG_ID, Organization
 from workforce.refusals import Refusal
+from workforce.sessions import ensure_organization
 
 from .models import LedgerEntry, Thread
+
+
+def office_organization(org_id: str) -> Organization | None:
+    """The office's organization ``org_id`` when it has one (the default organization
+    always: it is made on first use); None for an owner on a shared forge the office
+    does not know, whose repositories are no vaults."""
+    if org_id == DEFAULT_ORG_ID:
+        return ensure_organization(org_id)
+    return Organization.objects.filter(pk=org_id).first()
 
 
 def split_thread_id(thread_id: str) -> tuple[str, int] | None:
@@ -77,10 +87,13 @@ def thread_wire(thread: Thread, *, messages: bool = False) -> dict:
         "hops": thread.hops,
         "inReplyTo": thread.in_reply_to or None,
         "sentAt": thread.sent_at.isoformat(),
+        # The issue's header, title or text changed after the office wrote it; "from" is
+        # still what the office recorded (mail.index).
+        "edited": thread.edited,
     }
     if messages:
         data["messages"] = [
-            {"position": m.position, "from": m.author, "body": m.body, "sentAt": m.sent_at.isoformat()}
+            {"position": m.position, "from": m.author, "body": m.body, "sentAt": m.sent_at.isoformat(), "edited": m.edited}
             for m in thread.messages.order_by("position")
         ]
     return data

@@ -21,7 +21,8 @@ commit never blocks that vault's repair.
 
 Commits younger than ``SETTLE_SECONDS`` are left to the next sweep: their writer may
 still be telling the office itself. A backend whose server tells the office of its own
-changes (a forge's webhook, which the forge redelivers) has no history to read here.
+changes (a forge's webhook) has no history to read here: its sweep is
+``mail.forge_repair``, which lists what changed since its last pass.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from workforce.wire import check_storable
 
 from .constants import MAIL_UNSTORABLE
 from .events import do_handle_store_event
-from .index import state_of
+from .index import issue_agrees_with_record, state_of
 from .ledger import OFFICE
 from .models import LedgerEntry, Message, Thread, VaultCursor
 from .store import Issue, MailStore, StoreError, StoreEvent, current_store
@@ -50,9 +51,12 @@ SYNCED = "synced"
 
 def index_agrees(org_id: str, vault: str, issue: Issue) -> bool:
     """True when the index holds ``issue`` as the vault does: its thread, labels and
-    state, and one message per text (the body and each comment)."""
+    state, one message per text (the body and each comment), and a header and text
+    that still are what the office recorded (else the office marks it edited)."""
     thread = Thread.objects.filter(organization_id=org_id, recipient=vault, number=issue.number).first()
     if thread is None or list(thread.labels) != list(issue.labels) or thread.state != state_of(issue):
+        return False
+    if not issue_agrees_with_record(thread, issue):
         return False
     positions = set(Message.objects.filter(thread=thread).values_list("position", flat=True))
     return positions == {0, *(c.id for c in issue.comments)}

@@ -38,6 +38,7 @@ from workforce.refusals import Refusal
 from workforce.sessions import do_abort_request
 
 from .constants import MAIL_RUN_ACTION, RUN_DENIED, RUN_KIND_MAIL
+from .index import UNKNOWN_SENDER
 from .ledger import ledger
 from .models import MailRun, Thread
 from .queries import unseen_threads
@@ -249,7 +250,7 @@ def do_sweep_mail(*, now=None) -> list[int]:
     now = now or timezone.now()
     for thread in Thread.objects.filter(
         state=Thread.State.NEW, run__isnull=True, sent_at__lt=now - timedelta(seconds=SWEEP_GRACE_SECONDS)
-    ):
+    ).exclude(sender=UNKNOWN_SENDER):  # no sender the office recorded: it starts no run (mail.events)
         with transaction.atomic():
             admit_mail_run(thread)
     MailRun.objects.filter(status=MailRun.Status.RUNNING, lease_until__lt=now, attempts__gte=max_run_attempts()).update(

@@ -38,10 +38,11 @@ from .constants import (
     MAX_HOPS,
     SEND_PERMISSION,
 )
-from .header import Header, write_header
+from .header import Header, seal_comment, seal_issue, write_header
 from .index import index_issue
 from .ledger import OFFICE, ledger, recorded
 from .models import Thread
+from .queries import office_organization
 from .store import MailStore, StoreError, current_store
 
 SUBJECT_MAX = 200
@@ -128,6 +129,7 @@ def _check_send(org: Organization, *, sender: str, to: str, body: object, subjec
 
 def _write_send(org: Organization, send: _Send, store: MailStore, key: str | None = None) -> Thread:
     """Open the issue, index it and ledger it; call inside a transaction."""
+    title = send.subject or "(no subject)"
     header = Header(
         sender=send.sender,
         to=agent_principal(send.to),
@@ -135,15 +137,16 @@ def _write_send(org: Organization, send: _Send, store: MailStore, key: str | Non
         hops=send.hops,
         in_reply_to=send.in_reply_to,
     )
+    header = seal_issue(header, send.body, org_id=org.pk, vault=send.to, title=title)
     issue = _store_call(
         store.create_issue,
         org.pk,
         send.to,
-        title=send.subject or "(no subject)",
+        title=title,
         body=write_header(header, send.body),
         labels=[] if send.guarded else [LABEL_NEW],
     )
-    thread = index_issue(org, send.to, issue)
+    thread = index_issue(org, send.to, issue, sent=header)
     to = agent_principal(send.to)
     ledger(org, MAIL_SENT, send.sender, thread.thread_id, key=key, to=to, hops=send.hops, inReplyTo=send.in_reply_to)
     if send.guarded:
@@ -286,6 +289,7 @@ def do_reply_mail(
         )
     store = store or current_store()
     header = Header(sender=me, sent=timezone.now().replace(microsecond=0))
+    header = seal_comment(header, body, org_id=org.pk, vault=author, number=thread.number)
     with transaction.atomic():
         _store_call(store.comment, org.pk, author, thread.number, write_header(header, body))
         issue = _store_call(store.set_labels, org.pk, author, thread.number, [LABEL_REPLIED])
@@ -336,14 +340,26 @@ def do_reindex_mail(*, store: MailStore | None = None) -> Reindexed:
     holds is indexed again (upserts; an index already there is left as it is). Runs
     and the ledger are the office's own record and are not rebuilt.
 
+    On a shared backend (a forge, ``store.shared``), whose token sees repositories that
+    are no vaults, a repository is a vault only in an organization the office has
+    (``mail.queries.office_organization``) and when it holds the four mail labels
+    (``store.is_vault``); others are left out and no organization is created for them.
+
     Raises:
         Refusal("vault-unavailable"): the backend could not be read.
     """
     store = store or current_store()
     done = Reindexed()
+    shared = getattr(store, "shared", False)
     for org_id, vault in _store_call(store.list_vaults):
-        org = ensure_organization(org_id)
         try:
+            if shared:
+                org = office_organization(org_id)
+                if org is None or not store.is_vault(org_id, vault):
+                    logger.info("reindex_mail left out %s/%s: not one of the office's vaults", org_id, vault)
+                    continue
+            else:
+                org = ensure_organization(org_id)
             issues = store.list_issues(org_id, vault)
         except StoreError:
             # One unreadable vault is logged and the others are rebuilt.

@@ -63,7 +63,7 @@ class StoreEvent:
     """What a vault tells the office about one change (a forge's issue webhook):
 
     Attributes:
-        action: ``opened``, ``commented``, ``label_updated`` or ``closed``; ``synced``
+        action: ``opened``, ``commented``, ``edited``, ``label_updated`` or ``closed``; ``synced``
             when the vault sweep (``mail.repair``) tells an issue the office missed.
         org_id: the organization whose vault changed; vault: the agent's slug.
         issue: the issue after the change.

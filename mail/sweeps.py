@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .chat import do_sweep_chats
+from .forge_repair import do_sweep_forge
 from .repair import do_sweep_vaults
 from .runs import do_sweep_mail
 
@@ -27,7 +28,7 @@ class MailSweep:
 
 
 def do_sweep_mail_and_chats() -> MailSweep:
-    """Run ``mail.repair.do_sweep_vaults`` (first, so a mail it indexes is admitted
-    now), ``mail.runs.do_sweep_mail`` and ``mail.chat.do_sweep_chats``."""
-    vaults = do_sweep_vaults()
+    """Run ``mail.repair.do_sweep_vaults`` and ``mail.forge_repair.do_sweep_forge``
+    (first, so a mail they index is admitted now), ``mail.runs.do_sweep_mail`` and ``mail.chat.do_sweep_chats``."""
+    vaults = do_sweep_vaults() + do_sweep_forge()
     return MailSweep(vaults=vaults, mail=do_sweep_mail(), chat=do_sweep_chats())

@@ -18,7 +18,6 @@ import hashlib
 import hmac
 import json
 import logging
-from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -30,6 +29,7 @@ from workforce.refusals import Refusal
 
 from .events import do_handle_store_event
 from .models import WebhookDelivery
+from .queries import office_organization
 from .store import StoreError, StoreEvent, current_store
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,15 @@ logger = logging.getLogger(__name__)
 SIGNATURES = ("X-Forgejo-Signature", "X-Gitea-Signature")
 DELIVERIES = ("X-Forgejo-Delivery", "X-Gitea-Delivery")
 EVENTS = ("X-Forgejo-Event", "X-Gitea-Event")
-ACTIONS = {"opened": "opened", "label_updated": "label_updated", "label_cleared": "label_updated", "closed": "closed"}
+# "edited": a title or body changed (a collaborator's edit): the office reads the issue
+# again and marks it edited when it is no longer what the office wrote (``mail.index``).
+ACTIONS = {
+    "opened": "opened",
+    "edited": "edited",
+    "label_updated": "label_updated",
+    "label_cleared": "label_updated",
+    "closed": "closed",
+}
 
 
 def _header(request: HttpRequest, names: tuple[str, ...]) -> str:
@@ -46,11 +54,13 @@ def _header(request: HttpRequest, names: tuple[str, ...]) -> str:
 
 def signature_ok(secret: str, body: bytes, signature: str) -> bool:
     """True when ``signature`` is the hex HMAC-SHA256 of ``body`` with ``secret``; never
-    for an empty secret or signature."""
+    for an empty secret or signature, nor for one that is not ASCII (``compare_digest``
+    raises TypeError on a non-ASCII str, which must read as a bad signature, not a 500)."""
     if not secret or not signature:
         return False
     expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, signature.strip().lower())
+    given = signature.strip().lower().encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(expected.encode(), given)
 
 
 def _refused(refusal: Refusal) -> JsonResponse:
@@ -60,7 +70,8 @@ def _refused(refusal: Refusal) -> JsonResponse:
 def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
     """Act on one verified delivery. Returns ``taken``, ``already-taken`` or
     ``ignored``. Raises Refusal (``invalid-input``, ``vault-unavailable``); nothing is
-    recorded then, so the forge's retry acts."""
+    recorded then. A forge never redelivers a failed hook (and a replay from its UI has
+    a new delivery id): the forge sweep (``mail.forge_repair``) takes in what it missed."""
     if event not in ("issues", "issue_comment"):
         return "ignored"
     try:
@@ -88,6 +99,13 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
     if kind is None or vault is None:
         return "ignored"
     org_id, slug = vault
+    if getattr(store, "shared", False):
+        # On a shared forge only the office's vaults are vaults (mail.services.do_reindex_mail).
+        try:
+            if office_organization(org_id) is None or not store.is_vault(org_id, slug):
+                return "ignored"
+        except StoreError as exc:
+            raise Refusal("vault-unavailable", str(exc)) from exc
     if not delivery:
         raise Refusal("invalid-input", f"the delivery has no {' or '.join(DELIVERIES)} header.")
     try:
@@ -97,11 +115,18 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
                 issue = store.get_issue(org_id, slug, number)
             except StoreError as exc:
                 raise Refusal("vault-unavailable", str(exc)) from exc
+            extra = {}
             if kind == "opened":
-                # Admission reads the labels the issue was opened with, not later ones.
-                labels = tuple(label["name"] for label in payload["issue"].get("labels") or ())
-                issue = replace(issue, labels=labels)
-            do_handle_store_event(StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery))
+                # Admission reads the labels the issue was opened with too, not only
+                # later ones (its run may have moved mail:new on already); the index
+                # takes the labels as the forge holds them now (the office may have set
+                # mail:new again after the forge dropped a stale label id: mail.forgejo).
+                opened = payload["issue"].get("labels")
+                extra["openedLabels"] = (
+                    [label.get("name") for label in opened if isinstance(label, dict)] if isinstance(opened, list) else []
+                )
+            told = StoreEvent(action=kind, org_id=org_id, vault=slug, issue=issue, delivery=delivery, extra=extra)
+            do_handle_store_event(told)
     except IntegrityError:
         return "already-taken"
     return "taken"
@@ -110,8 +135,8 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
 @csrf_exempt
 def forge_webhook(request: HttpRequest) -> JsonResponse:
     """Receive a Forgejo or Gitea issue webhook (HMAC-SHA256 signed with the hook's
-    secret; an unsigned or wrongly signed call is 401 and writes nothing; a redelivery
-    is acted on once)."""
+    secret; an unsigned or wrongly signed call is 401 and writes nothing; a delivery
+    sent twice is acted on once)."""
     if request.method != "POST":
         response = _refused(Refusal("method-not-allowed", f"{request.method} is not allowed here; POST a webhook."))
         response["Allow"] = "POST"

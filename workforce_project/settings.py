@@ -57,6 +57,9 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create_secret_key(VA
 # Off unless asked for: a 500 under DEBUG hands the caller the traceback and settings.
 DEBUG = _env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
+# Origins besides the server's own that may post forms and call /mcp from a browser
+# (https://office.example.org, https://*.example.org); comma-separated.
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 INSTALLED_APPS = [
     "django.contrib.admin",

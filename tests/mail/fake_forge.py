@@ -20,6 +20,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 
+class Page:
+    """One page of a list endpoint and the whole list's length (``X-Total-Count``)."""
+
+    def __init__(self, items, total: int):
+        self.items, self.total = items, total
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -29,10 +36,16 @@ class FakeForge:
     API call as ``(method, path)``; ``hooks`` the webhooks it would send, as
     ``(headers, raw body)``. ``login`` is the token owner's account (the office)."""
 
-    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret", login: str = "office"):
+    def __init__(self, *, token: str = "office-token", secret: str = "hook-secret", login: str = "office", max_items: int = 50):
         self.token = token
+        # Gitea's [api] MAX_RESPONSE_ITEMS: no list page is longer, whatever "limit" asks.
+        self.max_items = max_items
         self.secret = secret
         self.login = login
+        # Every account's token: the office's, and collaborators' (``collaborator``).
+        self.tokens: dict[str, str] = {token: login}
+        # Each token's scopes (Gitea's: read:user, write:issue, ...); "all" when absent.
+        self.scopes: dict[str, set[str]] = {}
         self.repos: dict[str, dict] = {}
         self.requests: list[tuple[str, str]] = []
         self.hooks: list[tuple[dict, bytes]] = []
@@ -49,18 +62,32 @@ class FakeForge:
                 raw = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 fake.requests.append((method, parts.path))
-                if self.headers.get("Authorization") != f"token {fake.token}":
+                auth = self.headers.get("Authorization") or ""
+                token = auth.removeprefix("token ") if auth.startswith("token ") else None
+                user = fake.tokens.get(token) if token else None
+                if user is None:
                     return self._send(401, {"message": "token is required"})
+                lacking = fake.lacking(token, method, parts.path)
+                if lacking:
+                    # As Gitea's tokenRequiresScopes, before the route's own checks.
+                    message = f"token does not have at least one of required scope(s), required={lacking}"
+                    return self._send(403, {"message": message})
                 body = json.loads(raw) if raw else {}
                 with fake.lock:
-                    status, answer = fake.route(method, parts.path, parse_qs(parts.query), body)
+                    status, answer = fake.route(method, parts.path, parse_qs(parts.query), body, user=user)
                 self._send(status, answer)
 
             def _send(self, status: int, answer):
-                data = json.dumps(answer).encode()
+                total = None
+                if isinstance(answer, Page):
+                    answer, total = answer.items, answer.total
+                raw = isinstance(answer, bytes)  # a page that is not JSON (a proxy's)
+                data = answer if raw else json.dumps(answer).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if raw else "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if total is not None:
+                    self.send_header("X-Total-Count", str(total))
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -94,6 +121,15 @@ class FakeForge:
 
     # ------------------------------------------------------------------ the API
 
+    def page(self, items: list, query: dict) -> Page:
+        """``items`` paged as Gitea v1.26.3 pages a list: ``page`` from 1, ``limit`` 30
+        by default and never more than ``max_items`` (MAX_RESPONSE_ITEMS), with the
+        whole list's length in ``X-Total-Count``."""
+        page = max(int(query.get("page", ["1"])[0]), 1)
+        limit = int(query.get("limit", ["0"])[0]) or 30
+        limit = min(max(limit, 1), self.max_items)
+        return Page(items[(page - 1) * limit : page * limit], len(items))
+
     def _id(self) -> int:
         self.ids += 1
         return self.ids
@@ -117,6 +153,42 @@ class FakeForge:
             "pull_request": None,
             "comments": len(issue["comments"]),
         }
+
+    def recreate_labels(self, full: str) -> None:
+        """Delete every label of ``full`` and create them again under new ids, as someone
+        tidying the repository's labels on the forge would (issues lose them)."""
+        with self.lock:
+            repo = self.repos[full]
+            old = {label["id"] for label in repo["labels"]}
+            repo["labels"] = [{**label, "id": self._id()} for label in repo["labels"]]
+            for issue in repo["issues"].values():
+                issue["label_ids"] = [i for i in issue["label_ids"] if i not in old]
+
+    def lacking(self, token: str, method: str, path: str) -> list[str]:
+        """The scopes ``token`` lacks for ``method path``, as Gitea v1.26.3 requires them:
+        per route group a category (``user``, ``organization``, ``repository``, and
+        ``issue`` for issues and labels inside a repository), read for GET and write
+        otherwise; write implies read."""
+        scopes = self.scopes.get(token)
+        if scopes is None:
+            return []
+        level = "read" if method == "GET" else "write"
+        if path == "/api/v1/user":
+            categories = ["user"]
+        elif path.startswith("/api/v1/orgs/"):
+            categories = ["organization"]
+        elif re.fullmatch(r"/api/v1/repos/[^/]+/[^/]+/(issues|labels).*", path):
+            categories = ["repository", "issue"]
+        else:
+            categories = ["repository"]
+        return [f"{level}:{c}" for c in categories if f"{level}:{c}" not in scopes and f"write:{c}" not in scopes]
+
+    def collaborator(self, login: str) -> str:
+        """Give ``login`` an account with write access to every repository (a forge
+        collaborator) and return its API token."""
+        token = f"{login}-token"
+        self.tokens[token] = login
+        return token
 
     def hook(self, event: str, event_type: str, full: str, payload: dict, *, sender: str | None = None) -> None:
         payload = {**payload, "repository": self._repo_json(full), "sender": {"login": sender or self.login}}
@@ -171,14 +243,16 @@ class FakeForge:
             payload = {"action": "created", "issue": self._issue_json(repo, issue), "comment": comment, "is_pull": False}
             self.hook("issue_comment", "issue_comment", full, payload, sender=login)
 
-    def route(self, method: str, path: str, query: dict, body: dict):
+    def route(self, method: str, path: str, query: dict, body: dict, *, user: str = ""):
+        user = user or self.login
         if method == "GET" and path == "/api/v1/user":
             return 200, {"id": 1, "login": self.login, "username": self.login, "is_admin": True}
         if method == "GET" and path == "/api/v1/repos/search":
-            page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
-            names = sorted(self.repos)[(page - 1) * limit : page * limit]
-            return 200, {"ok": True, "data": [self._repo_json(n) for n in names]}
+            found = self.page(sorted(self.repos), query)
+            return 200, Page({"ok": True, "data": [self._repo_json(n) for n in found.items]}, found.total)
         if m := re.fullmatch(r"/api/v1/orgs/([^/]+)/repos", path):
+            if not body.get("name"):
+                return 422, {"message": "[Name]: Required"}
             full = f"{m[1]}/{body['name']}"
             if full in self.repos:
                 return 409, {"message": "repository already exists"}
@@ -192,18 +266,21 @@ class FakeForge:
             return 200, self._repo_json(full)
         if rest == "/labels":
             if method == "GET":
-                return 200, repo["labels"]
+                return 200, self.page(repo["labels"], query)
             label = {"id": self._id(), "name": body["name"], "color": body["color"].lstrip("#"), "description": ""}
             repo["labels"].append(label)
             return 201, label
         if rest == "/issues" and method == "GET":
             issues = [self._issue_json(repo, i) for i in sorted(repo["issues"].values(), key=lambda i: -i["number"])]
-            page, limit = int(query.get("page", ["1"])[0]), int(query.get("limit", ["50"])[0])
-            return 200, issues[(page - 1) * limit : page * limit]
+            if "since" in query:  # "only issues updated at or after", as Gitea's
+                since = datetime.fromisoformat(query["since"][0].replace("Z", "+00:00"))
+                issues = [i for i in issues if datetime.fromisoformat(i["updated_at"].replace("Z", "+00:00")) >= since]
+            return 200, self.page(issues, query)
         if rest == "/issues" and method == "POST":
+            # As Gitea v1.26.3: label ids the repository does not have are dropped
+            # without an error.
             known = {label["id"] for label in repo["labels"]}
-            if any(i not in known for i in body.get("labels") or []):
-                return 422, {"message": "label does not exist"}
+            body["labels"] = [i for i in body.get("labels") or [] if i in known]
             number = len(repo["issues"]) + 1
             now = _now()
             issue = {
@@ -216,10 +293,33 @@ class FakeForge:
                 "created_at": now,
                 "updated_at": now,
                 "comments": [],
+                "user": user,
             }
             repo["issues"][number] = issue
-            self.hook("issues", "issues", full, {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)})
+            self.hook(
+                "issues",
+                "issues",
+                full,
+                {"action": "opened", "number": number, "issue": self._issue_json(repo, issue)},
+                sender=user,
+            )
+            if issue["label_ids"]:
+                # Gitea v1.26.3 adds the labels after opening: a label_updated hook follows.
+                payload = {"action": "label_updated", "number": number, "issue": self._issue_json(repo, issue)}
+                self.hook("issues", "issue_label", full, payload, sender=user)
             return 201, self._issue_json(repo, issue)
+        if (m3 := re.fullmatch(r"/issues/comments/(\d+)", rest)) and method == "PATCH":
+            # As Gitea's EditIssueComment: a collaborator may change any comment's body;
+            # its author stays who wrote it.
+            for issue in repo["issues"].values():
+                for comment in issue["comments"]:
+                    if comment["id"] == int(m3[1]):
+                        changes = {"body": {"from": comment["body"]}}
+                        comment["body"] = body["body"]
+                        payload = {"action": "edited", "issue": self._issue_json(repo, issue), "comment": comment}
+                        self.hook("issue_comment", "issue_comment", full, {**payload, "changes": changes}, sender=user)
+                        return 200, comment
+            return 404, {"message": "comment does not exist"}
         m2 = re.fullmatch(r"/issues/(\d+)(/comments|/labels)?", rest)
         if not m2 or int(m2[1]) not in repo["issues"]:
             return 404, {"message": "issue does not exist"}
@@ -227,20 +327,28 @@ class FakeForge:
         if m2[2] is None and method == "GET":
             return 200, self._issue_json(repo, issue)
         if m2[2] is None and method == "PATCH":
-            if body.get("state") in ("open", "closed"):
+            # As Gitea's EditIssue: a collaborator may change the title and body of an
+            # issue another account opened; the issue's author stays who opened it, and
+            # the forge sends "edited" (with what changed) apart from a state change.
+            changes = {k: {"from": issue[k]} for k in ("title", "body") if k in body and body[k] != issue[k]}
+            for key in changes:
+                issue[key] = body[key]
+            if changes:
+                issue["updated_at"] = _now()
+                payload = {"action": "edited", "number": issue["number"], "changes": changes}
+                self.hook("issues", "issues", full, {**payload, "issue": self._issue_json(repo, issue)}, sender=user)
+            if body.get("state") in ("open", "closed") and body["state"] != issue["state"]:
                 issue["state"] = body["state"]
-            self.hook(
-                "issues",
-                "issues",
-                full,
-                {"action": body.get("state", "edited"), "number": issue["number"], "issue": self._issue_json(repo, issue)},
-            )
+                issue["updated_at"] = _now()
+                payload = {"action": body["state"], "number": issue["number"]}
+                self.hook("issues", "issues", full, {**payload, "issue": self._issue_json(repo, issue)}, sender=user)
             return 201, self._issue_json(repo, issue)
         if m2[2] == "/comments" and method == "GET":
             return 200, issue["comments"]
         if m2[2] == "/comments" and method == "POST":
-            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": self.login}}
+            comment = {"id": self._id(), "body": body["body"], "created_at": _now(), "user": {"login": user}}
             issue["comments"].append(comment)
+            issue["updated_at"] = comment["created_at"]
             self.hook(
                 "issue_comment",
                 "issue_comment",
@@ -249,10 +357,10 @@ class FakeForge:
             )
             return 201, comment
         if m2[2] == "/labels" and method == "PUT":
+            # Unknown label ids are dropped without an error, as on Gitea.
             known = {label["id"] for label in repo["labels"]}
-            if any(i not in known for i in body.get("labels") or []):
-                return 422, {"message": "label does not exist"}
-            issue["label_ids"] = list(body.get("labels") or [])
+            issue["label_ids"] = [i for i in body.get("labels") or [] if i in known]
+            issue["updated_at"] = _now()
             # A label change does not say which label changed (compare with issue.labels).
             self.hook(
                 "issues",

@@ -10,14 +10,17 @@ import time
 
 import pytest
 from django.db import OperationalError
+from django.utils import timezone
 
 import mail.services
 from mail.constants import MAIL_REPLIED, MAIL_SENT
+from mail.header import Header, seal_issue, write_header
 from mail.models import LedgerEntry, MailRun, Thread, VaultCursor
 from mail.repair import SETTLE_SECONDS, do_sweep_vaults, index_agrees
 from mail.services import agent_principal, do_reply_mail, do_send_mail
 from mail.sweeps import do_sweep_mail_and_chats
 from mail.vault import VaultStore
+from tests.mail.conftest import PERSON
 from tests.web.test_mail_page import as_member
 from workforce.refusals import Refusal
 
@@ -115,10 +118,14 @@ def test_the_mail_sweep_runs_the_vault_sweep(agents, org, vaults, committed, mon
     store = VaultStore(vaults)
     monkeypatch.setattr("mail.repair.current_store", lambda: store)
     monkeypatch.setattr("mail.repair.SETTLE_SECONDS", -60)  # every commit counts as settled
-    # A mail whose index was lost with its transaction: written on the vault by hand.
-    VaultStore(vaults, notify=False).create_issue("default", "eng.idle", title="By hand", body="no header", labels=["mail:new"])
+    # A mail whose index was lost with its transaction: written on the vault as the office
+    # writes it (a sealed header; 22.6: a mail with no header the office sealed starts no run).
+    header = Header(sender=PERSON, to="agent:eng.idle", sent=timezone.now().replace(microsecond=0))
+    header = seal_issue(header, "lost", org_id="default", vault="eng.idle", title="Lost")
+    body = write_header(header, "lost")
+    VaultStore(vaults, notify=False).create_issue("default", "eng.idle", title="Lost", body=body, labels=["mail:new"])
     done = committed(do_sweep_mail_and_chats)
     assert done.vaults == ["eng.idle:1"] and bool(done)
     thread = Thread.objects.get(recipient="eng.idle")
-    assert (thread.sender, thread.state) == ("unknown", "new")
+    assert (thread.sender, thread.state, thread.edited) == (PERSON, "new", False)
     assert MailRun.objects.get(thread=thread).status == MailRun.Status.REFUSED  # eng.idle takes no mail runs

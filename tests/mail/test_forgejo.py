@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from io import StringIO
 
+import httpx
 import pytest
 from django.core.management import call_command
 from django.test import Client
@@ -16,10 +18,12 @@ from django.test import Client
 from mail.constants import LABEL_NEW, LABELS
 from mail.header import read_header
 from mail.models import LedgerEntry, MailRun, Message, Thread, WebhookDelivery
-from mail.services import do_send_mail
+from mail.services import agent_principal, do_send_mail
 from mail.store import current_store, set_store
+from tests.conftest import MEMBER
 from tests.mail.conftest import PERSON
 from tests.mail.fake_forge import FakeForge
+from web.views import SESSION_USER
 from workforce.models import Request
 
 
@@ -153,6 +157,19 @@ def test_an_unsigned_or_wrongly_signed_webhook_is_refused_and_writes_nothing(age
     if signature is not None:
         headers["X-Forgejo-Signature"] = signature
     answer = post_hook(headers, raw)
+    assert answer.status_code == 401 and answer.json()["error"]["reason"] == "webhook-signature-invalid"
+    assert not WebhookDelivery.objects.exists() and not MailRun.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["X-Forgejo-Signature", "X-Gitea-Signature"])
+@pytest.mark.parametrize("signature", ["é" * 64, "\u00ff", "abc\u00e9def"])
+def test_a_non_ascii_signature_is_refused_like_any_bad_one(agents, org, forge, name, signature):
+    # hmac.compare_digest raises TypeError on a non-ASCII str: it answered 500.
+    agents()
+    do_send_mail(org, sender=PERSON, to="eng.alpha", body="x")
+    headers, raw = forge.hooks.pop(0)
+    headers = {k: v for k, v in headers.items() if not k.endswith("Signature")}
+    answer = post_hook({**headers, name: signature}, raw)
     assert answer.status_code == 401 and answer.json()["error"]["reason"] == "webhook-signature-invalid"
     assert not WebhookDelivery.objects.exists() and not MailRun.objects.exists()
 
@@ -300,3 +317,302 @@ def test_an_office_login_that_is_not_the_author_trusts_no_mail(agents, org, forg
     # the office's login, so it starts no run.
     assert not MailRun.objects.exists() and not Request.objects.filter(action="onMail").exists()
     assert [m.author for m in thread.messages.all()] == [PERSON]
+
+
+def as_collaborator(forge, login: str = "mallory"):
+    """An API client of ``login``, a collaborator with write access to the vaults."""
+    return httpx.Client(base_url=forge.url + "/api/v1", headers={"Authorization": f"token {forge.collaborator(login)}"})
+
+
+def test_an_edited_from_line_on_the_forge_is_trusted_for_nothing(agents, org, forge, deliver, committed, client):
+    # 22.6: a collaborator edits an office-written issue's From: line before its hooks
+    # arrive. The sender stays the one the office recorded at send time; the run's
+    # prompt names it, the reply goes to it, and the thread shows the edit.
+    agents()
+    thread = committed(
+        do_send_mail, org, sender=agent_principal("eng.reader"), to="eng.alpha", body="Refund order 1234?", subject="Refund"
+    )
+    original = issue_on(forge, "default/eng.alpha", 1)["body"]
+    forged = original.replace("From: agent:eng.reader", "From: agent:eng.sender")
+    assert forged != original
+    with as_collaborator(forge) as mallory:
+        assert mallory.patch("/repos/default/eng.alpha/issues/1", json={"body": forged}).status_code == 201
+    assert issue_on(forge, "default/eng.alpha", 1)["user"] == forge.login  # the forge still names the office its author
+    assert set(deliver()) == {200}
+    thread.refresh_from_db()
+    assert (thread.sender, thread.edited, thread.state) == ("agent:eng.reader", True, "replied")
+    [turn] = Request.objects.filter(action="onMail", session__session_id="mail:eng.alpha")
+    prompt = turn.items.filter(type="message").order_by("seq").first().data["text"]
+    assert prompt.startswith("agent:eng.reader in eng.alpha:1: Refund order 1234?")
+    assert "eng.sender" not in prompt
+    # The reply went to the real sender's vault, none to the forged one's.
+    assert "default/eng.sender" not in forge.repos
+    back = issue_on(forge, "default/eng.reader", 1)
+    header, _ = read_header(back["body"])
+    assert (header.sender, header.to, header.in_reply_to) == ("agent:eng.alpha", "agent:eng.reader", "eng.alpha:1")
+    assert not Thread.objects.filter(recipient="eng.sender").exists()
+    assert LedgerEntry.objects.get(event="mail.replied", thread="eng.alpha:1").data["to"] == "agent:eng.reader"
+    # Shown as edited, in the API and on the page; the first message keeps the office's author.
+    answer = client.get("/api/mail/eng.alpha:1").json()
+    assert (answer["from"], answer["edited"], answer["messages"][0]["from"]) == ("agent:eng.reader", True, "agent:eng.reader")
+    assert answer["messages"][0]["edited"] is True
+    assert client.get("/api/mail?to=eng.alpha").json()["threads"][0]["edited"] is True
+    session = client.session
+    session[SESSION_USER] = MEMBER
+    session.save()
+    page = client.get("/mail/eng.alpha:1/").content.decode()
+    assert 'id="edited"' in page and "agent:eng.sender" not in page
+
+
+def test_an_edit_after_the_run_changes_no_sender_either(agents, org, forge, mail, deliver):
+    agents()
+    thread = mail("eng.reader", "Status?", subject="Status")
+    assert (thread.sender, thread.edited) == (PERSON, False)
+    body = issue_on(forge, "default/eng.reader", 1)["body"].replace(PERSON, "agent:eng.sender")
+    with as_collaborator(forge) as mallory:
+        mallory.patch("/repos/default/eng.reader/issues/1", json={"body": body, "title": "Pay it"})
+    assert deliver() == [200]  # "edited" is taken: the office re-reads the issue
+    thread.refresh_from_db()
+    assert (thread.sender, thread.subject, thread.edited) == (PERSON, "Status", True)
+    assert [m.author for m in thread.messages.all()] == [PERSON]
+
+
+def test_an_edited_reply_comment_keeps_its_author_and_shows_the_edit(agents, org, forge, mail, deliver, client):
+    agents()
+    thread = mail("eng.alpha", "Can you look at the printer?")
+    [comment] = forge.repos["default/eng.alpha"]["issues"][1]["comments"]
+    with as_collaborator(forge) as mallory:
+        forged = comment["body"].replace("agent:eng.alpha", "agent:eng.sender")
+        assert mallory.patch(f"/repos/default/eng.alpha/issues/comments/{comment['id']}", json={"body": forged}).is_success
+    assert deliver() == [200]
+    messages = client.get(f"/api/mail/{thread.thread_id}").json()["messages"]
+    assert [(m["from"], m["edited"]) for m in messages] == [(PERSON, False), ("agent:eng.alpha", True)]
+
+
+def test_a_rebuilt_index_trusts_no_edited_header(agents, org, forge, mail, deliver):
+    # The seal in the header holds across a rebuilt database: an untouched mail is indexed
+    # from its header; an edited one names the sender the ledger recorded, or "unknown"
+    # when the database lost the ledger too.
+    agents()
+    mail("eng.reader", "First", subject="One")
+    mail("eng.reader", "Second", subject="Two")
+    body = issue_on(forge, "default/eng.reader", 2)["body"].replace(PERSON, "agent:eng.sender")
+    with as_collaborator(forge) as mallory:
+        mallory.patch("/repos/default/eng.reader/issues/2", json={"body": body})
+    deliver()
+    Thread.objects.all().delete()
+    call_command("reindex_mail", stdout=open("/dev/null", "w"))
+    rows = {t.number: (t.sender, t.edited) for t in Thread.objects.filter(recipient="eng.reader")}
+    assert rows == {1: (PERSON, False), 2: (PERSON, True)}  # the ledger's mail.sent names the sender
+    Thread.objects.all().delete()
+    LedgerEntry.objects.all().delete()  # a new database on the same forge
+    call_command("reindex_mail", stdout=open("/dev/null", "w"))
+    rows = {t.number: (t.sender, t.edited) for t in Thread.objects.filter(recipient="eng.reader")}
+    assert rows == {1: (PERSON, False), 2: ("unknown", True)}
+    assert not Thread.objects.filter(sender="agent:eng.sender").exists()
+
+
+def test_a_header_copied_from_another_vault_is_not_trusted_on_a_rebuild(agents, org, forge, mail, deliver):
+    # The seal binds the header to its vault, title and text: a genuine header pasted
+    # over another mail breaks it.
+    agents()
+    mail("eng.reader", "From the CEO", subject="Pay", sender="human:ceo@example.org")
+    mail("eng.idle", "From ann", subject="Hello")
+    ceo = issue_on(forge, "default/eng.reader", 1)["body"]
+    header_only = ceo.split("\n\n", 1)[0].replace("agent:eng.reader", "agent:eng.idle")
+    with as_collaborator(forge) as mallory:
+        mallory.patch("/repos/default/eng.idle/issues/1", json={"body": header_only + "\n\nFrom ann"})
+    deliver()
+    assert Thread.objects.get(recipient="eng.idle").sender == PERSON
+    Thread.objects.all().delete()
+    LedgerEntry.objects.all().delete()
+    call_command("reindex_mail", stdout=open("/dev/null", "w"))
+    assert (Thread.objects.get(recipient="eng.idle").sender, Thread.objects.get(recipient="eng.idle").edited) == (
+        "unknown",
+        True,
+    )
+
+
+def test_labels_recreated_on_the_forge_lose_no_mail(agents, org, forge, mail, deliver):
+    # 24.6: the office caches label ids; after the labels were recreated on the forge, the
+    # forge drops the stale ids without an error (as Gitea does). The office checks the
+    # labels on what the forge answers, reads the ids again and sets them.
+    agents()
+    mail("eng.reader", "First", subject="One")
+    forge.recreate_labels("default/eng.reader")
+    thread = mail("eng.reader", "Second", subject="Two")
+    assert issue_on(forge, "default/eng.reader", 2)["labels"] == ["mail:working"]  # it got mail:new, and its run took it
+    thread.refresh_from_db()
+    assert thread.state == "working" and MailRun.objects.get(thread=thread).status == "done"
+    # A label change with stale ids is checked and repaired the same way.
+    forge.recreate_labels("default/eng.reader")
+    issue = current_store().set_labels("default", "eng.reader", 2, ["mail:closed"])
+    assert issue.labels == ("mail:closed",) and issue_on(forge, "default/eng.reader", 2)["labels"] == ["mail:closed"]
+
+
+def test_a_forge_that_is_down_answers_503_vault_unavailable(agents, org, forge, mail, settings, client):
+    # 24.7: an unreachable forge answered 500 (ensure_vault's own call raised httpx's error).
+    agents()
+    mail("eng.idle", "The vault exists now.")
+    forge.server.shutdown()
+    forge.server.server_close()
+    for to in ("eng.idle", "eng.alpha"):  # a vault whose labels are cached, and a new one
+        answer = client.post(
+            "/api/mail", {"userId": "ann@example.org", "to": to, "body": "Anyone?"}, content_type="application/json"
+        )
+        assert answer.status_code == 503, answer.content
+        assert answer.json()["error"]["reason"] == "vault-unavailable"
+    assert Thread.objects.count() == 1
+
+
+def test_a_forge_that_answers_no_json_is_vault_unavailable(agents, org, forge, settings, client):
+    agents()
+
+    def proxy_page(*args, **kwargs):
+        return 200, b"<html>Bad gateway</html>"
+
+    forge.route = proxy_page  # a proxy in front of a forge that is down
+    answer = client.post("/api/mail", {"userId": "ann", "to": "eng.idle", "body": "Hello"}, content_type="application/json")
+    assert (answer.status_code, answer.json()["error"]["reason"]) == (503, "vault-unavailable")
+    forge.route = lambda *args, **kwargs: (200, ["not", "an", "object"])  # JSON, but not what the API answers
+    answer = client.post("/api/mail", {"userId": "ann", "to": "eng.idle", "body": "Hello"}, content_type="application/json")
+    assert (answer.status_code, answer.json()["error"]["reason"]) == (503, "vault-unavailable")
+
+
+def test_reindex_reads_every_page_when_the_forge_caps_pages_below_fifty(agents, org, forge, mail):
+    # 24.7: Gitea caps a page at MAX_RESPONSE_ITEMS whatever "limit" asks and says the
+    # whole count in X-Total-Count; a page shorter than asked is not the last one then.
+    agents()
+    forge.max_items = 7
+    for n in range(9):
+        mail("eng.idle", f"Mail {n}")
+    for to in ("eng.alpha", "eng.reader"):
+        mail(to, "Hello")
+    for name in range(8):  # more labels than a page holds: the office's four are found too
+        forge.repos["default/eng.idle"]["labels"].insert(0, {"id": 10_000 + name, "name": f"x{name}", "color": "000000"})
+    Thread.objects.all().delete()
+    call_command("reindex_mail", stdout=open("/dev/null", "w"))
+    assert sorted(Thread.objects.filter(recipient="eng.idle").values_list("number", flat=True)) == list(range(1, 10))
+    assert current_store().list_vaults() == [("default", "eng.alpha"), ("default", "eng.idle"), ("default", "eng.reader")]
+    set_store(None)  # a new process: the labels are read again, past the first page
+    mail("eng.idle", "Tenth")
+    names = [label["name"] for label in forge.repos["default/eng.idle"]["labels"]]
+    assert len(names) == len(set(names)) == 12  # none created twice
+    assert issue_on(forge, "default/eng.idle", 10)["labels"] == [LABEL_NEW]
+
+
+def test_reindex_on_a_shared_forge_reads_only_the_offices_vaults(agents, org, forge, mail, deliver):
+    # 24.5: the token sees every repository of a shared forge. Only the office's vaults
+    # (named by the rule, holding the four mail labels, in an organization the office
+    # has) are vaults; reading the forge creates no organization.
+    from workforce.models import Organization
+
+    agents()
+    mail("eng.reader", "Hello")
+    with as_collaborator(forge, "alice") as alice:
+        forge.repos["alice/dotfiles"] = {"id": 90_001, "labels": [], "issues": {}}
+        forge.repos["default/website"] = {"id": 90_002, "labels": [], "issues": {}}
+        forge.repos["acme/eng.alpha"] = {"id": 90_003, "labels": [], "issues": {}}
+        assert alice.post("/repos/alice/dotfiles/issues", json={"title": "t", "body": "b"}).status_code == 201
+    office = httpx.Client(base_url=forge.url + "/api/v1", headers={"Authorization": f"token {forge.token}"})
+    for repo in ("default/website", "acme/eng.alpha"):  # the office's account writes there too
+        office.post(
+            f"/repos/{repo}/issues", json={"title": "Deploy", "body": "From: human:x\nSent: 2026-01-01T00:00:00+00:00\n\nx"}
+        )
+    for name in LABELS:  # labels alone do not make a vault of another organization's repository
+        office.post("/repos/acme/eng.alpha/labels", json={"name": name, "color": "#000000"})
+    forge.hooks.clear()
+    orgs = set(Organization.objects.values_list("id", flat=True))
+    Thread.objects.all().delete()
+    out = StringIO()
+    call_command("reindex_mail", stdout=out)
+    assert set(Thread.objects.values_list("organization_id", "recipient", "number")) == {("default", "eng.reader", 1)}
+    assert set(Organization.objects.values_list("id", flat=True)) == orgs
+    assert "1 vault(s)" in out.getvalue()
+    # A hook from a repository that is no vault is ignored, and creates no organization either.
+    office.post("/repos/default/website/issues", json={"title": "Again", "body": "x"})
+    office.post("/repos/acme/eng.alpha/issues", json={"title": "Again", "body": "x"})
+    assert deliver() == [202, 202]
+    assert set(Organization.objects.values_list("id", flat=True)) == orgs
+    assert not Thread.objects.exclude(recipient="eng.reader").exists()
+
+
+def test_the_forge_sweep_repairs_what_a_lost_hook_left_out(agents, org, forge, mail, deliver, committed):
+    # 24.8: a forge never redelivers a hook that failed. A mail the forge holds whose
+    # hook was lost (and whose sender's transaction failed after the forge wrote it), and
+    # a close made on the forge whose hook was lost, reach the index through the sweep.
+    from datetime import UTC, datetime, timedelta
+
+    from django.utils import timezone
+
+    from mail.forge_repair import do_sweep_forge
+    from mail.header import Header, seal_issue, write_header
+    from mail.sweeps import do_sweep_mail_and_chats
+
+    agents()
+    closed = mail("eng.reader", "Will be closed on the forge")
+    header = Header(sender=PERSON, to="agent:eng.alpha", sent=timezone.now().replace(microsecond=0))
+    header = seal_issue(header, "Lost?", org_id="default", vault="eng.alpha", title="Lost")
+    current_store().create_issue("default", "eng.alpha", title="Lost", body=write_header(header, "Lost?"), labels=[LABEL_NEW])
+    with as_collaborator(forge) as mallory:
+        mallory.patch("/repos/default/eng.reader/issues/1", json={"state": "closed"})
+    forge.hooks.clear()  # every hook lost
+    assert not Thread.objects.filter(recipient="eng.alpha").exists()
+    assert committed(do_sweep_forge) == []  # too recent: its hook may still come
+    later = datetime.now(UTC) + timedelta(seconds=60)
+    assert committed(do_sweep_forge, now=later) == ["eng.alpha:1", "eng.reader:1"]
+    deliver()
+    lost = Thread.objects.get(recipient="eng.alpha", number=1)
+    assert (lost.sender, lost.state) == (PERSON, "replied")
+    assert MailRun.objects.get(thread=lost).status == "done"
+    closed.refresh_from_db()
+    assert closed.state == "closed"
+    assert committed(do_sweep_forge, now=later) == []  # nothing twice
+    assert committed(do_sweep_mail_and_chats).vaults == []  # wired into the mail sweep
+
+
+@pytest.mark.parametrize(
+    "scopes, lacking",
+    [
+        ({"read:user", "write:organization", "write:repository", "write:issue"}, []),
+        ({"write:organization", "write:repository", "write:issue"}, ["read:user"]),
+        ({"read:user", "read:repository", "write:issue"}, ["write:organization", "write:repository"]),
+        ({"read:user", "write:organization", "write:repository", "read:issue"}, ["write:issue"]),
+    ],
+)
+def test_check_names_the_scopes_the_forge_token_lacks(agents, forge, settings, scopes, lacking):
+    # 24.9: a token without the scopes the office needs failed later, mail by mail; the
+    # check at start names what it lacks (and creates nothing on the forge).
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    forge.scopes[forge.token] = scopes
+    repos = dict(forge.repos)
+    if not lacking:
+        call_command("check", stdout=StringIO())
+    else:
+        with pytest.raises(SystemCheckError) as raised:
+            call_command("check", stdout=StringIO())
+        message = str(raised.value)
+        assert "mail.E001" in message and f"lacks {', '.join(lacking)}" in message
+    assert forge.repos == repos
+
+
+def test_check_warns_when_the_forge_does_not_answer(forge, settings):
+    forge.server.shutdown()
+    forge.server.server_close()
+    out = StringIO()
+    call_command("check", stdout=out, stderr=out)
+    assert "mail.W001" in out.getvalue()
+
+
+def test_a_create_sends_opened_then_label_updated_and_starts_one_run(agents, org, forge, deliver, committed):
+    # As Gitea v1.26.3: POST /issues fires "opened" and then "label_updated"; Gitea's
+    # headers alone (no X-Forgejo-*) are taken.
+    agents()
+    committed(do_send_mail, org, sender=PERSON, to="eng.reader", body="Once")
+    kinds = [(json.loads(raw)["action"], headers["X-Gitea-Event-Type"]) for headers, raw in forge.hooks]
+    assert kinds[:2] == [("opened", "issues"), ("label_updated", "issue_label")]
+    forge.hooks[:] = [({k: v for k, v in h.items() if not k.startswith("X-Forgejo")}, raw) for h, raw in forge.hooks]
+    assert set(deliver()) == {200}
+    assert MailRun.objects.count() == 1 and Request.objects.filter(action="onMail").count() == 1

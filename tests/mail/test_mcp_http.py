@@ -236,3 +236,19 @@ def test_mcp_calls_count_against_the_stream_limit_not_the_web_slots(mcp_url, age
         asgi._server.open_streams -= 1
     tools, _ = session(mcp_url + "?userId=ann")
     assert sorted(t.name for t in tools.tools) == TOOLS
+
+
+@override_settings(CSRF_TRUSTED_ORIGINS=["https://tools.example.org", "https://*.trusted.example"])
+def test_a_foreign_origin_is_refused_403(mcp_url, org):
+    """24.13: the MCP transport must validate ``Origin`` (a web page on another site
+    could otherwise drive a local server through the browser): a foreign one is 403
+    before the SDK or the credentials are read; no Origin (not a browser), the server's
+    own and one of ``CSRF_TRUSTED_ORIGINS`` are served."""
+    own = mcp_url.removesuffix("/mcp")
+    for origin in ("https://evil.example", "null", own.replace("127.0.0.1", "localhost"), "http://127.0.0.1:1"):
+        answer = raw_post(mcp_url + "?userId=ann", {"Origin": origin})
+        assert answer.status_code == 403, (origin, answer.content)
+        assert answer.json()["error"]["reason"] == "forbidden"
+    for origin in (None, own, "https://tools.example.org", "https://a.trusted.example"):
+        answer = raw_post(mcp_url + "?userId=ann", {"Origin": origin} if origin else {})
+        assert answer.status_code == 200, (origin, answer.content)

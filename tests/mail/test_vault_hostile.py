@@ -12,7 +12,7 @@ import pytest
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
-from mail.models import MailRun, Thread
+from mail.models import LedgerEntry, MailRun, Thread
 from mail.repair import SETTLE_SECONDS, do_sweep_vaults
 from mail.services import agent_principal, do_reindex_mail, do_send_mail
 from mail.store import StoreError
@@ -178,13 +178,39 @@ def test_a_hand_made_comment_names_no_sender(mailed, committed):
     assert authors == {0: "agent:eng.alpha", 1: "unknown"}
 
 
-def test_an_issue_the_office_committed_is_still_mail(mailed, committed):
-    """The control: the same body committed under the office's identity is read as the
-    office's, so what the check keys on is the committer (a git identity, not a
-    signature: see ``VaultStore._office_wrote``)."""
+def test_an_issue_committed_under_the_offices_identity_names_no_sender(mailed, committed):
+    """The same body committed under the office's git identity passes the committer
+    check (a git identity, not a signature: see ``VaultStore._office_wrote``), but its
+    header has no seal the office made (22.6): it is indexed with sender ``unknown``,
+    edited, and starts no run. (It named human:ceo@example.org before.)"""
     from mail.vault import OFFICE
 
     store = mailed
-    craft(store, "eng.idle", {f"{_issue_dir(2)}/meta.json": meta(2), f"{_issue_dir(2)}/body.md": FORGED}, committer=OFFICE)
-    assert committed(do_sweep_vaults, store=store, now=later()) == ["eng.idle:2"]
-    assert Thread.objects.get(recipient="eng.idle", number=2).sender == "human:ceo@example.org"
+    craft(store, "eng.reader", {f"{_issue_dir(2)}/meta.json": meta(2), f"{_issue_dir(2)}/body.md": FORGED}, committer=OFFICE)
+    runs = MailRun.objects.count()
+    assert committed(do_sweep_vaults, store=store, now=later()) == ["eng.reader:2"]
+    thread = Thread.objects.get(recipient="eng.reader", number=2)
+    assert (thread.sender, thread.edited) == ("unknown", True)
+    assert MailRun.objects.count() == runs  # eng.reader takes mail runs: an admitted one would show
+
+
+@pytest.mark.parametrize("committer", [SOMEONE, b"Workforce Office <office@workforce.invalid>"])
+def test_a_hand_edited_from_line_of_an_indexed_mail_changes_no_sender(mailed, committed, org, committer):
+    # 22.6 on the embedded vault: only the office writes there, but whoever can write the
+    # vault's files can commit (under any git identity). The index keeps the sender the
+    # office recorded and marks the thread edited; a rebuilt database without the ledger
+    # trusts the header only under the office's seal.
+    store = mailed
+    body = store.get_issue("default", "eng.reader", 1).body.replace("agent:eng.alpha", "agent:eng.sender")
+    craft(store, "eng.reader", {f"{_issue_dir(1)}/body.md": body.encode()}, committer=committer)
+    committed(do_sweep_vaults, store=store, now=later())
+    thread = Thread.objects.get(recipient="eng.reader", number=1)
+    assert (thread.sender, thread.edited) == ("agent:eng.alpha", True)
+    assert thread.messages.get(position=0).edited is True
+    Thread.objects.all().delete()
+    LedgerEntry.objects.all().delete()
+    committed(do_reindex_mail, store=store)
+    edited = Thread.objects.filter(recipient="eng.reader", number=1).first()
+    # A non-office committer: not mail at all; the office's identity: no valid seal.
+    assert edited is None or (edited.sender, edited.edited) == ("unknown", True)
+    assert Thread.objects.get(recipient="eng.idle", number=1).sender == "agent:eng.alpha"
