@@ -13,13 +13,16 @@ from mailboxes.models import Project, RoomLine, TalkListing
 from mailboxes.projects import list_projects
 from mailboxes.queries import held_boards, is_mailbox_state
 from mailboxes.rooms import room_template_view
+from mailboxes.roster import current_roster
 from seats.agent import KIND as AGENT_KIND
 from seats.queries import list_seats, reachable_seats
+from workforce.api.serializers import RunSerializer
 from workforce.facets import MAIL_READER, PRIVATE_SESSIONS, MailReader
 from workforce.flows import registry
 from workforce.models import Item, Organization, Session
 from workforce.principals import Principal
 from workforce.privacy import PARENT_JOIN, may_read
+from workforce.queries import list_active_runs
 
 MESSAGE_ITEM = "message"  # a conversation's messages (seats.turns.MESSAGE)
 # A conversation page offers a post form when its kind takes this public action with
@@ -40,6 +43,9 @@ BOARD_COLUMNS = [
     TaskStatus.ERRORED,
     TaskStatus.CANCELLED,
 ]
+
+
+OPEN_STATUSES = (TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED, TaskStatus.PARKED)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,14 @@ def list_workers(principal: Principal) -> list:
     return [reached[i] for i in ids if i in reached]
 
 
+def busy_runs(session: Session, principal: Principal) -> list[dict]:
+    """The session's active runs as ``GET /api/sessions/{id}/runs`` shows them, each
+    with ``mine``: ``principal`` may cancel it (it runs as them, ``do_cancel_request``)."""
+    rows = list(list_active_runs(session, reader=principal.reader))
+    shown = RunSerializer(rows, many=True).data
+    return [{**run, "mine": row.user_id == principal.user_id} for run, row in zip(shown, rows, strict=True)]
+
+
 def window_items(session: Session, *, cursor: int, component: str, limit: int = PAGE_LINES) -> list[Item]:
     """The newest ``limit`` items of ``component`` with ``seq <= cursor``, oldest first:
     what the page shows before its stream takes over after ``cursor``."""
@@ -90,6 +104,14 @@ def board_rows(org: Organization, board_id: str) -> list[tuple[str, list[BoardTa
     for task in BoardTask.objects.filter(organization=org, board_id=board_id).order_by("id"):
         columns.setdefault(task.status, []).append(task)
     return list(columns.items())
+
+
+def board_actions_context(mailbox_id: str) -> dict:
+    """``actions``: the mailbox says ``boardActions: true`` (its rows are settled,
+    reassigned and cancelled from the board page); ``open_statuses``: the rows that can
+    still be acted on (not finished)."""
+    actions = any(m.id == mailbox_id and m.board_actions for m in current_roster().mailboxes)
+    return {"actions": actions, "open_statuses": OPEN_STATUSES}
 
 
 def board_signature(org: Organization, board_id: str) -> str:

@@ -179,6 +179,14 @@ class MailReader(Protocol):
             Refusal("thread-not-found"): no such thread in ``org``.
         """
 
+    def send(self, principal: Any, user: Any, *, to: str, body: str, subject: str | None = None) -> dict:
+        """A person's mail (the pages' send form), as ``POST /api/mail`` sends it; the
+        new thread as a ``thread_wire`` dict.
+
+        Raises:
+            Refusal: the API's refusals (``mail-send-not-permitted`` and the like).
+        """
+
 
 class RequestOnFinished(Protocol):
     """Called when a request of the kind ends (``workforce.delegation``)."""
