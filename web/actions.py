@@ -18,13 +18,24 @@ from mailboxes.projects import do_add_project_member, do_create_project
 from seats.queries import list_roster
 from seats.services import do_fire_worker, do_fork_worker, do_hire_worker
 from workforce.cancelling import do_cancel_request
+from workforce.facets import OPEN_SESSION
 from workforce.principals import Principal
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 
 from .forms import FormState, from_refusal, refused, respond, typed
-from .queries import board_actions_context
-from .views import _board, _mail, _mailbox, _project, page
+from .queries import (
+    ADD_DELEGATE,
+    REMOVE_DELEGATE,
+    SET_FALLBACK,
+    board_actions_context,
+    busy_runs,
+    conversation_workers,
+    keeps_delegates,
+    list_delegates_of,
+    list_workers,
+)
+from .views import _board, _mail, _mailbox, _project, _session, page
 
 MAIL_FIELDS = ("to", "subject", "body")
 FILE_FIELDS = ("title", "goal", "assignee")
@@ -288,3 +299,81 @@ def request_cancel(request: HttpRequest, principal: Principal, request_id: str) 
     back = _back(request, reverse("web:home"))
     context = {"request_id": request_id, "next": back}
     return respond(request, form, page_url=back, fragment="web/forms/cancel.html", context=context)
+
+
+# ----------------------------------------------------------------------------- conversations
+
+
+@require_POST
+@page
+def conversation_start(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """Start (or reopen) your conversation with a coordinator (worker, an optional name
+    for a further one): the kind's ``OPEN_SESSION`` (``do_ensure_worker_session``), as
+    ``POST /api/workers/{worker}/sessions``. On success, to the conversation."""
+    form = typed(request, "conversation_start", ("worker", "sessionId"))
+    worker = form.values["worker"].strip()
+    seat = next((s for s in list_workers(principal) if s.seat_id == worker), None)
+    opener = OPEN_SESSION.of(seat.kind) if seat is not None else None
+    go = None
+    if opener is None:
+        message = f'No worker "{worker}" on your roster that a conversation is started with.'
+        refused(form, "worker-not-on-roster", f"worker-not-on-roster: {message}", ("worker",), {"worker-not-on-roster": "worker"})
+    else:
+        try:
+            session, _ = opener(principal.org, principal.user_id, worker, session_id=form.values["sessionId"].strip() or None)
+        except Refusal as refusal:
+            from_refusal(form, refusal, ("worker", "sessionId"), {"worker-not-on-roster": "worker", "invalid-input": "sessionId"})
+        else:
+            go = reverse("web:conversation", args=[session.session_id])
+    context = {"conversation_workers": conversation_workers(principal)}
+    return respond(
+        request, form, page_url=reverse("web:home"), fragment="web/forms/conversation_start.html", context=context, go=go
+    )
+
+
+@require_POST
+@page
+def conversation_delegates(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """Add (worker, note) or remove a delegate, or set (worker) or clear (empty) the
+    fallback of your coordinator conversation: its ``addDelegate``, ``removeDelegate``
+    and ``setFallback`` actions, as the API runs them. Another's conversation: 404."""
+    session = _session(principal, session_id)
+    if not keeps_delegates(session):
+        raise Http404("This conversation keeps no delegates.")
+    form = typed(request, "delegates", ("worker", "note"))
+    op = request.POST.get("op", "")
+    worker = form.values["worker"].strip()
+    if op == "add":
+        action, payload = ADD_DELEGATE, {"worker": worker, **({"note": form.values["note"]} if form.values["note"] else {})}
+    elif op == "remove":
+        action, payload = REMOVE_DELEGATE, {"worker": worker}
+    elif op == "fallback":
+        action, payload = SET_FALLBACK, {"worker": worker or None}
+    else:
+        raise Http404(f"No delegate action {op!r}.")
+    row = do_run_action(
+        org=principal.org,
+        kind=session.flow_kind,
+        session_id=session.session_id,
+        action=action,
+        input=payload,
+        user_id=principal.user_id,
+    )
+    listed = row.output if row.status == "completed" else None
+    if not _row_refused(form, row, ("worker", "note"), {}):
+        form = FormState(name="delegates", done=f"{op}: {worker or 'cleared'}.")
+    elif form.field == "":
+        form.field = "worker"  # every delegate refusal is about the worker named
+    page_url = reverse("web:conversation", args=[session.session_id])
+    context = {"session": session, "delegates": listed or list_delegates_of(session, principal)}
+    return respond(request, form, page_url=page_url, fragment="web/forms/delegates.html", context=context)
+
+
+@require_GET
+@page
+def conversation_busy(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+    """Who is working now in a conversation (a delegate's run), each run of yours with
+    a Cancel button."""
+    session = _session(principal, session_id)
+    back = reverse("web:conversation", args=[session.session_id])
+    return render(request, "web/_busy.html", {"runs": busy_runs(session, principal), "back": back})

@@ -17,12 +17,13 @@ from mailboxes.roster import current_roster
 from seats.agent import KIND as AGENT_KIND
 from seats.queries import list_seats, reachable_seats
 from workforce.api.serializers import RunSerializer
-from workforce.facets import MAIL_READER, PRIVATE_SESSIONS, MailReader
+from workforce.facets import MAIL_READER, OPEN_SESSION, PRIVATE_SESSIONS, MailReader
 from workforce.flows import registry
 from workforce.models import Item, Organization, Session
 from workforce.principals import Principal
 from workforce.privacy import PARENT_JOIN, may_read
 from workforce.queries import list_active_runs
+from workforce.sessions import do_run_action
 
 MESSAGE_ITEM = "message"  # a conversation's messages (seats.turns.MESSAGE)
 # A conversation page offers a post form when its kind takes this public action with
@@ -88,6 +89,41 @@ def busy_runs(session: Session, principal: Principal) -> list[dict]:
     rows = list(list_active_runs(session, reader=principal.reader))
     shown = RunSerializer(rows, many=True).data
     return [{**run, "mine": row.user_id == principal.user_id} for run, row in zip(shown, rows, strict=True)]
+
+
+# A coordinator conversation's delegate actions (spec 004 "Changing the delegates"), run on
+# the conversation's session as the API runs them.
+LIST_DELEGATES, ADD_DELEGATE, REMOVE_DELEGATE, SET_FALLBACK = "listDelegates", "addDelegate", "removeDelegate", "setFallback"
+
+
+def keeps_delegates(session: Session) -> bool:
+    """True when the conversation's kind has the delegate actions (a coordinator's)."""
+    flow = registry.get(session.flow_kind)
+    return flow is not None and all(a in flow.actions for a in (LIST_DELEGATES, ADD_DELEGATE, REMOVE_DELEGATE, SET_FALLBACK))
+
+
+def conversation_workers(principal: Principal) -> list:
+    """The workers on ``principal``'s roster a conversation is started with (their kind
+    has the ``OPEN_SESSION`` facet: coordinators), by id."""
+    return [seat for seat in list_workers(principal) if OPEN_SESSION.of(seat.kind) is not None]
+
+
+def list_delegates_of(session: Session, principal: Principal) -> dict | None:
+    """A coordinator conversation's delegates as its ``listDelegates`` action answers
+    them (``{delegates: [{worker, note?}], fallback: {worker} | None, max}``), run as
+    ``principal`` like the API's call (it is recorded as a request); None when the
+    kind keeps none or the action refused."""
+    if not keeps_delegates(session):
+        return None
+    row = do_run_action(
+        org=session.organization,
+        kind=session.flow_kind,
+        session_id=session.session_id,
+        action=LIST_DELEGATES,
+        input={},
+        user_id=principal.user_id,
+    )
+    return row.output if row.status == "completed" else None
 
 
 def window_items(session: Session, *, cursor: int, component: str, limit: int = PAGE_LINES) -> list[Item]:

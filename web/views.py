@@ -40,7 +40,9 @@ from .queries import (
     board_signature,
     busy_runs,
     conversation_items,
+    conversation_workers,
     list_conversations,
+    list_delegates_of,
     list_mailboxes,
     list_rooms,
     list_workers,
@@ -148,6 +150,7 @@ def home(request: HttpRequest, principal: Principal) -> HttpResponse:
         "workers": list_workers(principal),
         "boards": [(board, entry.mailbox_id) for entry in mailboxes for board in entry.boards],
         "conversations": list_conversations(principal),
+        "conversation_workers": conversation_workers(principal),
         "rooms": list_rooms(principal),
     }
     return render(request, "web/home.html", context)
@@ -287,6 +290,9 @@ def conversation(request: HttpRequest, principal: Principal, session_id: str) ->
         "messages": messages,
         "notes": notes,
         "takes_posts": takes_posts(session),
+        "delegates": list_delegates_of(session, principal),
+        "runs": busy_runs(session, principal),
+        "back": reverse("web:conversation", args=[session.session_id]),
     }
     return render(request, "web/conversation.html", context)
 

@@ -234,6 +234,10 @@ def client_creates_session(flow: Any, session_id: str, action: str) -> bool:
     return bool(value(session_id, action)) if callable(value) else bool(value)
 
 
+# How a person opens (or reopens) their session with a worker of the kind, as the API's
+# POST /api/workers/{worker}/sessions does (the pages' "Start a conversation"):
+# ``(org, user_id, worker, *, session_id=None) -> (Session, created)``.
+OPEN_SESSION: Facet[Callable[..., Any]] = Facet("open_session", object, None, "how a person opens a session with a worker")
 MAIL_READER: Facet[MailReader] = Facet("mail_reader", MailReader, None, "how a worker kind's mail reads (the Mail page)")
 ACTION_FAMILIES: Facet[tuple[ActionFamily, ...]] = Facet(
     "action_families", tuple, (), "public actions named at run time (resolve), as the schema documents them"
@@ -260,4 +264,5 @@ ALL_FACETS: tuple[Facet, ...] = (
     CLIENT_CREATES_SESSIONS,
     MAIL_READER,
     ACTION_FAMILIES,
+    OPEN_SESSION,
 )

@@ -206,3 +206,46 @@ def test_a_running_turn_is_cancelled_from_the_mailbox_page(start_server, tmp_pat
         held.release.set()
         page.wait_for_selector("#busy .idle", timeout=30_000)
         assert stayed(page) and len(held.requests) == 1
+
+
+def test_a_conversation_is_started_and_its_delegates_changed_from_its_page(start_server, tmp_path, page):
+    worker = "---\ndescription: {d}\nmodel: embedded/echo\n---\n\nAnswer.\n"
+    tree = write_tree(
+        tmp_path / "tree",
+        {
+            "teams/support/workers/help/WORKER.md": "---\ndescription: Ask support anything.\nflow: coordinator\n"
+            "model: embedded/echo\ndelegates: [support.devices]\nrouting: everyone\nrounds: 0\n---\n\nThe desk.\n",
+            "teams/support/workers/devices/WORKER.md": worker.format(d="Phones."),
+            "teams/support/workers/accounts/WORKER.md": worker.format(d="Billing."),
+        },
+    )
+    server = start_server(tree)
+    act_as(page, server.base)
+    stay(page)
+    page.fill("#conversation-start-worker", "support.devices")
+    page.click("#conversation-start button")
+    refusal_beside(page, "conversation-start", "worker", "worker-not-on-roster")
+    assert stayed(page)
+    page.fill("#conversation-start-worker", "support.help")
+    page.click("#conversation-start button")
+    page.wait_for_url(server.base + "/sessions/support.help:u_42/")
+    assert page.locator("#delegate-list li[data-worker='support.devices']").count() == 1
+    stay(page)
+    page.fill("#delegates-worker", "support.nobody")
+    page.click("#delegates button[value=add]")
+    refusal_beside(page, "delegates", "worker", "worker-not-on-roster")
+    assert page.input_value("#delegates-worker") == "support.nobody"
+    page.fill("#delegates-worker", "support.accounts")
+    page.fill("#delegates-note", "billing")
+    page.click("#delegates button[value=add]")
+    page.wait_for_selector("#delegate-list li[data-worker='support.accounts']")
+    page.fill("#delegates-worker", "support.accounts")
+    page.click("#delegates button[value=fallback]")
+    page.wait_for_selector("#fallback:text-is('support.accounts')")
+    page.fill("#delegates-worker", "support.devices")
+    page.click("#delegates button[value=remove]")
+    page.wait_for_selector("#delegate-list li[data-worker='support.devices']", state="detached")
+    page.fill("#post-form textarea", "my card was charged twice")
+    page.click("#post-form button")
+    page.wait_for_selector("#messages li[data-agent='support.accounts']", timeout=30_000)
+    assert stayed(page)

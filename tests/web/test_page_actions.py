@@ -259,6 +259,8 @@ def test_every_form_needs_its_csrf_token(db, open_tree, agents):
         ("/roster/x/fork", {"id": "y"}),
         ("/roster/x/fire", {}),
         ("/requests/r_x/cancel", {}),
+        ("/conversations/new", {"worker": "support.help"}),
+        ("/sessions/support.help:u_42/delegates", {"op": "add", "worker": "x"}),
     ]:
         assert strict.post(url, data).status_code == 403, url
     assert BoardTask.objects.count() == Project.objects.count() == Thread.objects.count() == 0
@@ -284,3 +286,49 @@ def test_another_organizations_objects_are_404(client, open_tree, org, other_org
     assert client.post("/projects/ours/members", {"member": "alice"}).status_code == 404
     assert client.post(f"/requests/{run.request_id}/cancel", {}).status_code == 404
     assert BoardTask.objects.count() == 1 and Request.objects.get(pk=run.pk).status == "running"
+
+
+# ----------------------------------------------------------------------------- conversations
+
+
+@pytest.fixture
+def desk(make_tree, org):
+    from tests.conftest import hire_tree
+    from tests.coordinators.conftest import desk_tree
+
+    return hire_tree(make_tree(desk_tree(delegates=("support.devices",))))
+
+
+def test_home_starts_a_conversation_and_its_page_changes_the_delegates(acting, desk, org):
+    home = shown(acting, "/")
+    assert 'id="conversation-start"' in home and "<code>support.help</code>" in home
+    answer = acting.post("/conversations/new", {"worker": "support.help", "sessionId": ""})
+    assert answer.status_code == 302 and answer["Location"] == f"/sessions/support.help:{MEMBER}/"
+    url = answer["Location"]
+    page = shown(acting, url)
+    assert 'data-worker="support.devices"' in page and 'id="fallback">none<' in page
+    acting.post(url + "delegates", {"op": "add", "worker": "support.accounts", "note": "billing"})
+    acting.post(url + "delegates", {"op": "fallback", "worker": "support.accounts", "note": ""})
+    page = shown(acting, url)
+    assert 'data-worker="support.accounts"' in page and 'id="fallback">support.accounts<' in page and "billing" in page
+    removed = acting.post(url + "delegates", {"op": "remove", "worker": "support.devices"}, **HX).content.decode()
+    assert 'data-worker="support.devices"' not in removed and "remove: support.devices." in removed
+    refused = acting.post(url + "delegates", {"op": "add", "worker": "support.nobody", "note": "x"}, **HX).content.decode()
+    field = refused.split('data-field="worker"', 1)[1].split("</div>", 1)[0]
+    assert 'data-reason="worker-not-on-roster"' in field and 'value="support.nobody"' in field
+    assert 'value="x"' in refused
+
+
+def test_a_refused_start_is_shown_beside_the_worker(acting, desk):
+    text = acting.post("/conversations/new", {"worker": "support.devices", "sessionId": "later"}, **HX).content.decode()
+    assert 'data-reason="worker-not-on-roster"' in text.split('data-field="worker"', 1)[1]
+    assert 'value="later"' in text
+
+
+def test_another_persons_conversation_is_404(client, desk, org):
+    acting_as(client, "u_other").post("/conversations/new", {"worker": "support.help"})
+    acting_as(client)
+    url = "/sessions/support.help:u_other/"
+    assert client.get(url).status_code == 404
+    assert client.post(url + "delegates", {"op": "add", "worker": "support.devices"}).status_code == 404
+    assert client.get(url + "busy").status_code == 404
