@@ -8,6 +8,7 @@ from __future__ import annotations
 from workforce.models import Organization
 from workforce.principals import Principal
 
+from .chat import chat_session_id, do_start_chat
 from .models import Thread
 from .queries import access_thread, ledger_wire, list_ledger, list_threads, thread_wire
 from .services import do_send_person_mail
@@ -46,3 +47,17 @@ class IndexReader:
                 ``recipient-not-found``, ``invalid-input``, ``vault-unavailable``).
         """
         return thread_wire(do_send_person_mail(principal, user, to=to, subject=subject, body=body))
+
+    def chat(self, org: Organization, *, user_id: str, worker: str, message: str):
+        """A person's chat turn with ``worker`` (``do_start_chat``, as ``POST
+        /api/workers/{worker}/chat``): the turn's request, running.
+
+        Raises:
+            Refusal: as ``do_start_chat`` (``recipient-not-found``, ``trigger-not-allowed``,
+                ``invalid-input``).
+        """
+        return do_start_chat(org, user_id=user_id, worker=worker, message=message)
+
+    def chat_session_id(self, worker: str, user_id: str) -> str:
+        """The person's chat session with ``worker`` (``chat:<worker>:<user>``)."""
+        return chat_session_id(worker, user_id)

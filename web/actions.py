@@ -31,6 +31,7 @@ from .queries import (
     board_actions_context,
     busy_runs,
     conversation_workers,
+    desk_chat,
     keeps_delegates,
     list_delegates_of,
     list_workers,
@@ -377,3 +378,24 @@ def conversation_busy(request: HttpRequest, principal: Principal, session_id: st
     session = _session(principal, session_id)
     back = reverse("web:conversation", args=[session.session_id])
     return render(request, "web/_busy.html", {"runs": busy_runs(session, principal), "back": back})
+
+
+# ----------------------------------------------------------------------------- chat
+
+
+@require_POST
+@page
+def desk_chat_post(request: HttpRequest, principal: Principal, agent: str) -> HttpResponse:
+    """A chat turn with the desk's agent: the mail reader's ``chat`` (``do_start_chat``),
+    as ``POST /api/workers/{worker}/chat``. The answer arrives over the chat's stream."""
+    mail = _mail()
+    form = typed(request, "chat", ("message",))
+    try:
+        mail.chat(principal.org, user_id=principal.user_id, worker=agent, message=form.values["message"])
+    except Refusal as refusal:
+        from_refusal(form, refusal, ("message",), {"invalid-input": "message"})
+    else:
+        form = FormState(name="chat", done="sent")
+    context = {"agent": agent, "chat": desk_chat(mail, principal, agent)}
+    page_url = reverse("web:mail-desk", args=[agent])
+    return respond(request, form, page_url=page_url, fragment="web/_desk_chat.html", context=context)

@@ -221,6 +221,18 @@ def mail_reader() -> MailReader | None:
     return MAIL_READER.of(AGENT_KIND)
 
 
+def desk_chat(reader: MailReader, principal: Principal, agent: str) -> dict:
+    """The person's chat with ``agent`` as its desk shows it: ``session_id``,
+    ``session`` (None before the first message), ``messages`` (the newest
+    ``PAGE_LINES``, oldest first) and ``cursor`` (the stream sends what comes after)."""
+    session_id = reader.chat_session_id(agent, principal.user_id)
+    session = Session.objects.filter(organization=principal.org, session_id=session_id, user_id=principal.user_id).first()
+    if session is None:
+        return {"session_id": session_id, "session": None, "messages": [], "cursor": 0}
+    messages, _ = conversation_items(session, cursor=session.item_seq)
+    return {"session_id": session_id, "session": session, "messages": messages, "cursor": session.item_seq}
+
+
 def mail_desk(reader: MailReader, principal: Principal, agent: str) -> list[tuple[str, list[dict]]] | None:
     """``agent``'s desk: the organization's threads to it, by state (every state, in the
     reader's order, empty ones included); None when ``agent`` is neither a worker

@@ -39,5 +39,6 @@ urlpatterns = [
     path("mail/", views.mail, name="mail"),
     path("mail/send", actions.mail_send, name="mail-send"),
     path("mail/desk/<str:agent>/", views.mail_desk_page, name="mail-desk"),
+    path("mail/desk/<str:agent>/chat", actions.desk_chat_post, name="desk-chat"),
     path("mail/<str:thread_id>/", views.mail_thread, name="mail-thread"),
 ]

@@ -41,6 +41,7 @@ from .queries import (
     busy_runs,
     conversation_items,
     conversation_workers,
+    desk_chat,
     list_conversations,
     list_delegates_of,
     list_mailboxes,
@@ -459,7 +460,8 @@ def mail_desk_page(request: HttpRequest, principal: Principal, agent: str) -> Ht
     desk = mail_desk(_mail(), principal, agent)
     if desk is None:
         raise Http404(f"No agent {agent!r}.")
-    return render(request, "web/mail_desk.html", {"principal": principal, "agent": agent, "desk": desk})
+    context = {"principal": principal, "agent": agent, "desk": desk, "chat": desk_chat(_mail(), principal, agent)}
+    return render(request, "web/mail_desk.html", context)
 
 
 def _event_stream(events) -> StreamingHttpResponse:

@@ -187,6 +187,17 @@ class MailReader(Protocol):
             Refusal: the API's refusals (``mail-send-not-permitted`` and the like).
         """
 
+    def chat(self, org: Any, *, user_id: str, worker: str, message: str) -> Request:
+        """A person's chat turn with an agent, as ``POST /api/workers/{worker}/chat``
+        starts it: the turn's request, running.
+
+        Raises:
+            Refusal: the API's refusals (``trigger-not-allowed`` and the like).
+        """
+
+    def chat_session_id(self, worker: str, user_id: str) -> str:
+        """The person's chat session with ``worker``."""
+
 
 class RequestOnFinished(Protocol):
     """Called when a request of the kind ends (``workforce.delegation``)."""

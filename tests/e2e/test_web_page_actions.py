@@ -249,3 +249,30 @@ def test_a_conversation_is_started_and_its_delegates_changed_from_its_page(start
     page.click("#post-form button")
     page.wait_for_selector("#messages li[data-agent='support.accounts']", timeout=30_000)
     assert stayed(page)
+
+
+def test_a_desk_chats_with_its_agent_live(start_server, tmp_path, page):
+    chatty = "---\ndescription: Chats.\nmodel: embedded/echo\nrun:\n  triggers: [chat]\n---\n\nAnswer.\n"
+    tree = write_tree(
+        tmp_path / "tree",
+        {"teams/eng/workers/alpha/WORKER.md": REPLIER, "teams/eng/workers/chatty/WORKER.md": chatty},
+    )
+    server = start_server(tree)
+    act_as(page, server.base)
+    page.goto(server.base + "/mail/desk/eng.alpha/")
+    page.fill("#chat-message", "kept words")
+    page.click("#chat-form button")
+    refused = page.wait_for_selector("#chat .form-error[data-reason=trigger-not-allowed]")
+    assert "takes no chat" in refused.inner_text() and page.input_value("#chat-message") == "kept words"
+    page.goto(server.base + "/mail/desk/eng.chatty/")
+    stay(page)
+    page.fill("#chat-message", "hello there")
+    page.click("#chat-form button")
+    answer = page.wait_for_selector("#messages li[data-role=assistant]", timeout=30_000)
+    assert "hello there" in answer.inner_text()
+    assert page.locator("#messages li[data-role=user]").count() == 1 and stayed(page)
+    page.fill("#chat-message", "and again")
+    page.click("#chat-form button")
+    page.wait_for_selector("#messages li[data-role=assistant]:nth-of-type(4)", timeout=30_000)
+    assert page.locator("#messages li").count() == 4 and stayed(page)
+    page.screenshot(path=str(tmp_path / "desk.png"), full_page=True)

@@ -261,6 +261,7 @@ def test_every_form_needs_its_csrf_token(db, open_tree, agents):
         ("/requests/r_x/cancel", {}),
         ("/conversations/new", {"worker": "support.help"}),
         ("/sessions/support.help:u_42/delegates", {"op": "add", "worker": "x"}),
+        ("/mail/desk/eng.alpha/chat", {"message": "x"}),
     ]:
         assert strict.post(url, data).status_code == 403, url
     assert BoardTask.objects.count() == Project.objects.count() == Thread.objects.count() == 0
@@ -332,3 +333,35 @@ def test_another_persons_conversation_is_404(client, desk, org):
     assert client.get(url).status_code == 404
     assert client.post(url + "delegates", {"op": "add", "worker": "support.devices"}).status_code == 404
     assert client.get(url + "busy").status_code == 404
+
+
+# ----------------------------------------------------------------------------- chat
+
+
+CHATTY = "---\ndescription: Chats.\nmodel: embedded/echo\nrun:\n  triggers: [chat]\n---\n\nAnswer.\n"
+
+
+def test_a_desk_holds_the_persons_chat_with_its_agent(acting, agents, org):
+    from mail.models import ChatRun
+
+    agents({**MAIL_TREE, "teams/eng/workers/chatty/WORKER.md": CHATTY})
+    page = shown(acting, "/mail/desk/eng.chatty/")
+    assert (
+        'id="chat-form"' in page
+        and 'action="/mail/desk/eng.chatty/chat"' in page
+        and "sse-connect" not in page.split('id="chat"')[1].split("</section>")[0]
+    )
+    answer = acting.post("/mail/desk/eng.chatty/chat", {"message": "hello there"}, **HX)
+    text = answer.content.decode()
+    session = Session.objects.get(session_id=f"chat:eng.chatty:{MEMBER}")
+    assert (
+        answer.status_code == 200 and 'id="chat"' in text and 'sse-connect="/sessions/chat:eng.chatty:u_42/events?after=' in text
+    )
+    assert session.user_id == MEMBER and ChatRun.objects.get().request.input["message"] == "hello there"
+    plain = acting.post("/mail/desk/eng.chatty/chat", {"message": "again"})
+    assert plain.status_code == 302 and plain["Location"] == "/mail/desk/eng.chatty/"
+    refused = acting.post("/mail/desk/eng.alpha/chat", {"message": "kept words"}, **HX).content.decode()
+    assert 'data-reason="trigger-not-allowed"' in refused and ">kept words</textarea>" in refused
+    acting_as(acting, "u_other")
+    assert f"chat:eng.chatty:{MEMBER}" not in shown(acting, "/mail/desk/eng.chatty/")
+    assert acting.get(f"/sessions/chat:eng.chatty:{MEMBER}/events").status_code == 404
