@@ -93,9 +93,11 @@ def test_the_board_page_files_settles_reassigns_and_cancels(start_server, tmp_pa
     done = page.wait_for_selector(".column[data-status=completed] .task", timeout=30_000)
     text = done.inner_text()
     assert "Write the postmortem" in text and "lead" in text and "1 of" in text and "Output" in text
-    assert done.query_selector(".run a") is not None
+    run = done.query_selector(".run a").get_attribute("href")
     assert stayed(page)
     page.screenshot(path=str(tmp_path / "board.png"), full_page=True)
+    opened = page.goto(server.base + run)  # the run that worked the row: its messages
+    assert opened.status == 200 and "Write the postmortem" in page.inner_text("#messages")
 
     page.goto(f"{server.base}/boards/eng.triage.queue/")
     stay(page)
