@@ -35,6 +35,7 @@ from .queries import (
     keeps_delegates,
     list_delegates_of,
     list_workers,
+    room_context,
 )
 from .views import _board, _mail, _mailbox, _project, _session, page
 
@@ -203,7 +204,8 @@ def project_member(request: HttpRequest, principal: Principal, project_id: str) 
     else:
         form = FormState(name="project_member", done=f"Added {form.values['member'].strip()}.")
     page_url = reverse("web:room", args=[project.project_id])
-    return respond(request, form, page_url=page_url, fragment="web/forms/project_member.html", context={"project": project})
+    context = {"project": project, "members": room_context(project, principal.user_id)["members"]}
+    return respond(request, form, page_url=page_url, fragment="web/forms/project_member.html", context=context)
 
 
 # ----------------------------------------------------------------------------- roster

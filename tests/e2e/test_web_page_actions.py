@@ -144,6 +144,7 @@ def test_a_project_is_created_from_home_and_its_owner_adds_members(start_server,
     page.fill("#project-member-member", "u_9")
     page.click("#project-member button")
     page.wait_for_selector("#project-member .ok:text('Added u_9.')")
+    assert "u_9" in page.inner_text("#members")  # the members line follows
     assert stayed(page)
     page.goto(server.base + "/")
     assert page.locator("#rooms a[href='/projects/launch/']").count() == 1
