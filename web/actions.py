@@ -234,7 +234,7 @@ def roster_hire(request: HttpRequest, principal: Principal) -> HttpResponse:
     except Refusal as refusal:
         from_refusal(form, refusal, HIRE_FIELDS, {"worker-already-on-roster": "id"})
         if refusal.reason == "invalid-worker":
-            id_only = [p for p in form.problems if p.startswith(("worker id", "id "))]
+            id_only = [p for p in form.problems if p.startswith("id:")]
             form.field = "id" if id_only and len(id_only) == len(form.problems) else "workerMd"
     else:
         form = FormState(name="hire", done=f"Hired {seat.seat_id}.")

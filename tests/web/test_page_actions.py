@@ -365,3 +365,12 @@ def test_a_desk_holds_the_persons_chat_with_its_agent(acting, agents, org):
     acting_as(acting, "u_other")
     assert f"chat:eng.chatty:{MEMBER}" not in shown(acting, "/mail/desk/eng.chatty/")
     assert acting.get(f"/sessions/chat:eng.chatty:{MEMBER}/events").status_code == 404
+
+
+def test_a_hire_refused_for_its_id_alone_is_shown_beside_the_id(acting, open_tree):
+    open_tree()
+    acting.post("/roster/hire", {"id": "Bad Id", "workerMd": GOOD_WORKER})
+    page = shown(acting, "/roster/")
+    field = page.split('data-field="id"', 1)[1].split("</div>", 1)[0]
+    assert 'data-reason="invalid-worker"' in field and "is not a worker id" in field and 'value="Bad Id"' in field
+    assert "Answers." in page.split('data-field="workerMd"', 1)[1].split("</div>", 1)[0]  # the text kept
