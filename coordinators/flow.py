@@ -24,6 +24,7 @@ from rest_framework import serializers
 from workforce.facets import (
     CLIENT_CREATES_SESSIONS,
     COORDINATOR,
+    OPEN_SESSION,
     PRIVATE_SESSIONS,
     STATE_FIELDS,
     TOOL_CATALOG,
@@ -46,7 +47,7 @@ from .constants import (
     SET_FALLBACK,
 )
 from .delegates import do_change_delegates
-from .services import do_close_round, do_post, do_report
+from .services import do_close_round, do_ensure_worker_session, do_post, do_report
 
 
 class RunInput(serializers.Serializer):
@@ -140,6 +141,7 @@ def build_coordinator_kind() -> FlowKind:
     # Conversations are opened by POST /api/workers/<worker>/sessions, never by naming
     # an id in an action call.
     CLIENT_CREATES_SESSIONS.set(flow, False)
+    OPEN_SESSION.set(flow, do_ensure_worker_session)  # the pages open conversations through it
     return flow
 
 

@@ -6,9 +6,12 @@ mail through this facet, in the mail API's wire shape."""
 from __future__ import annotations
 
 from workforce.models import Organization
+from workforce.principals import Principal
 
+from .chat import chat_session_id, do_start_chat
 from .models import Thread
 from .queries import access_thread, ledger_wire, list_ledger, list_threads, thread_wire
+from .services import do_send_person_mail
 
 
 class IndexReader:
@@ -34,3 +37,27 @@ class IndexReader:
         data = thread_wire(thread, messages=True)
         data["ledger"] = [ledger_wire(e) for e in list_ledger(org, thread=thread.thread_id)]
         return data
+
+    def send(self, principal: Principal, user, *, to: str, body: str, subject: str | None = None) -> dict:
+        """A person's mail from the pages: ``do_send_person_mail``, as ``POST /api/mail``;
+        answers the new thread's ``thread_wire``.
+
+        Raises:
+            Refusal: as ``do_send_person_mail`` (``mail-send-not-permitted``,
+                ``recipient-not-found``, ``invalid-input``, ``vault-unavailable``).
+        """
+        return thread_wire(do_send_person_mail(principal, user, to=to, subject=subject, body=body))
+
+    def chat(self, org: Organization, *, user_id: str, worker: str, message: str):
+        """A person's chat turn with ``worker`` (``do_start_chat``, as ``POST
+        /api/workers/{worker}/chat``): the turn's request, running.
+
+        Raises:
+            Refusal: as ``do_start_chat`` (``recipient-not-found``, ``trigger-not-allowed``,
+                ``invalid-input``).
+        """
+        return do_start_chat(org, user_id=user_id, worker=worker, message=message)
+
+    def chat_session_id(self, worker: str, user_id: str) -> str:
+        """The person's chat session with ``worker`` (``chat:<worker>:<user>``)."""
+        return chat_session_id(worker, user_id)

@@ -13,13 +13,17 @@ from mailboxes.models import Project, RoomLine, TalkListing
 from mailboxes.projects import list_projects
 from mailboxes.queries import held_boards, is_mailbox_state
 from mailboxes.rooms import room_template_view
+from mailboxes.roster import current_roster
 from seats.agent import KIND as AGENT_KIND
 from seats.queries import list_seats, reachable_seats
-from workforce.facets import MAIL_READER, PRIVATE_SESSIONS, MailReader
+from workforce.api.serializers import RunSerializer
+from workforce.facets import MAIL_READER, OPEN_SESSION, PRIVATE_SESSIONS, MailReader
 from workforce.flows import registry
 from workforce.models import Item, Organization, Session
 from workforce.principals import Principal
 from workforce.privacy import PARENT_JOIN, may_read
+from workforce.queries import list_active_runs
+from workforce.sessions import do_run_action
 
 MESSAGE_ITEM = "message"  # a conversation's messages (seats.turns.MESSAGE)
 # A conversation page offers a post form when its kind takes this public action with
@@ -40,6 +44,9 @@ BOARD_COLUMNS = [
     TaskStatus.ERRORED,
     TaskStatus.CANCELLED,
 ]
+
+
+OPEN_STATUSES = (TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED, TaskStatus.PARKED)
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,49 @@ def list_workers(principal: Principal) -> list:
     return [reached[i] for i in ids if i in reached]
 
 
+def busy_runs(session: Session, principal: Principal) -> list[dict]:
+    """The session's active runs as ``GET /api/sessions/{id}/runs`` shows them, each
+    with ``mine``: ``principal`` may cancel it (it runs as them, ``do_cancel_request``)."""
+    rows = list(list_active_runs(session, reader=principal.reader))
+    shown = RunSerializer(rows, many=True).data
+    return [{**run, "mine": row.user_id == principal.user_id} for run, row in zip(shown, rows, strict=True)]
+
+
+# A coordinator conversation's delegate actions (spec 004 "Changing the delegates"), run on
+# the conversation's session as the API runs them.
+LIST_DELEGATES, ADD_DELEGATE, REMOVE_DELEGATE, SET_FALLBACK = "listDelegates", "addDelegate", "removeDelegate", "setFallback"
+
+
+def keeps_delegates(session: Session) -> bool:
+    """True when the conversation's kind has the delegate actions (a coordinator's)."""
+    flow = registry.get(session.flow_kind)
+    return flow is not None and all(a in flow.actions for a in (LIST_DELEGATES, ADD_DELEGATE, REMOVE_DELEGATE, SET_FALLBACK))
+
+
+def conversation_workers(principal: Principal) -> list:
+    """The workers on ``principal``'s roster a conversation is started with (their kind
+    has the ``OPEN_SESSION`` facet: coordinators), by id."""
+    return [seat for seat in list_workers(principal) if OPEN_SESSION.of(seat.kind) is not None]
+
+
+def list_delegates_of(session: Session, principal: Principal) -> dict | None:
+    """A coordinator conversation's delegates as its ``listDelegates`` action answers
+    them (``{delegates: [{worker, note?}], fallback: {worker} | None, max}``), run as
+    ``principal`` like the API's call (it is recorded as a request); None when the
+    kind keeps none or the action refused."""
+    if not keeps_delegates(session):
+        return None
+    row = do_run_action(
+        org=session.organization,
+        kind=session.flow_kind,
+        session_id=session.session_id,
+        action=LIST_DELEGATES,
+        input={},
+        user_id=principal.user_id,
+    )
+    return row.output if row.status == "completed" else None
+
+
 def window_items(session: Session, *, cursor: int, component: str, limit: int = PAGE_LINES) -> list[Item]:
     """The newest ``limit`` items of ``component`` with ``seq <= cursor``, oldest first:
     what the page shows before its stream takes over after ``cursor``."""
@@ -90,6 +140,14 @@ def board_rows(org: Organization, board_id: str) -> list[tuple[str, list[BoardTa
     for task in BoardTask.objects.filter(organization=org, board_id=board_id).order_by("id"):
         columns.setdefault(task.status, []).append(task)
     return list(columns.items())
+
+
+def board_actions_context(mailbox_id: str) -> dict:
+    """``actions``: the mailbox says ``boardActions: true`` (its rows are settled,
+    reassigned and cancelled from the board page); ``open_statuses``: the rows that can
+    still be acted on (not finished)."""
+    actions = any(m.id == mailbox_id and m.board_actions for m in current_roster().mailboxes)
+    return {"actions": actions, "open_statuses": OPEN_STATUSES}
 
 
 def board_signature(org: Organization, board_id: str) -> str:
@@ -161,6 +219,18 @@ def mail_reader() -> MailReader | None:
     """How the agents' mail reads (the agent kind's ``MAIL_READER`` facet, set by the mail
     app); None when no app set it (no Mail page then)."""
     return MAIL_READER.of(AGENT_KIND)
+
+
+def desk_chat(reader: MailReader, principal: Principal, agent: str) -> dict:
+    """The person's chat with ``agent`` as its desk shows it: ``session_id``,
+    ``session`` (None before the first message), ``messages`` (the newest
+    ``PAGE_LINES``, oldest first) and ``cursor`` (the stream sends what comes after)."""
+    session_id = reader.chat_session_id(agent, principal.user_id)
+    session = Session.objects.filter(organization=principal.org, session_id=session_id, user_id=principal.user_id).first()
+    if session is None:
+        return {"session_id": session_id, "session": None, "messages": [], "cursor": 0}
+    messages, _ = conversation_items(session, cursor=session.item_seq)
+    return {"session_id": session_id, "session": session, "messages": messages, "cursor": session.item_seq}
 
 
 def mail_desk(reader: MailReader, principal: Principal, agent: str) -> list[tuple[str, list[dict]]] | None:

@@ -31,3 +31,8 @@ urlpatterns = [
     path("mail/desk/<str:agent>/", views.mail_desk_page, name="mail-desk"),
     path("mail/<str:thread_id>/", views.mail_thread, name="mail-thread"),
 ]
+
+# The pages' forms (web/actions.py), each a POST that runs the API's service.
+from .action_urls import urlpatterns as action_urlpatterns  # noqa: E402
+
+urlpatterns += action_urlpatterns

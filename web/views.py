@@ -22,10 +22,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from mailboxes.projects import access_project, mint_talk_session_id
 from mailboxes.queries import access_mailbox_session
-from workforce.api.serializers import RunSerializer
 from workforce.models import Item
 from workforce.principals import Principal, resolve_principal
-from workforce.queries import access_session, list_active_runs, list_items
+from workforce.queries import access_session, list_items
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 from workforce.streams import item_events, release_connection, room_topic
@@ -36,10 +35,15 @@ from .queries import (
     MESSAGE_ITEM,
     POST_ITEM,
     ROUTE_ITEM,
+    board_actions_context,
     board_rows,
     board_signature,
+    busy_runs,
     conversation_items,
+    conversation_workers,
+    desk_chat,
     list_conversations,
+    list_delegates_of,
     list_mailboxes,
     list_rooms,
     list_workers,
@@ -147,6 +151,7 @@ def home(request: HttpRequest, principal: Principal) -> HttpResponse:
         "workers": list_workers(principal),
         "boards": [(board, entry.mailbox_id) for entry in mailboxes for board in entry.boards],
         "conversations": list_conversations(principal),
+        "conversation_workers": conversation_workers(principal),
         "rooms": list_rooms(principal),
     }
     return render(request, "web/home.html", context)
@@ -166,7 +171,8 @@ def mailbox(request: HttpRequest, principal: Principal, mailbox_id: str) -> Http
         "cursor": cursor,
         "lines": window_items(session, cursor=cursor, component=POST_ITEM),
         "routes": window_items(session, cursor=cursor, component=ROUTE_ITEM),
-        "runs": RunSerializer(list_active_runs(session, reader=principal.reader), many=True).data,
+        "runs": busy_runs(session, principal),
+        "back": reverse("web:mailbox", args=[mailbox_id]),
     }
     return render(request, "web/mailbox.html", context)
 
@@ -206,8 +212,8 @@ def mailbox_events(request: HttpRequest, principal: Principal, mailbox_id: str) 
 def mailbox_busy(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
     """Who is working now (the runs the mailbox's posts started that have not finished)."""
     session = _mailbox(principal, mailbox_id)
-    runs = RunSerializer(list_active_runs(session, reader=principal.reader), many=True).data
-    return render(request, "web/_busy.html", {"runs": runs})
+    back = reverse("web:mailbox", args=[mailbox_id])
+    return render(request, "web/_busy.html", {"runs": busy_runs(session, principal), "back": back})
 
 
 @require_POST
@@ -238,6 +244,7 @@ def board(request: HttpRequest, principal: Principal, board_id: str) -> HttpResp
         "mailbox_id": mailbox_id,
         "signature": board_signature(principal.org, board_id),
         "columns": board_rows(principal.org, board_id),
+        **board_actions_context(mailbox_id),
     }
     return render(request, "web/board.html", context)
 
@@ -247,13 +254,13 @@ def board(request: HttpRequest, principal: Principal, board_id: str) -> HttpResp
 def board_events(request: HttpRequest, principal: Principal, board_id: str) -> HttpResponse:
     """The board page's stream: the whole board (``event: board``) each time its rows
     change, from the page's ``since`` signature on."""
-    _board(principal, board_id)
+    extra = {"board_id": board_id, **board_actions_context(_board(principal, board_id))}
     org = principal.org
 
     def read() -> tuple[str, str]:
         try:
             signature = board_signature(org, board_id)
-            html = render_to_string("web/_board_columns.html", {"columns": board_rows(org, board_id)})
+            html = render_to_string("web/_board_columns.html", {"columns": board_rows(org, board_id), **extra})
             return signature, html
         finally:
             release_connection()
@@ -284,6 +291,9 @@ def conversation(request: HttpRequest, principal: Principal, session_id: str) ->
         "messages": messages,
         "notes": notes,
         "takes_posts": takes_posts(session),
+        "delegates": list_delegates_of(session, principal),
+        "runs": busy_runs(session, principal),
+        "back": reverse("web:conversation", args=[session.session_id]),
     }
     return render(request, "web/conversation.html", context)
 
@@ -451,7 +461,8 @@ def mail_desk_page(request: HttpRequest, principal: Principal, agent: str) -> Ht
     desk = mail_desk(_mail(), principal, agent)
     if desk is None:
         raise Http404(f"No agent {agent!r}.")
-    return render(request, "web/mail_desk.html", {"principal": principal, "agent": agent, "desk": desk})
+    context = {"principal": principal, "agent": agent, "desk": desk, "chat": desk_chat(_mail(), principal, agent)}
+    return render(request, "web/mail_desk.html", context)
 
 
 def _event_stream(events) -> StreamingHttpResponse:

@@ -179,6 +179,25 @@ class MailReader(Protocol):
             Refusal("thread-not-found"): no such thread in ``org``.
         """
 
+    def send(self, principal: Any, user: Any, *, to: str, body: str, subject: str | None = None) -> dict:
+        """A person's mail (the pages' send form), as ``POST /api/mail`` sends it; the
+        new thread as a ``thread_wire`` dict.
+
+        Raises:
+            Refusal: the API's refusals (``mail-send-not-permitted`` and the like).
+        """
+
+    def chat(self, org: Any, *, user_id: str, worker: str, message: str) -> Request:
+        """A person's chat turn with an agent, as ``POST /api/workers/{worker}/chat``
+        starts it: the turn's request, running.
+
+        Raises:
+            Refusal: the API's refusals (``trigger-not-allowed`` and the like).
+        """
+
+    def chat_session_id(self, worker: str, user_id: str) -> str:
+        """The person's chat session with ``worker``."""
+
 
 class RequestOnFinished(Protocol):
     """Called when a request of the kind ends (``workforce.delegation``)."""
@@ -226,6 +245,10 @@ def client_creates_session(flow: Any, session_id: str, action: str) -> bool:
     return bool(value(session_id, action)) if callable(value) else bool(value)
 
 
+# How a person opens (or reopens) their session with a worker of the kind, as the API's
+# POST /api/workers/{worker}/sessions does (the pages' "Start a conversation"):
+# ``(org, user_id, worker, *, session_id=None) -> (Session, created)``.
+OPEN_SESSION: Facet[Callable[..., Any]] = Facet("open_session", object, None, "how a person opens a session with a worker")
 MAIL_READER: Facet[MailReader] = Facet("mail_reader", MailReader, None, "how a worker kind's mail reads (the Mail page)")
 ACTION_FAMILIES: Facet[tuple[ActionFamily, ...]] = Facet(
     "action_families", tuple, (), "public actions named at run time (resolve), as the schema documents them"
@@ -252,4 +275,5 @@ ALL_FACETS: tuple[Facet, ...] = (
     CLIENT_CREATES_SESSIONS,
     MAIL_READER,
     ACTION_FAMILIES,
+    OPEN_SESSION,
 )
