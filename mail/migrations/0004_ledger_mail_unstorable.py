@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mail', '0002_vault_cursor'),
+        ('mail', '0003_edited_texts'),
     ]
 
     operations = [
