@@ -16,11 +16,11 @@ pytestmark = pytest.mark.e2e
 
 STOP_SECONDS = 3
 MARGIN = 5  # the last kill and the exit, on a busy machine
-TURN_MS = 4000  # each turn's model call (embedded/echo obeys /sleep)
+TURN_MS = 4000  # each turn's model call (embedded/scripted obeys /sleep; echo never does)
 POSTS = 4
 SEATS = ("eng.alpha", "eng.beta")
 
-LISTENER = "---\ndescription: {name}.\nmodel: embedded/echo\n---\n\nYou listen.\n"
+LISTENER = "---\ndescription: {name}.\nmodel: embedded/scripted\n---\n\nYou listen.\n"
 
 
 def tree(root):

@@ -27,7 +27,7 @@ from tests.e2e.conftest import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
-LISTENER = "---\ndescription: {name}.\nmodel: embedded/echo\n---\n\nListen.\n"
+LISTENER = "---\ndescription: {name}.\nmodel: embedded/scripted\n---\n\nListen.\n"
 REDIS_URL = "redis://127.0.0.1:6379/11"
 
 

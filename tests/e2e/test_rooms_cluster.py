@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import mailbox_md, write_tree
 from tests.e2e.conftest import Server, session_requests, wait_for
 from tests.e2e.test_seats_cluster import Cluster
+from workforce.framing import quoted  # the body as a seat heard it: quoted when it has several lines
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,7 @@ SEATS = ("eng.alpha", "eng.beta")
 
 
 def tree(root: Path) -> Path:
-    worker = "---\ndescription: {d}\nmodel: embedded/echo\n---\n\nAnswer in the room.\n"
+    worker = "---\ndescription: {d}\nmodel: embedded/scripted\n---\n\nAnswer in the room.\n"
     return write_tree(
         root,
         {
@@ -51,7 +52,9 @@ def room(server: Server) -> tuple[str, str]:
 def answers_by_post(lines: list[dict]) -> dict[str, list[dict]]:
     posts = [ln for ln in lines if not ln.get("seatAuthored")]
     return {
-        p["id"]: [ln for ln in lines if ln.get("seatAuthored") and ln["userId"] == p["userId"] and p["body"] in ln["body"]]
+        p["id"]: [
+            ln for ln in lines if ln.get("seatAuthored") and ln["userId"] == p["userId"] and quoted(p["body"]) in ln["body"]
+        ]
         for p in posts
     }
 

@@ -28,7 +28,7 @@ def test_two_posts_a_moment_apart_run_as_two_turns_one_after_the_other(start_ser
         tmp_path / "tree",
         {
             "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Daily status.", members=("eng.alpha",)),
-            "teams/eng/workers/alpha/WORKER.md": "---\ndescription: Alpha.\nmodel: embedded/echo\n---\n\nListen.\n",
+            "teams/eng/workers/alpha/WORKER.md": "---\ndescription: Alpha.\nmodel: embedded/scripted\n---\n\nListen.\n",
         },
     )
     server = start_server(root, env={"WORKFORCE_Q_WORKERS": "2"})
@@ -52,7 +52,8 @@ def test_two_posts_a_moment_apart_run_as_two_turns_one_after_the_other(start_ser
     assert [role for role, _ in messages] == ["user", "assistant", "user", "assistant"]
     for (_, heard), (_, reply) in (messages[0:2], messages[2:4]):
         assert reply == f"eng.alpha heard: {heard}"  # each reply right after the post it answers
-    assert sorted(text.split("\n")[0] for role, text in messages if role == "user") == [
-        "workforce in eng.standup: post 1",
-        "workforce in eng.standup: post 2",
+    # A body of several lines reaches the model quoted, one framed line (workforce.framing).
+    assert sorted(text for role, text in messages if role == "user") == [
+        'workforce in eng.standup: "post 1\\n/sleep 1500"',
+        'workforce in eng.standup: "post 2\\n/sleep 1500"',
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from unittest.mock import patch
 
 import pytest
 
@@ -77,17 +78,26 @@ def test_echo_standing_orders_fill_the_turns_parts():
     assert echo([{"role": "system", "content": system}, {"role": "user", "content": "hello"}], [POST_TOOL]).tool_calls == ()
 
 
-def test_echo_sleep_and_its_timeout():
+def test_scripted_sleep_and_its_timeout():
     started = time.monotonic()
-    echo([{"role": "user", "content": "x in y: slow\n/sleep 150"}])
+    scripted([{"role": "user", "content": "x in y: slow\n/sleep 150"}])
     assert time.monotonic() - started >= 0.15
     started = time.monotonic()  # a post's body quoted by the framing (workforce.framing)
-    echo([{"role": "user", "content": turn_text({"mailboxId": "y", "principal": "x", "body": "slow\n/sleep 150"})}])
+    scripted([{"role": "user", "content": turn_text({"mailboxId": "y", "principal": "x", "body": "slow\n/sleep 150"})}])
     assert time.monotonic() - started >= 0.15
     started = time.monotonic()
     with pytest.raises(ModelError, match="no answer within 0.1s"):
-        echo([{"role": "user", "content": "x in y: slower\n/sleep 5000"}], timeout=0.1)
+        scripted([{"role": "user", "content": "x in y: slower\n/sleep 5000"}], timeout=0.1)
     assert time.monotonic() - started < 2
+
+
+def test_echo_ignores_a_senders_sleep():
+    """The default model never waits because a sender asked: a post's /sleep would hold
+    every woken seat, and a cluster worker each, up to the turn's time limit."""
+    with patch("workforce.llm.embedded.time.sleep") as slept:
+        reply = echo([{"role": "user", "content": "x in y: slow\n/sleep 60000"}], timeout=100)
+    slept.assert_not_called()
+    assert reply.text == "support.devices heard: x in y: slow\n/sleep 60000"
 
 
 @pytest.mark.parametrize(

@@ -23,9 +23,10 @@ scripted seat call it. Never name it for a seat anyone else can post to.
 Only tools offered on the call are called; a line naming any other tool, or whose JSON
 is not an object, is passed over. The calls are made on the turn's first model call;
 once tool results are in, the model gives its answer. A line ``/sleep <milliseconds>`` in
-the turn makes each call of either model wait that long first (a slow model, for
+the turn makes each call of ``embedded/scripted`` wait that long first (a slow model, for
 end-to-end tests); a wait longer than the call's timeout fails the call with ModelError
-after the timeout.
+after the timeout. ``embedded/echo`` ignores it: anyone who can post would otherwise hold
+every woken seat, and a cluster worker each, for the turn's whole time limit.
 """
 
 from __future__ import annotations
@@ -54,10 +55,12 @@ class EchoModel:
     follows_turn_tools = False
 
     def complete(self, call: ModelCall) -> ModelReply:
-        """Answer ``call`` deterministically. Raises ModelError when a ``/sleep`` asks
-        for longer than ``call.timeout`` seconds (after waiting the timeout)."""
+        """Answer ``call`` deterministically. Raises ModelError when ``embedded/scripted``
+        is asked by a ``/sleep`` for longer than ``call.timeout`` seconds (after waiting
+        the timeout)."""
         turn, after = _last_turn(call.messages)
-        _sleep(turn, call.timeout)
+        if self.follows_turn_tools:  # a sender's /sleep is obeyed by the test model only
+            _sleep(turn, call.timeout)
         seat = call.block or "echo"
         heard = f"{seat} heard: {turn}"
         if not any(m.get("role") == "tool" for m in after):
@@ -102,7 +105,7 @@ def _sleep(turn: str, timeout: float) -> None:
     seconds = min(total, MAX_SLEEP_MS) / 1000
     if seconds > timeout:
         time.sleep(max(timeout, 0))
-        raise ModelError(f"embedded/echo: no answer within {timeout:g}s (asked to wait {seconds:g}s)")
+        raise ModelError(f"embedded/scripted: no answer within {timeout:g}s (asked to wait {seconds:g}s)")
     time.sleep(seconds)
 
 
