@@ -171,6 +171,27 @@ def test_without_a_valid_token_the_mount_answers_401_with_a_challenge(mcp_url, o
     assert raw_post(mcp_url, {"Authorization": f"Bearer {key}"}).status_code == 200
 
 
+@pytest.mark.parametrize("auth", ["token", "none"])
+def test_a_database_outage_while_the_mount_checks_the_caller_answers_json_503(mcp_url, org, monkeypatch, auth):
+    """The caller's check reads the database (the token, the membership): with the database
+    refusing connections it answers the REST API's 503 ``database-unavailable`` with
+    ``Retry-After``, never a bare 500."""
+    from django.db import OperationalError
+
+    import mail.mcp_server
+
+    def refused(*args, **kwargs):
+        raise OperationalError('connection failed: FATAL: database "x" is not currently accepting connections')
+
+    monkeypatch.setattr(mail.mcp_server, "token_user", refused)
+    monkeypatch.setattr(mail.mcp_server, "resolve_principal", refused)
+    with override_settings(WORKFORCE_AUTH=auth):
+        answer = raw_post(mcp_url + ("?userId=u_42" if auth == "none" else ""), {"Authorization": "Bearer some-key"})
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"] == "application/json" and answer.headers["retry-after"] == "2"
+    assert answer.json()["error"]["reason"] == "database-unavailable"
+
+
 @override_settings(WORKFORCE_AUTH="token")
 def test_each_call_acts_as_its_tokens_user_in_its_organization(mcp_url, agents, org):
     agents()
