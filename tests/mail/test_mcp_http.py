@@ -192,6 +192,29 @@ def test_a_database_outage_while_the_mount_checks_the_caller_answers_json_503(mc
     assert answer.json()["error"]["reason"] == "database-unavailable"
 
 
+@override_settings(WORKFORCE_THROTTLE_USER="2/min", WORKFORCE_THROTTLE_ORG="")
+def test_tool_calls_count_against_the_apis_write_rate(mcp_url, open_tree, org):
+    """An MCP tool call is the API's action by another door: it was never counted, so a
+    user the API throttled went on writing through /mcp (issue 22 item 4)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    open_tree()
+    head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "read", "arguments": {"mailbox": "eng.standup"}},
+    }
+    answers = [httpx2.post(mcp_url + "?userId=u_42", json=call, headers=head, timeout=30).json() for _ in range(3)]
+    assert [a["result"].get("isError", False) for a in answers] == [False, False, True], answers
+    assert "throttled: " in answers[2]["result"]["content"][0]["text"]
+    rest = APIClient().post("/api/flows/mailbox/eng.standup/actions/read", {"userId": "u_42", "input": {}}, format="json")
+    assert rest.status_code == 429 and rest["Retry-After"]
+    cache.clear()
+
+
 @override_settings(WORKFORCE_AUTH="token")
 def test_each_call_acts_as_its_tokens_user_in_its_organization(mcp_url, agents, org):
     agents()
