@@ -41,6 +41,7 @@ from django.utils.http import is_same_domain
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 
+from workforce.api.outages import database_unavailable, database_unavailable_headers
 from workforce.refusals import Refusal
 
 from .mcp_server import CALLER_SCOPE_KEY, McpCaller, http_caller, http_server
@@ -79,6 +80,12 @@ def origin_allowed(origin: str | None, host: str) -> bool:
 def _verified_caller(authorization: str | None, user_id: str | None) -> McpCaller:
     try:
         return http_caller(authorization, user_id)
+    except Exception as exc:
+        # The database unreachable while the caller is checked: the API's 503, not a 500.
+        unavailable = database_unavailable(exc)
+        if unavailable is None:
+            raise
+        raise unavailable from exc
     finally:
         # Run in a worker thread (sync_to_async below): its connections end with the call.
         connections.close_all()
@@ -188,5 +195,7 @@ async def _answer(send, refusal: Refusal, *, allow: bytes | None = None) -> None
         headers.append((b"www-authenticate", CHALLENGE))
     if allow is not None:
         headers.append((b"allow", allow))
+    if refusal.reason == "database-unavailable":
+        headers += [(k.lower().encode(), v.encode()) for k, v in database_unavailable_headers().items()]
     await send({"type": "http.response.start", "status": refusal.http_status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

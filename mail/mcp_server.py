@@ -32,6 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from workforce.api.throttles import principal_wait, throttled
 from workforce.models import Request
 from workforce.principals import Principal, resolve_principal
 from workforce.refusals import Refusal
@@ -154,10 +155,18 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
         instructions="Send mail to the office's agents; post to, read and file tasks on its mailboxes.",
     )
 
+    def counted(ctx: Context) -> McpCaller:
+        # Every tool call is a write to the API's rates (each is a POST action there).
+        caller = caller_of(ctx)
+        wait = principal_wait(caller.principal, caller.user)
+        if wait is not None:
+            raise _refusal(throttled(wait))
+        return caller
+
     def mail_send(to: str, body: str, ctx: Context, subject: str | None = None) -> dict:
         """Send a durable mail to an agent (an issue on its vault, labelled mail:new);
         answers the thread."""
-        caller = caller_of(ctx)
+        caller = counted(ctx)
         try:
             thread = do_send_person_mail(caller.principal, caller.user, to=to.strip(), subject=subject, body=body)
             return thread_wire(thread)
@@ -168,7 +177,7 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
 
     def agent_chat(worker: str, message: str, ctx: Context) -> dict:
         """Chat with an agent (run kind chat): its reply, once its turn ran."""
-        principal = caller_of(ctx).principal
+        principal = counted(ctx).principal
         try:
             request = do_start_chat(principal.org, user_id=principal.user_id, worker=worker, message=message)
             deadline = time.monotonic() + float(settings.WORKFORCE_TURN_TIMEOUT) + 5
@@ -189,22 +198,22 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
 
     def post(mailbox: str, body: str, ctx: Context, author: str | None = None) -> dict:
         """Post a line to a mailbox (author: an unverified member label)."""
-        return _action(caller_of(ctx).principal, mailbox, "post", {"body": body, **({"author": author} if author else {})})
+        return _action(counted(ctx).principal, mailbox, "post", {"body": body, **({"author": author} if author else {})})
 
     def read(mailbox: str, ctx: Context) -> dict:
         """Read a mailbox's lines inside its history window."""
-        return _action(caller_of(ctx).principal, mailbox, "read", {})
+        return _action(counted(ctx).principal, mailbox, "read", {})
 
     def file_task(
         mailbox: str, board: str, goal: str, ctx: Context, title: str | None = None, assignee: str | None = None
     ) -> dict:
         """File a row onto a board the mailbox holds."""
         extra = {k: v for k, v in (("title", title), ("assignee", assignee)) if v}
-        return _action(caller_of(ctx).principal, mailbox, "fileTask", {"board": board, "goal": goal, **extra})
+        return _action(counted(ctx).principal, mailbox, "fileTask", {"board": board, "goal": goal, **extra})
 
     def read_board(mailbox: str, board: str, ctx: Context) -> dict:
         """Read every row on a board the mailbox holds."""
-        return _action(caller_of(ctx).principal, mailbox, "readBoard", {"board": board})
+        return _action(counted(ctx).principal, mailbox, "readBoard", {"board": board})
 
     server.add_tool(mail_send, name="mail_send")
     server.add_tool(agent_chat, name="agent_chat")

@@ -35,6 +35,7 @@ from .queries import (
     keeps_delegates,
     list_delegates_of,
     list_workers,
+    mail_desk,
     room_context,
 )
 from .views import _board, _mail, _mailbox, _project, _session, page
@@ -389,8 +390,11 @@ def conversation_busy(request: HttpRequest, principal: Principal, session_id: st
 @page
 def desk_chat_post(request: HttpRequest, principal: Principal, agent: str) -> HttpResponse:
     """A chat turn with the desk's agent: the mail reader's ``chat`` (``do_start_chat``),
-    as ``POST /api/workers/{worker}/chat``. The answer arrives over the chat's stream."""
+    as ``POST /api/workers/{worker}/chat``. The answer arrives over the chat's stream.
+    An agent with no desk in the caller's organization is 404, as its page is."""
     mail = _mail()
+    if mail_desk(mail, principal, agent) is None:
+        raise Http404(f"No agent {agent!r}.")
     form = typed(request, "chat", ("message",))
     try:
         mail.chat(principal.org, user_id=principal.user_id, worker=agent, message=form.values["message"])

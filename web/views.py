@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from mailboxes.projects import access_project, mint_talk_session_id
 from mailboxes.queries import access_mailbox_session
+from workforce.api.throttles import principal_wait, retry_after, throttled
 from workforce.models import Item
 from workforce.principals import Principal, resolve_principal
 from workforce.queries import access_session, list_items
@@ -97,6 +98,14 @@ def page(view):
             return redirect(_who_url(request))
         except Refusal as refusal:
             return render(request, "web/refused.html", {"refusal": refusal}, status=refusal.http_status)
+        if request.method == "POST":
+            # A form's action counts against the API's write rates, as the same call there.
+            wait = principal_wait(principal, getattr(request, "user", None))
+            if wait is not None:
+                refusal = throttled(wait)
+                answer = render(request, "web/refused.html", {"refusal": refusal}, status=refusal.http_status)
+                answer["Retry-After"] = retry_after(wait)
+                return answer
         return view(request, principal, *args, **kwargs)
 
     wrapped.__name__ = view.__name__

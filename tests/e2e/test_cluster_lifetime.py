@@ -5,6 +5,7 @@ on the same database refuses, naming the live cluster, rather than run a second 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -63,6 +64,34 @@ def test_kill_9_of_serve_ends_its_whole_cluster_and_the_next_serve_runs_one(star
     assert cluster_of(again) != cluster
     assert again.call("GET", "/api/").status == 200
     print(f"cluster gone {gone_after:.1f}s after kill -9 of serve")
+
+
+def test_kill_9_of_the_cluster_alone_and_serve_starts_another_that_runs_the_work(start_server, tmp_path):
+    """serve went on answering 202 with no cluster at all after its cluster's main process
+    was killed (nothing ran the work, nothing said so): it starts another, and says so."""
+    root = tree(tmp_path / "tree")
+    server = start_server(root)
+    cluster = cluster_of(server)
+
+    os.kill(cluster, signal.SIGKILL)
+    killed = time.monotonic()
+    wait_for(lambda: not _qcluster_processes(cluster), timeout=10, what="no process of the killed cluster", log=server.log)
+    again = cluster_of(server)
+    assert again != cluster
+    answer = server.call(
+        "POST", "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_1", "input": {"body": "still there?"}}
+    )
+    assert answer.status == 202, answer.body
+    wait_for(
+        lambda: "eng.alpha heard:" in json.dumps(server.call("GET", "/api/sessions/eng.standup:eng.alpha/items?limit=1000").body),
+        timeout=60,
+        what="the seat's turn run by the new cluster",
+        log=server.log,
+    )
+    log = server.log.read_text()
+    assert f"task cluster (pid {cluster}) ended on its own" in log and f"task cluster started again (pid {again})" in log
+    assert server.process.poll() is None
+    print(f"a new cluster answered {time.monotonic() - killed:.1f}s after kill -9 of the old one")
 
 
 def test_a_second_serve_beside_a_live_cluster_refuses_naming_it(start_server, tmp_path):

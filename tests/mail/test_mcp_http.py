@@ -171,6 +171,50 @@ def test_without_a_valid_token_the_mount_answers_401_with_a_challenge(mcp_url, o
     assert raw_post(mcp_url, {"Authorization": f"Bearer {key}"}).status_code == 200
 
 
+@pytest.mark.parametrize("auth", ["token", "none"])
+def test_a_database_outage_while_the_mount_checks_the_caller_answers_json_503(mcp_url, org, monkeypatch, auth):
+    """The caller's check reads the database (the token, the membership): with the database
+    refusing connections it answers the REST API's 503 ``database-unavailable`` with
+    ``Retry-After``, never a bare 500."""
+    from django.db import OperationalError
+
+    import mail.mcp_server
+
+    def refused(*args, **kwargs):
+        raise OperationalError('connection failed: FATAL: database "x" is not currently accepting connections')
+
+    monkeypatch.setattr(mail.mcp_server, "token_user", refused)
+    monkeypatch.setattr(mail.mcp_server, "resolve_principal", refused)
+    with override_settings(WORKFORCE_AUTH=auth):
+        answer = raw_post(mcp_url + ("?userId=u_42" if auth == "none" else ""), {"Authorization": "Bearer some-key"})
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["content-type"] == "application/json" and answer.headers["retry-after"] == "2"
+    assert answer.json()["error"]["reason"] == "database-unavailable"
+
+
+@override_settings(WORKFORCE_THROTTLE_USER="2/min", WORKFORCE_THROTTLE_ORG="")
+def test_tool_calls_count_against_the_apis_write_rate(mcp_url, open_tree, org):
+    """An MCP tool call is the API's action by another door: it was never counted, so a
+    user the API throttled went on writing through /mcp (issue 22 item 4)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    open_tree()
+    head = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "read", "arguments": {"mailbox": "eng.standup"}},
+    }
+    answers = [httpx2.post(mcp_url + "?userId=u_42", json=call, headers=head, timeout=30).json() for _ in range(3)]
+    assert [a["result"].get("isError", False) for a in answers] == [False, False, True], answers
+    assert "throttled: " in answers[2]["result"]["content"][0]["text"]
+    rest = APIClient().post("/api/flows/mailbox/eng.standup/actions/read", {"userId": "u_42", "input": {}}, format="json")
+    assert rest.status_code == 429 and rest["Retry-After"]
+    cache.clear()
+
+
 @override_settings(WORKFORCE_AUTH="token")
 def test_each_call_acts_as_its_tokens_user_in_its_organization(mcp_url, agents, org):
     agents()

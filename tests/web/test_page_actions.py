@@ -367,6 +367,25 @@ def test_a_desk_holds_the_persons_chat_with_its_agent(acting, agents, org):
     assert acting.get(f"/sessions/chat:eng.chatty:{MEMBER}/events").status_code == 404
 
 
+@override_settings(WORKFORCE_AUTH="token")
+def test_a_desk_chat_to_an_agent_with_no_desk_here_is_404(client, agents, org, other_org):
+    """The desk's chat form answers like its page: an agent the caller cannot reach (another
+    organization's person's own worker, or none) is 404, not a refusal beside the field."""
+    from mail.models import ChatRun
+    from seats.services import do_hire_worker
+
+    agents()
+    do_hire_worker(other_org, "carol", "eng.mine", CHATTY)
+    eve = User.objects.create_user("eve", password="pw")
+    Membership.objects.create(user=eve, organization=org)
+    client.force_login(eve)
+    assert client.get("/mail/desk/eng.mine/").status_code == 404
+    for url in ("/mail/desk/eng.mine/chat", "/mail/desk/nobody.here/chat"):
+        assert client.post(url, {"message": "x"}).status_code == 404
+        assert client.post(url, {"message": "x"}, **HX).status_code == 404
+    assert ChatRun.objects.count() == 0
+
+
 def test_a_hire_refused_for_its_id_alone_is_shown_beside_the_id(acting, open_tree):
     open_tree()
     acting.post("/roster/hire", {"id": "Bad Id", "workerMd": GOOD_WORKER})

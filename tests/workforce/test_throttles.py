@@ -188,3 +188,25 @@ def test_a_bad_rate_in_the_environment_stops_start_up(monkeypatch):
         project_settings._env_rate("WORKFORCE_THROTTLE_USER", "60/min")
     monkeypatch.setenv("WORKFORCE_THROTTLE_USER", "")
     assert project_settings._env_rate("WORKFORCE_THROTTLE_USER", "60/min") == ""
+
+
+@override_settings(WORKFORCE_THROTTLE_USER="2/min", WORKFORCE_THROTTLE_ORG="")
+def test_the_pages_forms_count_against_the_same_rate(client, opened):
+    """A page's form is the API's call by another door: it was never counted, so a user
+    flooded through the pages past the API's rate (issue 22 item 4)."""
+    from django.test import Client
+
+    from mailboxes.models import Project
+    from web.views import SESSION_USER
+
+    browser = Client()
+    session = browser.session
+    session[SESSION_USER] = MEMBER
+    session.save()
+    assert browser.post("/projects/new", {"title": "One"}).status_code == 302
+    assert browser.post("/projects/new", {"title": "Two"}).status_code == 302
+    refused = browser.post("/projects/new", {"title": "Three"})
+    assert refused.status_code == 429 and 1 <= int(refused["Retry-After"]) <= 60
+    assert "throttled" in refused.content.decode()
+    assert Project.objects.count() == 2
+    assert_throttled(post(client))  # the same window as the API's

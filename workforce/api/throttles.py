@@ -162,9 +162,50 @@ class OrgThrottle(_PrincipalThrottle):
         return membership.organization_id if membership is not None else None
 
 
+class _Call:
+    """What ``_PrincipalThrottle.allow_request`` reads of a call made outside DRF."""
+
+    def __init__(self, writes: bool):
+        self.method = "POST" if writes else "GET"
+
+
+def principal_wait(principal, user=None, *, writes: bool = True) -> float | None:
+    """Count one call of ``principal`` made outside the API's views (a page's form, an MCP
+    tool call) against the same windows the API's ``UserThrottle`` and ``OrgThrottle``
+    keep, under the same keys, so those paths cannot flood past the API's rates.
+
+    Args:
+        principal: the verified caller (``workforce.principals.Principal``).
+        user: with ``WORKFORCE_AUTH=token`` the Django user (its key is its pk, as the
+            API's); None in development (the key is the user id).
+        writes: counted against the write rates (default) or the read rates.
+
+    Returns:
+        None when the call may go on; else the seconds until it may (``retry_after``).
+    """
+    if settings.WORKFORCE_AUTH != "none" and user is not None and getattr(user, "is_authenticated", False):
+        user_ident = f"u:{user.pk}"
+    else:
+        user_ident = f"id:{principal.user_id}"
+    for throttle_class, ident in ((UserThrottle, user_ident), (OrgThrottle, principal.org.pk)):
+        throttle = throttle_class()
+        throttle.ident_of = lambda request, ident=ident: ident
+        if not throttle.allow_request(_Call(writes), None):
+            return throttle.wait()
+    return None
+
+
+def throttled(wait: float | None):
+    """The ``throttled`` refusal for a call ``principal_wait`` refused (the API's wording)."""
+    from workforce.refusals import Refusal
+
+    seconds = retry_after(wait)
+    return Refusal("throttled", f"Too many calls from this user or organization; retry in {seconds} s (Retry-After).")
+
+
 def retry_after(wait: float | None) -> str:
     """``Retry-After`` for a throttled call: whole seconds, at least 1."""
     return str(max(1, math.ceil(wait or 0)))
 
 
-__all__ = ["UserThrottle", "OrgThrottle", "parse_rate", "retry_after", "token_membership"]
+__all__ = ["UserThrottle", "OrgThrottle", "parse_rate", "principal_wait", "retry_after", "throttled", "token_membership"]

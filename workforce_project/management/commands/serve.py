@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -139,6 +140,37 @@ class Command(BaseCommand):
                 "Stop it (or the serve that runs it) first, or pass --no-cluster to run only a web server beside it."
             )
 
+    def _start_cluster(self) -> subprocess.Popen:
+        """Start serve's task cluster (``manage.py serve_qcluster``), a child in a process
+        group of its own that ends when serve does. Called again by ``_Stopper.keep``
+        when the cluster ended on its own."""
+        manage = Path(settings.BASE_DIR) / "manage.py"
+        # The cluster watches the read end; only this process holds the write end
+        # (os.pipe's are not inherited), so it sees EOF when serve ends, however.
+        watch, alive = os.pipe()
+        self._alive.append(alive)
+        cluster = subprocess.Popen(
+            # serve ran the checks already: the cluster would print their warnings again.
+            [
+                sys.executable,
+                str(manage),
+                "serve_qcluster",
+                "--skip-checks",
+                "--serve-pid",
+                str(os.getpid()),
+                "--parent-fd",
+                str(watch),
+            ],
+            env=os.environ.copy(),
+            pass_fds=(watch,),
+            # Its own process group: Ctrl-C reaches serve only, which stops the
+            # cluster by signalling its main process (signalling its whole group
+            # can deadlock django-q2 on shutdown).
+            start_new_session=True,
+        )
+        os.close(watch)
+        return cluster
+
     def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
         port = listeners[0].getsockname()[1]  # the one the system picked for port 0
         call_command("migrate", interactive=False, verbosity=0)
@@ -155,32 +187,9 @@ class Command(BaseCommand):
         # From here a client's connection waits for uvicorn instead of being refused; and
         # before the cluster starts, so a refusal here leaves no cluster behind.
         _listen(listeners, host, port)
-        cluster = None
-        if not no_cluster:
-            manage = Path(settings.BASE_DIR) / "manage.py"
-            # The cluster watches the read end; only this process holds the write end
-            # (os.pipe's are not inherited), so it sees EOF when serve ends, however.
-            watch, self._alive = os.pipe()
-            cluster = subprocess.Popen(
-                # serve ran the checks already: the cluster would print their warnings again.
-                [
-                    sys.executable,
-                    str(manage),
-                    "serve_qcluster",
-                    "--skip-checks",
-                    "--serve-pid",
-                    str(os.getpid()),
-                    "--parent-fd",
-                    str(watch),
-                ],
-                env=os.environ.copy(),
-                pass_fds=(watch,),
-                # Its own process group: Ctrl-C reaches serve only, which stops the
-                # cluster by signalling its main process (signalling its whole group
-                # can deadlock django-q2 on shutdown).
-                start_new_session=True,
-            )
-            os.close(watch)
+        self._alive: list[int] = []  # the write ends of the pipes the clusters watch
+        cluster = None if no_cluster else self._start_cluster()
+        if cluster is not None:
             self.stdout.write(f"task cluster started (pid {cluster.pid})")
         if enable_web_pool():
             self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
@@ -191,6 +200,8 @@ class Command(BaseCommand):
         self.stdout.write(f"open the pages at http://{_url_host(host)}:{port}/")
         self.stdout.flush()
         stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
+        if cluster is not None:
+            threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True).start()
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
         # default SIGTERM action that would kill this process before the cluster is
         # stopped, so SIGTERM raises SystemExit and stops the cluster below, as Ctrl-C does.
@@ -314,17 +325,57 @@ class _Stopper:
     exits. Work cut short is not lost: a delivery or a row is leased, and its sweeper
     hands it out again once the lease lapses."""
 
+    # A cluster that ends on its own again and again is started again at most this often.
+    RESTART_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
+    # One that ran this long before it ended starts again after the first delay.
+    STEADY_SECONDS = 60.0
+
     def __init__(self, cluster: subprocess.Popen | None, seconds: float):
         self.cluster = cluster
         self.seconds = seconds
         self.deadline: float | None = None
+        # begin() (a signal handler, on the main thread) and keep() (its own thread) agree
+        # on which cluster is serve's: re-entrant, as a signal may arrive inside finish().
+        self.lock = threading.RLock()
 
     def begin(self) -> None:
-        if self.deadline is not None:
-            return
-        self.deadline = time.monotonic() + self.seconds
-        if self.cluster is not None and self.cluster.poll() is None:
-            self.cluster.send_signal(signal.SIGTERM)
+        with self.lock:
+            if self.deadline is not None:
+                return
+            self.deadline = time.monotonic() + self.seconds
+            if self.cluster is not None and self.cluster.poll() is None:
+                self.cluster.send_signal(signal.SIGTERM)
+
+    def keep(self, start) -> None:
+        """Run on a thread of its own for serve's life: when the cluster ends while serve
+        is not stopping (its main process killed, a crash), end what is left of its
+        process group and start another with ``start()`` (a new ``subprocess.Popen``),
+        after a delay growing while it keeps ending (``RESTART_DELAYS``), and say so on
+        stderr. Without it serve went on answering 202 with no cluster to run the work.
+        Returns once serve stops."""
+        failures = 0
+        while True:
+            cluster, started = self.cluster, time.monotonic()
+            cluster.wait()
+            with self.lock:
+                if self.deadline is not None:
+                    return
+                self._kill_group()  # its workers, if its main process alone was killed
+            lived = time.monotonic() - started
+            failures = 0 if lived >= self.STEADY_SECONDS else failures + 1
+            delay = self.RESTART_DELAYS[min(failures, len(self.RESTART_DELAYS) - 1)]
+            sys.stderr.write(
+                f"task cluster (pid {cluster.pid}) ended on its own (exit status {cluster.returncode}) "
+                f"after {lived:.0f}s: starting another in {delay:g}s\n"
+            )
+            sys.stderr.flush()
+            time.sleep(delay)
+            with self.lock:
+                if self.deadline is not None:
+                    return
+                self.cluster = start()
+                sys.stderr.write(f"task cluster started again (pid {self.cluster.pid})\n")
+                sys.stderr.flush()
 
     def finish(self) -> None:
         self.begin()  # the web server stopped for another reason: stop the cluster too
