@@ -2,19 +2,21 @@
 pages' ``/accounts/login/``.
 
 Every failed ``django.contrib.auth.authenticate`` (Django's ``user_login_failed``
-signal, whichever form sent it) counts against the username it named and the client
-address it came from (``REMOTE_ADDR``; no proxy header is trusted). After
-``WORKFORCE_LOGIN_FAILURES_PER_USERNAME`` failures for one username, or
-``WORKFORCE_LOGIN_FAILURES_PER_ADDRESS`` from one address, within
-``WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS`` of the first of them, a login view wrapped by
-``throttled_login`` refuses every further attempt for that username or from that
-address, the right password too, with a 429 and ``Retry-After`` until the window has
-passed; no password is checked meanwhile. A successful login clears its username's
-count (not its address's). The counts live in Django's default cache (per process with
-the local-memory cache ``serve`` uses).
+signal, whichever form sent it) counts against the username it named *from* the client
+address it came from, and against that address (``REMOTE_ADDR``; no proxy header is
+trusted). After ``WORKFORCE_LOGIN_FAILURES_PER_USERNAME`` failures for one username from
+one address, or ``WORKFORCE_LOGIN_FAILURES_PER_ADDRESS`` from one address whatever the
+usernames, within ``WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS`` of the first of them, a login
+view wrapped by ``throttled_login`` refuses every further such attempt, the right password
+too, with a 429 and ``Retry-After`` until the window has passed; no password is checked
+meanwhile. A successful login clears its username's count from its address (not the
+address's). The counts live in Django's default cache (per process with the local-memory
+cache ``serve`` uses).
 
-A lock on a username can be set off by anyone who knows the name: the price of slowing a
-guesser who spreads over many addresses. Set the per-username limit to 0 to turn it off.
+The username's count is per address, as django-axes locks a username and address
+together by default: a count per username alone let anyone who knew a name lock its
+owner out from everywhere, the right password included. A guesser who spreads over many
+addresses gets the per-username limit from each.
 """
 
 from __future__ import annotations
@@ -36,12 +38,17 @@ def client_address(request) -> str:
     return (request.META.get("REMOTE_ADDR") if request is not None else None) or "unknown"
 
 
+def _username_key(request, username: str) -> str:
+    """The cache key of ``username``'s count from ``request``'s address."""
+    named = f"{username.strip().lower()}\0{client_address(request)}"
+    return WINDOW_KEY.format(kind="username", ident=hashlib.sha256(named.encode("utf-8", "surrogatepass")).hexdigest())
+
+
 def _counters(request, username: str | None) -> list[tuple[str, int]]:
     """``(cache key, limit)`` of each count a login attempt is held to; a limit of 0 is off."""
     counters = []
     if username:
-        digest = hashlib.sha256(username.strip().lower().encode("utf-8", "surrogatepass")).hexdigest()
-        counters.append((WINDOW_KEY.format(kind="username", ident=digest), int(settings.WORKFORCE_LOGIN_FAILURES_PER_USERNAME)))
+        counters.append((_username_key(request, username), int(settings.WORKFORCE_LOGIN_FAILURES_PER_USERNAME)))
     if request is not None:
         counters.append(
             (WINDOW_KEY.format(kind="address", ident=client_address(request)), int(settings.WORKFORCE_LOGIN_FAILURES_PER_ADDRESS))
@@ -76,10 +83,10 @@ def record_login_failure(request, username: str | None) -> None:
         cache.set(key, entry, timeout=max(1, math.ceil(entry["first"] + _window() - now)))
 
 
-def forget_login_failures(username: str | None) -> None:
-    """Clear ``username``'s count (a login that succeeded)."""
-    for key, _limit in _counters(None, username):
-        cache.delete(key)
+def forget_login_failures(request, username: str | None) -> None:
+    """Clear ``username``'s count from ``request``'s address (a login that succeeded)."""
+    if username:
+        cache.delete(_username_key(request, username))
 
 
 def on_login_failed(sender, credentials=None, request=None, **kwargs) -> None:
@@ -93,7 +100,7 @@ def on_login_failed(sender, credentials=None, request=None, **kwargs) -> None:
 def on_logged_in(sender, request=None, user=None, **kwargs) -> None:
     """``user_logged_in`` receiver: a login that succeeded clears its username's count."""
     if user is not None:
-        forget_login_failures(user.get_username())
+        forget_login_failures(request, user.get_username())
 
 
 def throttled_login(view):
