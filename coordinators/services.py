@@ -29,6 +29,7 @@ from seats.queries import access_seat, reachable_seats
 from workforce.dispatch import dispatch, enqueue
 from workforce.leases import lapsed_claim_q, max_attempts, requeue_lost
 from workforce.models import Organization, Session
+from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR, ActionContext
 from workforce.wire import MAX_ID_LENGTH, MAX_USER_ID_LENGTH, check_id, check_storable
@@ -205,9 +206,17 @@ def do_post(ctx: ActionContext, message: str) -> dict:
         raise Refusal(NOT_ON_ROSTER, no_worker_on_roster(conv.worker))
     rounds.close_due_rounds(desk)
     post = Post.objects.create(
-        conversation=conv, post_id=ctx.request.request_id, author=ctx.user_id, text=message, request=ctx.request
+        conversation=conv,
+        post_id=ctx.request.request_id,
+        author=ctx.user_id,
+        text=message,
+        posted_by=ctx.posted_by,  # the principal the view resolved: never the input's
+        request=ctx.request,
     )
-    ctx.emit("", {"role": "user", "text": message, "postId": post.post_id}, type=MESSAGE)
+    item: dict = {"role": "user", "text": message, "postId": post.post_id}
+    if ctx.posted_by is not None:
+        item["postedBy"] = ctx.posted_by
+    ctx.emit("", item, type=MESSAGE)
     handing = policies.handing_for_post(post)
     policy = desk.policy
     record = None
@@ -262,6 +271,8 @@ def do_report(ctx: ActionContext, data: dict) -> dict:
     if status == DelegatedPost.Status.ANSWERED:
         row = Round.objects.filter(post=post, number=delivery.round).first()
         further = rounds.goes_further(row)
+        # The delegate's seat, from the conversation's own delivery row (never the report's input).
+        posted_by = seat_posted_by(delivery.worker)
         ctx.emit(
             "",
             {
@@ -270,6 +281,7 @@ def do_report(ctx: ActionContext, data: dict) -> dict:
                 "agentName": delivery.worker,
                 "postId": post.post_id,
                 "round": delivery.round,
+                "postedBy": posted_by,
             },
             type=MESSAGE,
         )
@@ -280,6 +292,7 @@ def do_report(ctx: ActionContext, data: dict) -> dict:
             round=delivery.round,
             worker=delivery.worker,
             text=data["text"],
+            posted_by=posted_by,
             goes_further=further,
             request=ctx.request,
         )

@@ -126,7 +126,13 @@ def _refusal(refusal: Refusal) -> ToolError:
 def _action(principal: Principal, mailbox: str, action: str, input: dict) -> dict:
     try:
         row = do_run_action(
-            org=principal.org, kind=MAILBOX_KIND, session_id=mailbox, action=action, input=input, user_id=principal.user_id
+            org=principal.org,
+            kind=MAILBOX_KIND,
+            session_id=mailbox,
+            action=action,
+            input=input,
+            user_id=principal.user_id,
+            posted_by=principal.posted_by,
         )
     except Refusal as refusal:
         raise _refusal(refusal) from None

@@ -47,7 +47,7 @@ _SESSION = Session._meta.db_table
 _LINE = Line._meta.db_table
 _ITEM = Item._meta.db_table
 
-_LINE_COLUMNS = "session_id, seq, line_id, at, principal, author, seat_authored, body, request_id, answer_to_id"
+_LINE_COLUMNS = "session_id, seq, line_id, at, principal, author, seat_authored, body, request_id, answer_to_id, posted_by"
 _ITEM_COLUMNS = "session_id, request_id, seq, type, component, data, created_at"
 
 # The counters' UPDATE locks nothing new (the session's row lock is held) and hands out
@@ -60,7 +60,7 @@ WITH counters AS (
     RETURNING item_seq, line_seq
 ), line AS (
     INSERT INTO "{_LINE}" ({_LINE_COLUMNS})
-    SELECT %s, counters.line_seq, %s, %s, %s, %s, %s, %s, %s, %s
+    SELECT %s, counters.line_seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb
     FROM counters
     RETURNING id
 ), item AS (
@@ -74,7 +74,7 @@ SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counte
 _SQLITE_COUNTERS = (
     f'UPDATE "{_SESSION}" SET item_seq = item_seq + 1, line_seq = line_seq + 1 WHERE id = %s RETURNING item_seq, line_seq'
 )
-_SQLITE_LINE = f'INSERT INTO "{_LINE}" ({_LINE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id'
+_SQLITE_LINE = f'INSERT INTO "{_LINE}" ({_LINE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id'
 _SQLITE_ITEM = f'INSERT INTO "{_ITEM}" ({_ITEM_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)'
 
 
@@ -113,6 +113,7 @@ def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> tuple
         session,
         *(session, line.line_id, line.at, line.principal, line.author, line.seat_authored, line.body, request),
         line.answer_to_id,
+        _json_or_null(line.posted_by),
         *(session, request, POST_ITEM, json.dumps(wire), timezone.now()),
     ]
     settle_cte = ""
@@ -146,11 +147,17 @@ def _insert_sqlite(ctx: ActionContext, line: Line) -> tuple[int, int, int]:
                 line.body,
                 request,
                 line.answer_to_id,
+                _json_or_null(line.posted_by),
             ],
         )
         (line_pk,) = cursor.fetchone()
         cursor.execute(_SQLITE_ITEM, [session, request, item_seq, "component", POST_ITEM, json.dumps(line.as_wire()), now])
     return line_pk, line_seq, item_seq
+
+
+def _json_or_null(value: object) -> str | None:
+    """A JSON column's parameter (``Line.posted_by``): its JSON text, or SQL NULL for None."""
+    return None if value is None else json.dumps(value)
 
 
 def _insert_orm(ctx: ActionContext, line: Line) -> int:

@@ -14,13 +14,17 @@ from django.db import models
 
 from seats.models import Seat
 from workforce.models import LeasedWork, Organization, Request, Session
+from workforce.posted_by import as_posted_by
 
 
 class Line(models.Model):
     """One line of a mailbox's transcript.
 
     ``principal`` is the mailbox session's user (the same on every line); ``author`` is
-    an unverified label; ``seat_authored`` marks a seat's line (it wakes nobody).
+    an unverified label; ``seat_authored`` marks a seat's line (it wakes nobody);
+    ``posted_by`` is who the server says wrote it (``workforce.posted_by.PostedBy``:
+    the caller it resolved, or the seat whose turn it ran), never set by a client; None
+    on lines written before it was recorded.
     """
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="lines")
@@ -31,6 +35,7 @@ class Line(models.Model):
     author = models.CharField(max_length=200, null=True, blank=True)
     seat_authored = models.BooleanField(default=False)
     body = models.TextField()
+    posted_by = models.JSONField(null=True, blank=True, help_text='Who wrote it: {"kind": "user"|"seat", "id", "verified"}.')
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="lines")
     # A routed member's answer names the post it answers; unique, so a post gets at most
     # one answer line (spec "The answer lands in the mailbox").
@@ -57,7 +62,8 @@ class Line(models.Model):
 
     def as_wire(self) -> dict:
         """The line as the spec shows it: ``{id, at, principal, author?, authorVerified:
-        false, body}``, plus ``seatAuthored: true`` on a seat's line."""
+        false, body}``, plus ``seatAuthored: true`` on a seat's line and ``postedBy``
+        (``{kind, id, verified}``) when the server recorded who wrote it."""
         line: dict = {"id": self.line_id, "at": self.at, "principal": self.principal}
         if self.author is not None:
             line["author"] = self.author
@@ -65,6 +71,9 @@ class Line(models.Model):
         line["body"] = self.body
         if self.seat_authored:
             line["seatAuthored"] = True
+        posted_by = as_posted_by(self.posted_by)
+        if posted_by is not None:
+            line["postedBy"] = posted_by
         return line
 
 
@@ -341,7 +350,8 @@ class RoomLine(models.Model):
     author; a seat's answer has ``author`` (the seat id), ``seat_authored`` and
     ``user_id`` (whose post it answers), and names the post in ``answer_to``: at most
     one answer per seat per post (unique). ``seq`` is gap-free per project, assigned
-    under the project's row lock. Room lines are in no session's history."""
+    under the project's row lock. Room lines are in no session's history.
+    ``posted_by``: who the server says wrote it, as on a mailbox ``Line``."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="lines")
     seq = models.BigIntegerField()
@@ -351,6 +361,7 @@ class RoomLine(models.Model):
     author = models.CharField(max_length=200, null=True, blank=True)
     seat_authored = models.BooleanField(default=False)
     body = models.TextField()
+    posted_by = models.JSONField(null=True, blank=True, help_text='Who wrote it: {"kind": "user"|"seat", "id", "verified"}.')
     session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     answer_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
@@ -368,11 +379,14 @@ class RoomLine(models.Model):
         return f"{self.project}#{self.seq}"
 
     def as_wire(self) -> dict:
-        """``{id, seq, at, userId, author?, body, seatAuthored?}``."""
+        """``{id, seq, at, userId, author?, body, seatAuthored?, postedBy?}``."""
         line: dict = {"id": self.line_id, "seq": self.seq, "at": self.at, "userId": self.user_id}
         if self.author is not None:
             line["author"] = self.author
         line["body"] = self.body
         if self.seat_authored:
             line["seatAuthored"] = True
+        posted_by = as_posted_by(self.posted_by)
+        if posted_by is not None:
+            line["postedBy"] = posted_by
         return line

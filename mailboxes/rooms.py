@@ -235,6 +235,7 @@ def do_post_room_line(ctx: ActionContext, *, body: str, author: str | None = Non
         at=now_ms(),
         user_id=session.user_id,
         body=body,
+        posted_by=ctx.posted_by,  # the principal the view resolved: never the input's
         session=session,
         request=ctx.request,
     )
@@ -339,6 +340,7 @@ def do_answer_room_post(ctx: ActionContext, *, post_id: str, body: str, author: 
                 author=author,
                 seat_authored=True,
                 body=body,
+                posted_by=ctx.posted_by,  # the seat whose turn dispatched the answer
                 session=session,
                 request=ctx.request,
                 answer_to=post,

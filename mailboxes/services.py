@@ -192,6 +192,10 @@ def do_post_line(
     declares ``routing:`` goes to the route (``mailboxes.routing``); every other line is
     handed to the kind's notify block (its fan-out runs after commit).
 
+    The line's ``postedBy`` is ``ctx.posted_by`` (the principal the view resolved, or
+    the seat whose turn dispatched ``seatPost``/``answer``; docs/architecture.md "Who
+    said what").
+
     Args:
         body: the text, verbatim; author: an unverified label that must name a member.
         seat_authored: True only for a seat's own line (it wakes nobody).
@@ -219,6 +223,7 @@ def do_post_line(
         author=author,
         seat_authored=seat_authored,
         body=body,
+        posted_by=ctx.posted_by,  # who the server says is acting: never the input's
         request=ctx.request,
         answer_to=answer_to,
     )

@@ -45,6 +45,7 @@ from workforce.facets import (
 from workforce.flows import Action, FlowKind, registry
 from workforce.models import Organization, Request, Session
 from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, recent_text, turn_text
+from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 
@@ -312,6 +313,7 @@ def hand_over_answer(
         payload={"postId": post_id, "body": body, "author": seat_id, **({"token": token} if token else {})},
         user_id=mailbox.user_id,
         parent_request=parent_request,
+        posted_by=seat_posted_by(seat_id),
     )
     try:
         if idempotency_key:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from workforce.dispatch import dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
+from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
 
@@ -103,6 +104,7 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
             payload=payload,
             user_id=user_id,
             parent_request=ctx.request,
+            posted_by=seat_posted_by(ctx.seat_id),  # the seat whose turn this is, never the model's say
         )
         try:
             if prefix:

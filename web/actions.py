@@ -113,6 +113,7 @@ def board_file(request: HttpRequest, principal: Principal, board_id: str) -> Htt
         action="fileTask",
         input=payload,
         user_id=principal.user_id,
+        posted_by=principal.posted_by,
     )
     if not _row_refused(form, row, FILE_FIELDS, {"unknown-assignee": "assignee"}):
         form = FormState(name="file_task", done=f"Filed {row.output['taskId']}.")
@@ -149,6 +150,7 @@ def board_task(request: HttpRequest, principal: Principal, board_id: str, task_i
         action=f"{tool}_{tool_suffix(board_id)}",
         input=payload,
         user_id=principal.user_id,
+        posted_by=principal.posted_by,
     )
     by_reason = {"unknown_assignee": "assignee", "invalid_arguments": "assignee" if op == "assign" else "note"}
     if not _row_refused(form, row, TASK_FIELDS, by_reason):
@@ -362,6 +364,7 @@ def conversation_delegates(request: HttpRequest, principal: Principal, session_i
         action=action,
         input=payload,
         user_id=principal.user_id,
+        posted_by=principal.posted_by,
     )
     listed = row.output if row.status == "completed" else None
     if not _row_refused(form, row, ("worker", "note"), {}):

@@ -122,6 +122,7 @@ def list_delegates_of(session: Session, principal: Principal) -> dict | None:
         action=LIST_DELEGATES,
         input={},
         user_id=principal.user_id,
+        posted_by=principal.posted_by,
     )
     return row.output if row.status == "completed" else None
 

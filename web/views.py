@@ -235,7 +235,13 @@ def mailbox_post(request: HttpRequest, principal: Principal, mailbox_id: str) ->
     if request.POST.get("author"):
         payload["author"] = request.POST["author"]
     row = do_run_action(
-        org=principal.org, kind="mailbox", session_id=mailbox_id, action="post", input=payload, user_id=principal.user_id
+        org=principal.org,
+        kind="mailbox",
+        session_id=mailbox_id,
+        action="post",
+        input=payload,
+        user_id=principal.user_id,
+        posted_by=principal.posted_by,
     )
     if not request.htmx:  # the form posted without script (django-htmx tells): back to the page
         return redirect("web:mailbox", mailbox_id)
@@ -349,6 +355,7 @@ def conversation_post(request: HttpRequest, principal: Principal, session_id: st
         action=CONVERSATION_POST_ACTION,
         input={"message": request.POST.get("message", "")},
         user_id=principal.user_id,
+        posted_by=principal.posted_by,
     )
     if not request.htmx:
         return redirect("web:conversation", session.session_id)
@@ -419,6 +426,7 @@ def room_post(request: HttpRequest, principal: Principal, project_id: str) -> Ht
             action="join",
             input={"projectId": project.project_id},
             user_id=principal.user_id,
+            posted_by=principal.posted_by,
         )
         talk_session_id = (row.output or {}).get("sessionId") if row.status == "completed" else None
     if talk_session_id is not None:
@@ -429,6 +437,7 @@ def room_post(request: HttpRequest, principal: Principal, project_id: str) -> Ht
             action="post",
             input={"body": request.POST.get("body", "")},
             user_id=principal.user_id,
+            posted_by=principal.posted_by,
         )
     if not request.htmx:
         return redirect("web:room", project.project_id)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from .models import Organization, Request, Session
+from .posted_by import PostedBy
 from .refusals import Refusal
 from .sessions import do_run_action
 
@@ -37,9 +38,11 @@ def dispatch(
     parent_request: Request | None = None,
     parent_session: Session | None = None,
     extras: dict[str, Any] | None = None,
+    posted_by: PostedBy | None = None,
 ) -> Request:
     """Run ``kind.action`` on ``session_id`` in this process, as a flow (internal
-    actions reachable), and return its recorded Request.
+    actions reachable), and return its recorded Request. ``posted_by``: who a line the
+    action writes names (``do_run_action``): a seat's tool passes its seat.
 
     Raises:
         Refusal("external-dispatcher"): dispatch into an existing session is not possible
@@ -62,6 +65,7 @@ def dispatch(
         parent_request=parent_request,
         parent_session=parent_session,
         extras=extras,
+        posted_by=posted_by,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from .models import DEFAULT_ORG_ID, Membership, Organization
+from .posted_by import PostedBy, as_posted_by, seat_posted_by, user_posted_by
 from .refusals import Refusal
 from .sessions import ensure_organization
 from .wire import MAX_USER_ID_LENGTH
@@ -72,11 +73,19 @@ class Principal:
     user_id: str
     org: Organization
     anonymous: bool = False
+    # True when authentication established ``user_id`` (token or login), False when the
+    # caller named itself (``WORKFORCE_AUTH=none``) or a server command acts as it.
+    authenticated: bool = False
 
     @property
     def reader(self) -> str | None:
         """The user id reads are checked against (``workforce.privacy.may_read``)."""
         return None if self.anonymous else self.user_id
+
+    @property
+    def posted_by(self) -> PostedBy:
+        """What a line this principal posts records as its ``postedBy``."""
+        return user_posted_by(self.user_id, verified=self.authenticated)
 
 
 def resolve_principal(http_request, claimed_user_id: object, *, require_user: bool = True) -> Principal:
@@ -124,7 +133,7 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         # Never fall back to the default organization: that would hand an authenticated
         # stranger the development tenant's mailboxes.
         raise Refusal("not-a-member", f'"{user_id}" belongs to no organization; add a Membership in the admin.')
-    return Principal(user_id=user_id, org=membership.organization)
+    return Principal(user_id=user_id, org=membership.organization, authenticated=True)
 
 
 def org_principal(org_id: str, user_id: str) -> Principal:
@@ -132,4 +141,16 @@ def org_principal(org_id: str, user_id: str) -> Principal:
     return Principal(user_id=user_id, org=ensure_organization(org_id))
 
 
-__all__ = ["Principal", "resolve_principal", "org_principal", "check_user_id", "user_id_problem", "USER_ID_RULE", "Organization"]
+__all__ = [
+    "PostedBy",
+    "user_posted_by",
+    "seat_posted_by",
+    "as_posted_by",
+    "Principal",
+    "resolve_principal",
+    "org_principal",
+    "check_user_id",
+    "user_id_problem",
+    "USER_ID_RULE",
+    "Organization",
+]

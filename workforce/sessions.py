@@ -26,6 +26,7 @@ from . import rows
 from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
+from .posted_by import PostedBy
 from .privacy import may_read
 from .refusals import Refusal
 from .streams import note_item_stored
@@ -61,6 +62,10 @@ class ActionContext:
         flow: the kind the action belongs to.
         locked: ``session`` was read under its row lock in this transaction (an action
             declared with ``locks_session``, or after ``lock_session``).
+        posted_by: who the server says is acting (the principal a view resolved, or the
+            seat whose turn dispatched the action); None for the server on nobody's
+            behalf. A line the action writes records it as ``postedBy``; it never comes
+            from the input.
     """
 
     org: Organization
@@ -71,6 +76,7 @@ class ActionContext:
     extras: dict[str, Any] = field(default_factory=dict)
     locked: bool = False
     settled: bool = False
+    posted_by: PostedBy | None = None
 
     def completion_statement(self, output: Any) -> tuple[str, list]:
         """The request's completion with ``output`` as ``(sql, params)`` (an UPDATE,
@@ -280,6 +286,7 @@ def do_run_action(
     parent_request: Request | None = None,
     parent_session: Session | None = None,
     extras: dict[str, Any] | None = None,
+    posted_by: PostedBy | None = None,
 ) -> Request:
     """Run ``action`` of ``kind`` on session ``session_id`` and record it as a Request.
 
@@ -305,6 +312,10 @@ def do_run_action(
             (dispatch only, never a client).
         input: the action's JSON input (validated by the action's schema).
         user_id: the caller.
+        posted_by: who a line the action writes names as its ``postedBy``
+            (``ActionContext.posted_by``): a view passes its principal's
+            (``Principal.posted_by``), a seat's tool its seat's
+            (``workforce.posted_by.seat_posted_by``); None records none.
 
     Raises:
         Refusal("flow-not-found" | "action-not-found"): nothing to record a request on.
@@ -366,6 +377,7 @@ def do_run_action(
                 flow=flow,
                 extras=extras or {},
                 locked=act.locks_session,
+                posted_by=posted_by,
             )
             try:
                 data = act.validate(input)

@@ -194,6 +194,7 @@ class FlowActionView(APIView):
             input=body.get("input", {}),
             user_id=principal.user_id,
             idempotency_key=key,
+            posted_by=principal.posted_by,  # who the server resolved: a body can't name it
         )
         return request_response(row, http_request=request)
 
