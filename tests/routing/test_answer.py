@@ -61,6 +61,7 @@ def test_the_reply_lands_as_the_members_line_through_the_internal_entry(routed, 
         "authorVerified": False,
         "body": "Try turning it off and on.",
         "seatAuthored": True,
+        "postedBy": {"kind": "seat", "id": DEVICES, "verified": True},  # the seat whose turn answered
     }
     assert reply.answer_to == question
     (request,) = Request.objects.filter(session__session_id=DESK, action="answer")

@@ -53,6 +53,7 @@ def test_the_line_is_the_seats_own(wired, post, org):
         "authorVerified": False,
         "body": "looking into it",
         "seatAuthored": True,
+        "postedBy": {"kind": "seat", "id": "eng.lead", "verified": True},  # the seat whose turn called the tool
     }
     seat_post = Request.objects.get(session__session_id="eng.incidents", action="seatPost")
     assert seat_post.internal and seat_post.input == {"body": "looking into it", "author": "eng.lead"}
