@@ -107,12 +107,13 @@ def stream_items(client, path: str, count: int) -> list[dict]:
     return [json.loads(data) for data in stream_events(client, path, count)]
 
 
-_LINE = re.compile(r'<span class="from">([^<]*)</span>(<span class="posted-by"[^>]*>[^<]*</span>)?')
+_LINE = re.compile(r'<li class="line[^"]*"[^>]*>\s*<span class="from">([^<]*)</span>(<span class="posted-by"[^>]*>[^<]*</span>)?')
 _ATTR = re.compile(r'data-(kind|id|verified)="([^"]*)"')
 
 
 def page_writers(html: str) -> list[tuple[str, dict | None]]:
-    """Each line on a page, in order: ``(the writer shown, its postedBy as the page marks
+    """Each line on a page (a transcript line, a room line, a conversation message; not a
+    route note), in order: ``(the writer shown, its postedBy as the page marks
     it, or None)``."""
     found = []
     for match in _LINE.finditer(html):
