@@ -69,9 +69,7 @@ class Acting:
 
     def act(self, kind: str, session_id: str, action: str, input: dict, **extra):
         """``POST /api/flows/{kind}/{session_id}/actions/{action}``; the response."""
-        return self.client.post(
-            f"/api/flows/{kind}/{session_id}/actions/{action}", self.body(input, **extra), format="json"
-        )
+        return self.client.post(f"/api/flows/{kind}/{session_id}/actions/{action}", self.body(input, **extra), format="json")
 
 
 def stream_events(client, path: str, count: int, *, timeout: float = 10.0) -> list[str]:

@@ -10,9 +10,9 @@ import pytest
 
 from mailboxes.models import Line
 from tests.conftest import OWNER
-from workforce.models import Item
 from tests.posted_by import ALICE, BOB, MODES, Acting, page_writers, people, seat, stream_events, stream_items, user
 from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER, SEATS_TREE, seats_runtime, wired  # noqa: F401
+from workforce.models import Item
 
 TREE = {**SEATS_TREE, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER, "teams/eng/workers/analyst/WORKER.md": ECHO_LISTENER}
 MAILBOX = "eng.standup"
