@@ -98,6 +98,7 @@ def test_the_answer_lands_under_the_delegates_worker_id_in_a_request_of_its_own(
         "agentName": DEVICES,
         "postId": post.request_id,
         "round": 0,
+        "postedBy": {"kind": "seat", "id": DEVICES, "verified": True},  # the delegate, from its delivery row
     }
     assert answer_item.request.action == "onDelegateReport" and answer_item.request_id != post.pk
 
