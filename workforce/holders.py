@@ -37,12 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, models
 from django.db.models import Q
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from .models import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -149,15 +152,24 @@ def register_holds(model: type[models.Model], *, token: str, held: Q, lapse: Cal
     _holds[model._meta.label] = Holds(model, token, held, lapse)
 
 
-def register_leased(model: type[models.Model]) -> None:
-    """``register_holds`` for a ``workforce.models.LeasedWork`` table: running rows,
-    ``claim_token``, lapsed by moving ``lease_until`` to just before now."""
+def register_leased(model: type[Lease], *, held: Q | None = None) -> None:
+    """``register_holds`` for a ``workforce.models.Lease`` table: the rows ``held``
+    selects (default: running with a token, a ``LeasedWork`` row), by ``claim_token``,
+    lapsed by moving ``lease_until`` to just before now (``workforce.leases.lapse``).
+    Every hold in the server is registered this way: leased work, board rows, turn slots."""
     register_holds(
         model,
         token="claim_token",
-        held=Q(status="running") & ~Q(claim_token=""),
-        lapse=lambda rows, now: rows.update(lease_until=now - timedelta(microseconds=1)),
+        held=held if held is not None else Q(status="running") & ~Q(claim_token=""),
+        lapse=lapse_leases,
     )
+
+
+def lapse_leases(rows: models.QuerySet, now: datetime) -> int:
+    """Make the leases of the ``Lease`` rows ``rows`` selects lapse as of ``now``
+    (``lease_until`` just before it): their table's own sweep or next claim then takes
+    them as it takes a lease that ran out. Returns the rows changed."""
+    return rows.update(lease_until=now - timedelta(microseconds=1))
 
 
 def registered_holds() -> list[Holds]:

@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .holders import new_token
+from .models import Lease
 from .runtime import Slot
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,16 @@ def claim_statement(
         where = cond
     returned = ", ".join([pk_col, *(connection.ops.quote_name(column) for column in returning)])
     return token, f"UPDATE {table} SET {sets} WHERE {where} RETURNING {returned}", set_params + cond_params
+
+
+def renew_lease(rows: models.QuerySet[Lease], token: str, seconds: float, *, now: datetime | None = None) -> datetime | None:
+    """Push the lease of the ``Lease`` row ``rows`` selects, when ``token`` still holds
+    it, to ``seconds`` from ``now`` (a long run's heartbeat: a board row's
+    ``do_extend_lease``). One conditional UPDATE. Returns the new ``lease_until``, or
+    None when the hold is no longer ``token``'s (lapsed and taken over, settled,
+    cancelled): the row is untouched then."""
+    until = (now or timezone.now()) + timedelta(seconds=seconds)
+    return until if rows.filter(claim_token=token).update(lease_until=until) else None
 
 
 def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:

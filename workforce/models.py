@@ -153,7 +153,28 @@ class OrgRecord(models.Model):
         return f"{self.organization_id}:{self.key}"
 
 
-class LeasedWork(models.Model):
+class Lease(models.Model):
+    """A hold on a row, the one shape every claim in the server takes
+    (``workforce.leases``): ``claim_token`` is the live holder's token
+    (``workforce.holders.new_token``: it names the holder's process, so a dead holder's
+    hold lapses at once), ``lease_until`` when the hold lapses if its holder neither
+    renews nor gives it back. A row holds a live lease while its token is set and
+    ``lease_until`` is in the future; what "held" means beyond that (a status) is the
+    concrete model's, told to ``workforce.holders.register_leased``.
+
+    Used by the leased work rows (``LeasedWork``: deliveries, delegated posts, jobs), a
+    board's rows (``boards.models.BoardTask``, whose token is NULL rather than empty
+    when free) and a seat's turn slots (``seats.models.TurnSlot``).
+    """
+
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class LeasedWork(Lease):
     """The lease fields of a row of work a task claims (``workforce.leases.claim_lease``):
     a mailbox's delivery, a coordinator's delegated post and job. Each concrete model
     adds its own ``status`` (with ``Status.PENDING`` and ``Status.RUNNING``).
@@ -166,8 +187,6 @@ class LeasedWork(models.Model):
     """
 
     attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=32, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
     requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from workforce import rows as row_sql
 from workforce.holders import new_token
+from workforce.leases import renew_lease
 from workforce.models import Organization
 
 from ..models import MAX_ABANDONMENTS, BoardTask, TaskChange, TaskStatus
@@ -171,7 +172,7 @@ def _claim_read_then_update(
             fields.update(
                 status=S.IN_PROGRESS,
                 attempts=F("attempts") + 1,
-                lease_expires_at=at + timedelta(seconds=lease_seconds),
+                lease_until=at + timedelta(seconds=lease_seconds),
                 claim_token=token,
                 claimed_by=worker_key,
                 started_at=at,
@@ -291,7 +292,7 @@ claimed AS (
         status = 'in_progress',
         attempts = t.attempts + 1,
         abandonments = t.abandonments + (CASE WHEN p.status = 'in_progress' THEN 1 ELSE 0 END),
-        lease_expires_at = %s,
+        lease_until = %s,
         claim_token = %s,
         claimed_by = %s,
         started_at = %s,
@@ -363,7 +364,7 @@ def _claim_in_one_statement(
             return row_sql.instance(BoardTask, task_columns)
         if doomed:
             with transaction.atomic():
-                task = BoardTask.objects.filter(pk=pk, status=S.IN_PROGRESS, lease_expires_at__lt=at).first()
+                task = BoardTask.objects.filter(pk=pk, status=S.IN_PROGRESS, lease_until__lt=at).first()
                 if task is not None and not _release(task, at):
                     lost += 1
             continue
@@ -391,13 +392,10 @@ def do_extend_lease(task: BoardTask, *, lease_seconds: float = DEFAULT_LEASE_SEC
     """Push a claimed row's lease ``lease_seconds`` seconds from now (a long run's
     heartbeat). False when the claim is no longer current (lapsed and re-claimed,
     settled or cancelled); the row is untouched then."""
-    expires = timezone.now() + timedelta(seconds=lease_seconds)
-    won = BoardTask.objects.filter(pk=task.pk, status=S.IN_PROGRESS, claim_token=task.claim_token).update(
-        lease_expires_at=expires
-    )
-    if won == 1:
-        task.lease_expires_at = expires
-    return won == 1
+    expires = renew_lease(BoardTask.objects.filter(pk=task.pk, status=S.IN_PROGRESS), task.claim_token or "", lease_seconds)
+    if expires is not None:
+        task.lease_until = expires
+    return expires is not None
 
 
 def do_settle_claim(
