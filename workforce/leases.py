@@ -22,7 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .holders import new_token
-from .models import Lease
+from .models import Lease, LeasedWork
 from .runtime import Slot
 
 logger = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def max_attempts() -> int:
     return int(settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS)
 
 
-def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = None, stamp_started: bool = True) -> str | None:
+def claim_lease(model: type[LeasedWork], pk: int, *, now: datetime | None = None, stamp_started: bool = True) -> str | None:
     """Claim row ``pk`` of ``model`` for one run, in one statement.
 
     The row is taken when its status is ``pending``, or ``running`` with
@@ -78,7 +78,7 @@ def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = No
 
 
 def claim_statement(
-    model: type[models.Model],
+    model: type[LeasedWork],
     pk: int,
     *,
     now: datetime | None = None,
@@ -120,7 +120,7 @@ def renew_lease(rows: models.QuerySet[Lease], token: str, seconds: float, *, now
     return until if rows.filter(claim_token=token).update(lease_until=until) else None
 
 
-def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:
+def give_back_lease(model: type[LeasedWork], pk: int, token: str) -> bool:
     """Hand claim ``token`` on row ``pk`` back untouched: the row is ``pending`` again,
     its attempt uncounted, so the next task claims it as if this one never had (a seat
     whose turn slot was taken: ``seats.turns.take_turn_slot``).

@@ -8,6 +8,8 @@ A *session* is one conversation on one flow kind (a mailbox is a session on the
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -190,6 +192,12 @@ class LeasedWork(Lease):
     enqueued_at = models.DateTimeField(null=True, blank=True)
     requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    if TYPE_CHECKING:  # what each concrete model declares, for the lease functions' types
+        Status: ClassVar[Any]  # TextChoices with PENDING and RUNNING
+        status: str
+        started_at: datetime | None
+        objects: ClassVar[models.Manager[Any]]
 
     class Meta:
         abstract = True
