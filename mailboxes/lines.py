@@ -23,9 +23,8 @@ Both take their column lists from the models (``workforce.rows.insert_parts``).
 The streams are told of the item: on PostgreSQL by the same statement
 (``pg_notify`` in its last SELECT, queued in the post's transaction and delivered
 by PostgreSQL when it commits, dropped when it rolls back: no round trip and no
-transaction of its own, where the after-commit ``NOTIFY`` of
-``workforce.streams.note_item_stored`` cost both); on SQLite, whose streams poll, by
-nothing.
+transaction of its own), as ``workforce.sessions.emit_item`` tells of every other item;
+on SQLite, whose streams poll, by nothing.
 """
 
 from __future__ import annotations

@@ -24,6 +24,8 @@ from typing import Any
 from django.db import connection, models
 from django.db.models import QuerySet
 
+from .rows import concrete_field
+
 
 @dataclass(frozen=True)
 class _Compiled:
@@ -176,8 +178,8 @@ def _update_sql(
     model: type[models.Model], vendor: str, names: tuple[str, ...], where: tuple[str, ...]
 ) -> tuple[str, tuple, tuple]:
     quote = connection.ops.quote_name
-    sets = tuple(model._meta.get_field(name) for name in names)
-    conditions = tuple(model._meta.get_field(name) for name in where)
+    sets = tuple(concrete_field(model, name) for name in names)
+    conditions = tuple(concrete_field(model, name) for name in where)
     sql = (
         f"UPDATE {quote(model._meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in sets)} "
         f"WHERE {' AND '.join(f'{quote(f.column)} = %s' for f in conditions)}"

@@ -178,9 +178,21 @@ def insert_many(objs: Sequence[models.Model]) -> None:
                 mark_saved(obj, pk, conn)
 
 
+def concrete_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    """``model``'s concrete field ``name`` (a column of its table).
+
+    Raises:
+        FieldDoesNotExist: it has none by that name; TypeError: ``name`` is a relation's
+            reverse side or another non-column field."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise TypeError(f"{model._meta.label}.{name} is not a column")
+    return field
+
+
 @cache
 def _update_parts(model: type[models.Model], vendor: str, names: tuple[str, ...]) -> tuple[str, tuple[Any, ...]]:
-    fields = tuple(model._meta.get_field(name) for name in names)
+    fields = tuple(concrete_field(model, name) for name in names)
     sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     pk = model._meta.pk
     return f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE {quote(pk.column)} = %s", fields

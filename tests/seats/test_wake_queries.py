@@ -52,9 +52,9 @@ STREAM_NOTIFIES = 0
 
 
 def is_stream_notify(sql: str) -> bool:
-    """The streams' after-commit NOTIFY (``workforce.streams.send_item_notes``), a
-    statement of its own; a write that queues its NOTIFY inside (a mailbox line's) is a
-    statement of the wake like any other."""
+    """A NOTIFY sent as a statement of its own (the streams' after-commit one, before
+    items carried their own); a write that queues its NOTIFY inside (an item's, a
+    mailbox line's) is a statement of the wake like any other."""
     return sql.startswith("SELECT pg_notify")
 
 
