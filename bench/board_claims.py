@@ -58,7 +58,7 @@ def worker(mode: str, board_id: str, start_at: float) -> None:
     lock = " FOR UPDATE SKIP LOCKED" if pg else ""
     raw_sql = (
         "UPDATE boards_boardtask SET status = 'in_progress', attempts = attempts + 1, "
-        "claim_token = %s, lease_expires_at = %s, started_at = %s, updated_at = %s "
+        "claim_token = %s, lease_until = %s, started_at = %s, updated_at = %s "
         "WHERE id = (SELECT id FROM boards_boardtask WHERE organization_id = %s AND board_id = %s "
         f"AND status = 'pending' ORDER BY created_at, id LIMIT 1{lock}) AND status = 'pending' RETURNING id"
     )
@@ -68,7 +68,7 @@ def worker(mode: str, board_id: str, start_at: float) -> None:
     n = 0
     settle_sql = (
         "UPDATE boards_boardtask SET status = 'completed', output = 'null', claim_token = NULL, "
-        "lease_expires_at = NULL, completed_at = %s, updated_at = %s WHERE id = %s AND claim_token = %s"
+        "lease_until = NULL, completed_at = %s, updated_at = %s WHERE id = %s AND claim_token = %s"
     )
     if mode == "service":
         while do_claim_task(org, board_id, worker_key=None, run="bench") is not None:

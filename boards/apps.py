@@ -14,20 +14,14 @@ class BoardsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from datetime import timedelta
 
         from django.db.models import Q
 
-        from workforce.holders import register_holds
+        from workforce.holders import register_leased
 
         from .models import BoardTask, TaskStatus
 
         register_reasons(REASONS)
         # A drain that died lets go of its row at once (workforce.holders): its lease
         # lapses now and the next drain claims it as a lapsed row.
-        register_holds(
-            BoardTask,
-            token="claim_token",
-            held=Q(status=TaskStatus.IN_PROGRESS, claim_token__isnull=False),
-            lapse=lambda rows, now: rows.update(lease_expires_at=now - timedelta(microseconds=1)),
-        )
+        register_leased(BoardTask, held=Q(status=TaskStatus.IN_PROGRESS, claim_token__isnull=False))

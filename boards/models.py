@@ -18,7 +18,7 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
-from workforce.models import Organization
+from workforce.models import Lease, Organization
 
 DEFAULT_MAX_ATTEMPTS = 3
 MAX_ABANDONMENTS = 3
@@ -57,14 +57,14 @@ class TaskStatus(models.TextChoices):
 TERMINAL_STATUSES = (TaskStatus.COMPLETED, TaskStatus.ERRORED, TaskStatus.CANCELLED)
 
 
-class BoardTask(models.Model):
+class BoardTask(Lease):
     """One row on a board ledger.
 
     ``task_id`` is the wire id (``task_…``, minted, never chosen). ``metadata`` keeps the
     filer's unverified ``author`` beside ``authorVerified: false``. ``run`` names the run
     a seat is working the row in, or last worked it in. ``claim_token`` identifies the
     current claim, so that a drain settling a claim it lost (lease lapsed and re-claimed,
-    or cancelled meanwhile) changes nothing. ``lease_expires_at`` is set exactly while the
+    or cancelled meanwhile) changes nothing. ``lease_until`` (``workforce.models.Lease``) is set exactly while the
     row is in progress; ``abandonments`` counts leases that lapsed.
     """
 
@@ -88,7 +88,6 @@ class BoardTask(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     claim_token = models.CharField(max_length=40, null=True, blank=True, editable=False)
     claimed_by = models.CharField(max_length=200, null=True, blank=True, help_text="The worker key of the claim.")
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
     abandonments = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -102,8 +101,8 @@ class BoardTask(models.Model):
             models.CheckConstraint(condition=Q(attempts__lte=models.F("max_attempts")), name="boardtask_attempts_within_max"),
             models.CheckConstraint(condition=Q(abandonments__lte=MAX_ABANDONMENTS), name="boardtask_abandonments_within_max"),
             models.CheckConstraint(
-                condition=(Q(status=TaskStatus.IN_PROGRESS) & Q(lease_expires_at__isnull=False) & Q(claim_token__isnull=False))
-                | (~Q(status=TaskStatus.IN_PROGRESS) & Q(lease_expires_at__isnull=True) & Q(claim_token__isnull=True)),
+                condition=(Q(status=TaskStatus.IN_PROGRESS) & Q(lease_until__isnull=False) & Q(claim_token__isnull=False))
+                | (~Q(status=TaskStatus.IN_PROGRESS) & Q(lease_until__isnull=True) & Q(claim_token__isnull=True)),
                 name="boardtask_lease_iff_in_progress",
             ),
             models.CheckConstraint(

@@ -176,7 +176,7 @@ def claimable_lapsed(org: Organization, board_id: str, *, now: datetime, worker_
     in claim order (every dep completed; ``worker_key`` as for pending rows)."""
     return (
         _claim_scope(org, board_id, worker_key)
-        .filter(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now)
+        .filter(status=TaskStatus.IN_PROGRESS, lease_until__lt=now)
         .filter(~open_deps_exist())
         .order_by(*CLAIM_ORDER)
     )
@@ -192,7 +192,7 @@ def claimable_tasks(org: Organization, board_id: str, *, now: datetime, worker_k
     separately, so that each is one index walk.)
     """
     qs = _claim_scope(org, board_id, worker_key).filter(
-        Q(status=TaskStatus.PENDING, attempts__lt=F("max_attempts")) | Q(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now)
+        Q(status=TaskStatus.PENDING, attempts__lt=F("max_attempts")) | Q(status=TaskStatus.IN_PROGRESS, lease_until__lt=now)
     )
     return qs.filter(~open_deps_exist()).order_by(*CLAIM_ORDER)
 
@@ -200,7 +200,7 @@ def claimable_tasks(org: Organization, board_id: str, *, now: datetime, worker_k
 def list_lapsed_tasks(org: Organization | None, board_id: str | None, *, now: datetime) -> QuerySet[BoardTask]:
     """Rows in progress whose lease lapsed before ``now`` (all boards when ``board_id``
     is None, all organizations when ``org`` is None), oldest first."""
-    qs = BoardTask.objects.filter(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now)
+    qs = BoardTask.objects.filter(status=TaskStatus.IN_PROGRESS, lease_until__lt=now)
     if org is not None:
         qs = qs.filter(organization=org)
     if board_id is not None:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import JSONField, OuterRef, Q, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat, JSONObject
@@ -40,6 +40,7 @@ from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
 from workforce.prepared import Prepared, update_rows
 from workforce.refusals import Refusal
+from workforce.rows import concrete_field, quote
 from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
 from .fairness import do_release_deliveries, do_release_held_everywhere
@@ -157,21 +158,17 @@ _CLAIMED_DELIVERY = Prepared(_claimed_delivery_query, sentinels=(-7_300_001,))
 
 # What the claim changes, read back from its RETURNING: the claim-and-read statement's
 # SELECT sees the delivery row as it was before the claim's UPDATE in the same statement.
-_CLAIMED_FIELDS = {
-    "status": models.CharField,
-    "attempts": models.IntegerField,
-    "claim_token": models.CharField,
-    "lease_until": models.DateTimeField,
-    "started_at": models.DateTimeField,
-}
+_CLAIMED_FIELDS = ("status", "attempts", "claim_token", "lease_until", "started_at")
 
 
 def _claim_and_read_query():
-    claimed = {
-        f"claimed_{name}": RawSQL(f'(SELECT "{name}" FROM claimed)', [], output_field=field())
-        for name, field in _CLAIMED_FIELDS.items()
-    }
-    return _claimed_delivery_query(RawSQL('(SELECT "id" FROM claimed)', [])).annotate(**claimed)
+    claimed = {}
+    for name in _CLAIMED_FIELDS:
+        field = concrete_field(Delivery, name)
+        # The model's own field, unbound, so each value is converted as the ORM converts it.
+        claimed[f"claimed_{name}"] = RawSQL(f"(SELECT {quote(field.column)} FROM claimed)", [], output_field=field.clone())
+    pk = quote(Delivery._meta.pk.column)
+    return _claimed_delivery_query(RawSQL(f"(SELECT {pk} FROM claimed)", [])).annotate(**claimed)
 
 
 _CLAIM_AND_READ = Prepared(_claim_and_read_query, sentinels=())

@@ -16,66 +16,60 @@ One function per database:
   there);
 - SQLite (``_insert_sqlite``, 3.35 or newer for ``RETURNING``): the same three writes
   as three statements (SQLite has no data-modifying CTE; a statement costs no round
-  trip, and the write transaction is already serialized);
-- any other database: the ORM (``_insert_orm``).
+  trip, and the write transaction is already serialized).
+
+Both take their column lists from the models (``workforce.rows.insert_parts``).
 
 The streams are told of the item: on PostgreSQL by the same statement
 (``pg_notify`` in its last SELECT, queued in the post's transaction and delivered
 by PostgreSQL when it commits, dropped when it rolls back: no round trip and no
-transaction of its own, where the after-commit ``NOTIFY`` of
-``workforce.streams.note_item_stored`` cost both); on SQLite, whose streams poll, by
-nothing.
+transaction of its own), as ``workforce.sessions.emit_item`` tells of every other item;
+on SQLite, whose streams poll, by nothing.
 """
 
 from __future__ import annotations
 
-import json
+from functools import cache
 
 from django.db import connection
-from django.db.models import F
-from django.utils import timezone
 
+from workforce import rows
 from workforce.models import Item, Session
-from workforce.sessions import ActionContext, emit_item
+from workforce.sessions import ActionContext
 from workforce.streams import CHANNEL as STREAM_CHANNEL
 
 from .models import Line
 
 POST_ITEM = "mailbox-post"
 
-_SESSION = Session._meta.db_table
-_LINE = Line._meta.db_table
-_ITEM = Item._meta.db_table
-
-_LINE_COLUMNS = "session_id, seq, line_id, at, principal, author, seat_authored, body, request_id, answer_to_id, posted_by"
-_ITEM_COLUMNS = "session_id, request_id, seq, type, component, data, created_at"
-
-# The counters' UPDATE locks nothing new (the session's row lock is held) and hands out
-# both numbers; the line and the item take them from it; ``{settle}`` is the request's
-# completion when the handler asked for it (``ActionContext.completion_statement``).
-_POSTGRESQL = f"""
-WITH counters AS (
-    UPDATE "{_SESSION}" SET item_seq = item_seq + 1, line_seq = line_seq + 1
-    WHERE id = %s
-    RETURNING item_seq, line_seq
-), line AS (
-    INSERT INTO "{_LINE}" ({_LINE_COLUMNS})
-    SELECT %s, counters.line_seq, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb
-    FROM counters
-    RETURNING id
-), item AS (
-    INSERT INTO "{_ITEM}" ({_ITEM_COLUMNS})
-    SELECT %s, %s, counters.item_seq, 'component', %s, %s::jsonb, %s
-    FROM counters
-){{settle}}
-SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text) FROM line, counters
-"""
-
-_SQLITE_COUNTERS = (
-    f'UPDATE "{_SESSION}" SET item_seq = item_seq + 1, line_seq = line_seq + 1 WHERE id = %s RETURNING item_seq, line_seq'
+_LINE_SEQ = (("seq", "counters.line_seq"),)
+_ITEM_SEQ = (("seq", "counters.item_seq"),)
+_COUNTERS = (
+    f"UPDATE {rows.quote(Session._meta.db_table)} SET item_seq = item_seq + 1, line_seq = line_seq + 1 "
+    "WHERE id = %s RETURNING item_seq, line_seq"
 )
-_SQLITE_LINE = f'INSERT INTO "{_LINE}" ({_LINE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id'
-_SQLITE_ITEM = f'INSERT INTO "{_ITEM}" ({_ITEM_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)'
+
+
+@cache
+def _postgresql_sql() -> str:
+    """The post's one statement on PostgreSQL. The counters' UPDATE locks nothing new (the
+    session's row lock is held) and hands out both numbers; the line and the item take
+    them from it; ``{settle}`` is the request's completion when the handler asked for it
+    (``ActionContext.completion_statement``)."""
+    line_columns, line_values, _ = rows.insert_parts(Line, "postgresql", _LINE_SEQ)
+    item_columns, item_values, _ = rows.insert_parts(Item, "postgresql", _ITEM_SEQ)
+    return (
+        f"WITH counters AS ({_COUNTERS}), "
+        f"line AS (INSERT INTO {rows.quote(Line._meta.db_table)} ({line_columns}) "
+        f"SELECT {line_values} FROM counters RETURNING id), "
+        f"item AS (INSERT INTO {rows.quote(Item._meta.db_table)} ({item_columns}) SELECT {item_values} FROM counters)"
+        "{settle} "
+        "SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text) FROM line, counters"
+    )
+
+
+def _post_item(ctx: ActionContext, line: Line) -> Item:
+    return Item(session=ctx.session, request=ctx.request, type="component", component=POST_ITEM, data=line.as_wire())
 
 
 def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
@@ -94,74 +88,38 @@ def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
         IntegrityError: ``line.answer_to`` already has an answer (a unique constraint;
             call inside a savepoint when that can happen).
     """
-    vendor = connection.vendor
-    if vendor == "postgresql":
-        line_pk, line_seq, item_seq = _insert_postgresql(ctx, line, settle=settle)  # and its NOTIFY
-    elif vendor == "sqlite":
-        line_pk, line_seq, item_seq = _insert_sqlite(ctx, line)
-    else:
-        return _insert_orm(ctx, line)
-    line.pk, line.seq = line_pk, line_seq
-    line._state.adding = False
-    return item_seq
+    if connection.vendor == "postgresql":
+        return _insert_postgresql(ctx, line, settle=settle)  # and its NOTIFY
+    return _insert_sqlite(ctx, line)
 
 
-def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> tuple[int, int, int]:
-    session, request = ctx.session.pk, ctx.request.pk
-    wire = line.as_wire()
+def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> int:
+    session = ctx.session.pk
+    item = _post_item(ctx, line)
     params = [
         session,
-        *(session, line.line_id, line.at, line.principal, line.author, line.seat_authored, line.body, request),
-        line.answer_to_id,
-        _json_or_null(line.posted_by),
-        *(session, request, POST_ITEM, json.dumps(wire), timezone.now()),
+        *rows.insert_params(line, rows.insert_parts(Line, "postgresql", _LINE_SEQ)[2]),
+        *rows.insert_params(item, rows.insert_parts(Item, "postgresql", _ITEM_SEQ)[2]),
     ]
     settle_cte = ""
     if settle:
-        completion, completion_params = ctx.completion_statement(wire)
+        completion, completion_params = ctx.completion_statement(item.data)
         settle_cte = f", settled AS ({completion})"
         params += completion_params
     params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>"
     with connection.cursor() as cursor:
-        cursor.execute(_POSTGRESQL.format(settle=settle_cte), params)
-        line_pk, line_seq, item_seq, _ = cursor.fetchone()
-    return line_pk, line_seq, item_seq
+        cursor.execute(_postgresql_sql().format(settle=settle_cte), params)
+        line_pk, line.seq, item_seq, _ = cursor.fetchone()
+    rows.mark_saved(line, line_pk)
+    return item_seq
 
 
-def _insert_sqlite(ctx: ActionContext, line: Line) -> tuple[int, int, int]:
-    session, request = ctx.session.pk, ctx.request.pk
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
+def _insert_sqlite(ctx: ActionContext, line: Line) -> int:
     with connection.cursor() as cursor:
-        cursor.execute(_SQLITE_COUNTERS, [session])
-        item_seq, line_seq = cursor.fetchone()
-        cursor.execute(
-            _SQLITE_LINE,
-            [
-                session,
-                line_seq,
-                line.line_id,
-                line.at,
-                line.principal,
-                line.author,
-                line.seat_authored,
-                line.body,
-                request,
-                line.answer_to_id,
-                _json_or_null(line.posted_by),
-            ],
-        )
-        (line_pk,) = cursor.fetchone()
-        cursor.execute(_SQLITE_ITEM, [session, request, item_seq, "component", POST_ITEM, json.dumps(line.as_wire()), now])
-    return line_pk, line_seq, item_seq
-
-
-def _json_or_null(value: object) -> str | None:
-    """A JSON column's parameter (``Line.posted_by``): its JSON text, or SQL NULL for None."""
-    return None if value is None else json.dumps(value)
-
-
-def _insert_orm(ctx: ActionContext, line: Line) -> int:
-    Session.objects.filter(pk=ctx.session.pk).update(line_seq=F("line_seq") + 1)
-    line.seq = Session.objects.filter(pk=ctx.session.pk).values_list("line_seq", flat=True).get()
-    line.save(force_insert=True)
-    return emit_item(ctx.session, POST_ITEM, line.as_wire(), request=ctx.request).seq
+        cursor.execute(_COUNTERS, [ctx.session.pk])
+        item_seq, line.seq = cursor.fetchone()
+    rows.insert(line)
+    item = _post_item(ctx, line)
+    item.seq = item_seq
+    rows.insert(item)
+    return item_seq

@@ -239,10 +239,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
             deliveries.append(_delivery(mailbox, line.line_id, member, plan, notify_input, now))
-    if rows.supported():
-        rows.insert_many(deliveries)  # bulk_create's statement without the ORM's compile
-    else:
-        Delivery.objects.bulk_create(deliveries)
+    rows.insert_many(deliveries)  # bulk_create's statement without the ORM's compile
     do_record_request(
         mailbox,
         action=FAN_OUT_ACTION,

@@ -429,10 +429,7 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
         ``(recent, previous_id)``: the ledger's lines before ``line`` (at most 20) and
         the primary key of the last client post before it (None after a fresh start).
     """
-    if rows.supported():
-        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
-    else:
-        ledger = RouteLedger.objects.filter(session=session).first()
+    ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
     fresh = ledger is None
     if fresh or ledger.last_seq != line.seq - 1:
         earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
@@ -447,7 +444,7 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
     ledger.last_seq = line.seq
     if not line.seat_authored:
         ledger.last_post_id = line.pk
-    if not fresh and rows.supported():
+    if not fresh:
         rows.update(ledger, ("lines", "last_seq", "last_post_id", "updated_at"))
     else:
         ledger.save(force_insert=fresh)

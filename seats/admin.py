@@ -18,7 +18,7 @@ class SeatAdmin(admin.ModelAdmin):
 class TurnSlotAdmin(admin.ModelAdmin):
     """Which seat runs a turn in which session now (read-only: the slot is the rule's)."""
 
-    list_display = ("seat_id", "session", "holder", "held_until", "taken_at")
+    list_display = ("seat_id", "session", "claim_token", "lease_until", "taken_at")
     search_fields = ("seat_id", "session__session_id")
 
     def has_add_permission(self, request) -> bool:

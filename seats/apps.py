@@ -17,11 +17,10 @@ class SeatsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from datetime import timedelta
 
         from django.db.models import Q
 
-        from workforce.holders import register_holds
+        from workforce.holders import register_leased
         from workforce.leases import register_work_table
         from workforce.refusals import register_reasons
         from workforce.sweepers import register_sweep
@@ -42,9 +41,4 @@ class SeatsConfig(AppConfig):
         register_sweep("turn slots", do_sweep_turn_waits)
         # A turn whose process died frees its slot at once (workforce.holders): its hold
         # lapses now and the "turn slots" sweep wakes who waits.
-        register_holds(
-            TurnSlot,
-            token="holder",
-            held=~Q(holder=""),
-            lapse=lambda rows, now: rows.update(held_until=now - timedelta(microseconds=1)),
-        )
+        register_leased(TurnSlot, held=~Q(claim_token=""))

@@ -255,7 +255,7 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
     grace = now - timedelta(seconds=sweep_grace_seconds())
     waiting = (
         BoardTask.objects.filter(board_id__in={d.board_id for d in drains})
-        .filter(Q(status=TaskStatus.PENDING, updated_at__lt=grace) | Q(status=TaskStatus.IN_PROGRESS, lease_expires_at__lt=now))
+        .filter(Q(status=TaskStatus.PENDING, updated_at__lt=grace) | Q(status=TaskStatus.IN_PROGRESS, lease_until__lt=now))
         .order_by()
         .values_list("organization_id", "board_id")
         .distinct()
@@ -271,7 +271,7 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
                 board_id=board_id,
                 status=TaskStatus.IN_PROGRESS,
                 run=board_run_id(board_id, drain.seat_id),
-                lease_expires_at__gte=now,
+                lease_until__gte=now,
             )
             if live.exists():
                 continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from workforce.models import Organization, Session
+from workforce.models import Lease, Organization, Session
 
 
 class Seat(models.Model):
@@ -102,13 +102,13 @@ class DrainWake(models.Model):
         return f"{self.seat_id} drains {self.board_id} ({self.worker_key or '-'})"
 
 
-class TurnSlot(models.Model):
+class TurnSlot(Lease):
     """The one turn of seat ``seat_id`` that may run in ``session`` at a time (spec
     "Waking agent seats": a seat keeps one conversation per mailbox and remembers the
     thread, so its turns there must not overlap; ``seats.turns.take_turn_slot``).
 
-    ``holder`` is the running turn's token (``""`` when free) and ``held_until`` when its
-    hold lapses (the task cluster kills a task by then), so a holder that died frees the
+    Its hold is a ``workforce.models.Lease``: ``claim_token`` is the running turn's token
+    (``""`` when free) and ``lease_until`` when its hold lapses (the task cluster kills a task by then), so a holder that died frees the
     slot on its own. Taken and freed under this row's lock, in short transactions: no
     transaction stays open while the turn runs. ``waiting`` counts the slot's waits, so
     taking and freeing it is one UPDATE that reads, from the row it locked, whether anyone
@@ -117,8 +117,6 @@ class TurnSlot(models.Model):
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
     seat_id = models.CharField(max_length=200)
-    holder = models.CharField(max_length=32, blank=True, default="")
-    held_until = models.DateTimeField(null=True, blank=True)
     taken_at = models.DateTimeField(null=True, blank=True)
     waiting = models.IntegerField(
         default=0, help_text="How many TurnWait rows the slot has: bumped under the row lock with each one written or dropped."
@@ -128,7 +126,7 @@ class TurnSlot(models.Model):
         constraints = [models.UniqueConstraint(fields=["session", "seat_id"], name="turnslot_unique_per_seat_session")]
 
     def __str__(self) -> str:
-        return f"{self.seat_id} in session {self.session_id}: {'held' if self.holder else 'free'}"
+        return f"{self.seat_id} in session {self.session_id}: {'held' if self.claim_token else 'free'}"
 
 
 class TurnWait(models.Model):

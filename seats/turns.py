@@ -160,7 +160,7 @@ def take_slot(
     """Take seat ``seat_id``'s turn slot in ``session`` inside the caller's transaction
     (call it in one: the slot's row lock is held until it ends), or leave a wait.
 
-    A slot that is free, or whose holder's hold lapsed (``held_until`` passed), is taken
+    A slot that is free, or whose holder's hold lapsed (``lease_until`` passed), is taken
     for ``slot_hold_seconds()`` by one UPDATE … RETURNING, which also reads whether the
     slot has waits (``TurnSlot.waiting``); only then is ``wake``'s own wait, if any,
     dropped. A slot another turn holds (or one not made yet) is read under its row lock:
@@ -178,9 +178,9 @@ def take_slot(
     row = _take_free(session.pk, seat_id, token, now)
     if row is None:
         slot = _locked_slot(session, seat_id)
-        if not slot.holder or slot.held_until is None or slot.held_until < now or holder_alive(slot.holder) is False:
+        if not slot.claim_token or slot.lease_until is None or slot.lease_until < now or holder_alive(slot.claim_token) is False:
             TurnSlot.objects.filter(pk=slot.pk).update(
-                holder=token, held_until=now + timedelta(seconds=slot_hold_seconds()), taken_at=now
+                claim_token=token, lease_until=now + timedelta(seconds=slot_hold_seconds()), taken_at=now
             )
             row = (slot.pk, slot.waiting)
     if row is not None:
@@ -205,8 +205,8 @@ def _take_free(session_pk: int, seat_id: str, token: str, now: datetime) -> tupl
     stamp = ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE {table} SET "holder" = %s, "held_until" = %s, "taken_at" = %s '
-            'WHERE "session_id" = %s AND "seat_id" = %s AND ("holder" = \'\' OR "held_until" IS NULL OR "held_until" < %s) '
+            f'UPDATE {table} SET "claim_token" = %s, "lease_until" = %s, "taken_at" = %s '
+            'WHERE "session_id" = %s AND "seat_id" = %s AND ("claim_token" = \'\' OR "lease_until" IS NULL OR "lease_until" < %s) '
             'RETURNING "id", "waiting"',
             [
                 token,
@@ -250,8 +250,8 @@ def free_slot(session: Session, seat_id: str, token: str) -> bool:
     table = connection.ops.quote_name(TurnSlot._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE {table} SET "holder" = \'\', "held_until" = NULL '
-            'WHERE "session_id" = %s AND "seat_id" = %s AND "holder" = %s RETURNING "id", "waiting"',
+            f'UPDATE {table} SET "claim_token" = \'\', "lease_until" = NULL '
+            'WHERE "session_id" = %s AND "seat_id" = %s AND "claim_token" = %s RETURNING "id", "waiting"',
             [session.pk, seat_id, token],
         )
         row = cursor.fetchone()
@@ -262,7 +262,7 @@ def free_slot(session: Session, seat_id: str, token: str) -> bool:
     # Not ours any more (the hold lapsed and was taken over) or gone: wake the next
     # waiter only when nobody holds it now.
     slot = TurnSlot.objects.select_for_update().filter(session=session, seat_id=seat_id).first()
-    if slot is not None and not slot.holder:
+    if slot is not None and not slot.claim_token:
         _wake_next(slot)
     return False
 
@@ -318,12 +318,12 @@ def do_sweep_turn_waits(*, now: datetime | None = None) -> list[int]:
         The ids of the waits enqueued.
     """
     now = now or timezone.now()
-    idle = Q(slot__holder="") | Q(slot__held_until__isnull=True) | Q(slot__held_until__lt=now)
+    idle = Q(slot__claim_token="") | Q(slot__lease_until__isnull=True) | Q(slot__lease_until__lt=now)
     woken = []
     for slot_id in TurnWait.objects.filter(idle).values_list("slot_id", flat=True).distinct().order_by("slot_id"):
         with transaction.atomic():
             slot = TurnSlot.objects.select_for_update().filter(pk=slot_id).first()
-            if slot is None or (slot.holder and slot.held_until is not None and slot.held_until >= now):
+            if slot is None or (slot.claim_token and slot.lease_until is not None and slot.lease_until >= now):
                 continue
             wait = _wake_next(slot)
             if wait is not None:

@@ -26,8 +26,9 @@ Two more costs of django-q2's defaults are cut here, for both brokers:
   pool (``workforce_project.deployment.enable_web_pool``).
 - **Claims and wake-ups.** On PostgreSQL a dequeue claims up to ``Q_CLUSTER["bulk"]``
   tasks in one statement (``FOR UPDATE SKIP LOCKED``, oldest first), and a transaction
-  that enqueues many tasks (a fan-out to 25 members) sends one ``NOTIFY``, not one per
-  task.
+  that enqueues many tasks (a fan-out to 25 members) wakes the pushers once: each
+  enqueue's ``pg_notify`` rides its INSERT, and PostgreSQL delivers the transaction's
+  identical notifications as one at commit.
 """
 
 from __future__ import annotations
@@ -83,17 +84,6 @@ _ENQUEUE = f'INSERT INTO "{_ORMQ}" ("key", "payload", "lock") VALUES (%s, %s, %s
 # The pushers' notification rides the task row's own statement (delivered at commit,
 # dropped with a rollback), so a wake-up costs no round trip of its own.
 _ENQUEUE_AND_NOTIFY = f"WITH task AS ({_ENQUEUE}) SELECT task.id, pg_notify(%s, %s) FROM task"
-
-
-class _Notified:
-    """The on-commit mark of a transaction that has notified queue ``key``'s pushers
-    (``ListeningORM._notify_pending``); running it at commit does nothing."""
-
-    def __init__(self, key: str):
-        self.key = key
-
-    def __call__(self) -> None:
-        return None
 
 
 class ClusterConnections:
@@ -189,41 +179,19 @@ class ListeningORM(ClusterConnections, ORM):
 
     def enqueue(self, task):
         """Write the task row and, on PostgreSQL, notify the pushers in the same
-        transaction: one statement, the row's INSERT with its ``pg_notify`` (or the
-        INSERT alone when this transaction has notified this queue already). Returns the
-        row's primary key. On SQLite, django-q2's enqueue."""
+        transaction: one statement, the row's INSERT with its ``pg_notify``. PostgreSQL
+        folds the notifications of one transaction with the same channel and payload
+        into one, so a fan-out's many enqueues wake the pushers once. Returns the row's
+        primary key. On SQLite, django-q2's enqueue."""
         if not self._on_postgres():
             return super().enqueue(task)
         connection = connections[Conf.ORM]
         if connection.get_autocommit():  # as django-q2's broker does: drop a broken connection first
             close_old_connections()
         key = self.list_key or Conf.CLUSTER_NAME
-        params = [key, task, timezone.now()]
-        if self._notify_pending():
-            sql = _ENQUEUE
-        else:
-            sql = _ENQUEUE_AND_NOTIFY
-            params += [CHANNEL, key]
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(_ENQUEUE_AND_NOTIFY, [key, task, timezone.now(), CHANNEL, key])
             return cursor.fetchone()[0]
-
-    def _notify_pending(self) -> bool:
-        """True when this transaction has already sent the notification for this queue,
-        so another would wake nobody new: PostgreSQL delivers one per channel and payload
-        at commit anyway, and each costs a round trip. The mark is an on-commit callback
-        (``_Notified``) of the transaction or savepoint that sent it: Django drops it
-        exactly when PostgreSQL drops that ``NOTIFY`` (a rollback of the transaction or
-        of the savepoint), and runs it, doing nothing, once both are committed. Outside a
-        transaction every enqueue commits, and notifies, on its own."""
-        connection = connections[Conf.ORM]
-        if not connection.in_atomic_block:
-            return False
-        key = self.list_key or Conf.CLUSTER_NAME
-        if any(isinstance(func, _Notified) and func.key == key for _sids, func, _robust in connection.run_on_commit):
-            return True
-        connection.on_commit(_Notified(key))
-        return False
 
     def dequeue(self):
         """Claim up to ``Q_CLUSTER["bulk"]`` waiting tasks, as django-q2's ORM broker

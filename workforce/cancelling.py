@@ -30,7 +30,6 @@ from collections.abc import Callable
 from django.db import connection, transaction
 from django.utils import timezone
 
-from . import rows
 from .models import Organization, Request
 from .queries import access_request_to_cancel
 from .refusals import Refusal
@@ -56,8 +55,6 @@ def is_cancelled(request_pk: int | None) -> bool:
     read, so a worker in another process sees a cancel at its next safe point."""
     if request_pk is None:
         return False
-    if not rows.supported():
-        return Request.objects.filter(pk=request_pk, status=Request.Status.ABORTED).exists()
     # The SQL the ORM's exists() sends, built once: a turn reads it before each model
     # and tool call, and the compile cost more than the read.
     with connection.cursor() as cursor:

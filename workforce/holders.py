@@ -19,7 +19,7 @@ time), so:
   same task, so its work resumes as soon as the database answers; one that outlives the
   outage's budget leaves its task to this process's sweeper (``take_retries``).
 
-Tables register what their holds look like with ``register_holds`` (the apps'
+Every hold is a ``workforce.models.Lease`` row; its table registers with ``register_leased`` (the apps'
 ``ready``); the kernel never imports them.
 """
 
@@ -37,12 +37,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, models
 from django.db.models import Q
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from .models import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -122,42 +125,32 @@ def holder_alive(token: str) -> bool | None:
 
 @dataclass(frozen=True)
 class Holds:
-    """How one table holds work: ``held`` selects its rows under a hold, ``token`` names
-    the token's field, and ``lapse(queryset, now)`` makes the holds of the rows it
-    selects lapse now (an UPDATE; returns the count)."""
+    """How one ``workforce.models.Lease`` table holds work: ``held`` selects its rows
+    under a hold; the token is ``claim_token`` and a lapse moves ``lease_until``
+    (``lapse_leases``), in every table."""
 
-    model: type[models.Model]
-    token: str
+    model: type[Lease]
     held: Q
-    lapse: Callable[[models.QuerySet, datetime], int]
 
 
 _holds: dict[str, Holds] = {}
 
 
-def register_holds(model: type[models.Model], *, token: str, held: Q, lapse: Callable[[models.QuerySet, datetime], int]) -> None:
-    """Let ``do_release_dead_holders`` and ``outage_safe`` release ``model``'s holds.
-
-    Args:
-        model: a table whose rows are held with a ``new_token()`` token.
-        token: the token's field.
-        held: selects the rows under a hold (running, in progress, a slot taken).
-        lapse: ``lapse(queryset, now)`` makes those rows' holds lapse as of ``now`` (the
-            row's lease end set to just before it), so the table's own sweep recovers
-            them as it recovers a lapsed lease.
-    """
-    _holds[model._meta.label] = Holds(model, token, held, lapse)
+def register_leased(model: type[Lease], *, held: Q | None = None) -> None:
+    """Let ``do_release_dead_holders`` and ``outage_safe`` release the holds of the
+    ``workforce.models.Lease`` table ``model``: the rows ``held`` selects (default:
+    running with a token, a ``LeasedWork`` row), by their ``claim_token``, lapsed by
+    ``lapse_leases`` so that the table's own sweep or next claim recovers them as it
+    recovers a lease that ran out. Every hold in the server is registered this way:
+    leased work (``workforce.apps``), board rows (``boards.apps``), turn slots
+    (``seats.apps``)."""
+    _holds[model._meta.label] = Holds(model, held if held is not None else Q(status="running") & ~Q(claim_token=""))
 
 
-def register_leased(model: type[models.Model]) -> None:
-    """``register_holds`` for a ``workforce.models.LeasedWork`` table: running rows,
-    ``claim_token``, lapsed by moving ``lease_until`` to just before now."""
-    register_holds(
-        model,
-        token="claim_token",
-        held=Q(status="running") & ~Q(claim_token=""),
-        lapse=lambda rows, now: rows.update(lease_until=now - timedelta(microseconds=1)),
-    )
+def lapse_leases(rows: models.QuerySet[Any], now: datetime) -> int:
+    """Make the leases of the ``Lease`` rows ``rows`` selects lapse as of ``now``
+    (``lease_until`` just before it). Returns the rows changed."""
+    return rows.update(lease_until=now - timedelta(microseconds=1))
 
 
 def registered_holds() -> list[Holds]:
@@ -168,13 +161,15 @@ def registered_holds() -> list[Holds]:
 def _lapse_tokens(tokens: set[str] | None, *, now: datetime, dead_only: bool) -> dict[str, int]:
     released: dict[str, int] = {}
     for holds in _holds.values():
-        rows = holds.model.objects.filter(holds.held)
+        manager = holds.model._meta.default_manager
+        assert manager is not None  # a concrete table
+        rows = manager.filter(holds.held)
         if tokens is not None:
-            rows = rows.filter(**{f"{holds.token}__in": tokens})
-        found = set(rows.values_list(holds.token, flat=True))
+            rows = rows.filter(claim_token__in=tokens)
+        found = set(rows.values_list("claim_token", flat=True))
         gone = {t for t in found if holder_alive(t) is False} if dead_only else found
         if gone:
-            count = holds.lapse(holds.model.objects.filter(holds.held).filter(**{f"{holds.token}__in": gone}), now)
+            count = lapse_leases(manager.filter(holds.held, claim_token__in=gone), now)
             if count:
                 released[holds.model._meta.label] = count
     return released

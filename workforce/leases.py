@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from .holders import new_token
+from .models import Lease, LeasedWork
 from .runtime import Slot
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def max_attempts() -> int:
     return int(settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS)
 
 
-def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = None, stamp_started: bool = True) -> str | None:
+def claim_lease(model: type[LeasedWork], pk: int, *, now: datetime | None = None, stamp_started: bool = True) -> str | None:
     """Claim row ``pk`` of ``model`` for one run, in one statement.
 
     The row is taken when its status is ``pending``, or ``running`` with
@@ -77,7 +78,7 @@ def claim_lease(model: type[models.Model], pk: int, *, now: datetime | None = No
 
 
 def claim_statement(
-    model: type[models.Model],
+    model: type[LeasedWork],
     pk: int,
     *,
     now: datetime | None = None,
@@ -109,7 +110,17 @@ def claim_statement(
     return token, f"UPDATE {table} SET {sets} WHERE {where} RETURNING {returned}", set_params + cond_params
 
 
-def give_back_lease(model: type[models.Model], pk: int, token: str) -> bool:
+def renew_lease(rows: models.QuerySet[Lease], token: str, seconds: float, *, now: datetime | None = None) -> datetime | None:
+    """Push the lease of the ``Lease`` row ``rows`` selects, when ``token`` still holds
+    it, to ``seconds`` from ``now`` (a long run's heartbeat: a board row's
+    ``do_extend_lease``). One conditional UPDATE. Returns the new ``lease_until``, or
+    None when the hold is no longer ``token``'s (lapsed and taken over, settled,
+    cancelled): the row is untouched then."""
+    until = (now or timezone.now()) + timedelta(seconds=seconds)
+    return until if rows.filter(claim_token=token).update(lease_until=until) else None
+
+
+def give_back_lease(model: type[LeasedWork], pk: int, token: str) -> bool:
     """Hand claim ``token`` on row ``pk`` back untouched: the row is ``pending`` again,
     its attempt uncounted, so the next task claims it as if this one never had (a seat
     whose turn slot was taken: ``seats.turns.take_turn_slot``).

@@ -8,6 +8,8 @@ A *session* is one conversation on one flow kind (a mailbox is a session on the
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db import models
 from django.db.models import Q
@@ -153,7 +155,28 @@ class OrgRecord(models.Model):
         return f"{self.organization_id}:{self.key}"
 
 
-class LeasedWork(models.Model):
+class Lease(models.Model):
+    """A hold on a row, the one shape every claim in the server takes
+    (``workforce.leases``): ``claim_token`` is the live holder's token
+    (``workforce.holders.new_token``: it names the holder's process, so a dead holder's
+    hold lapses at once), ``lease_until`` when the hold lapses if its holder neither
+    renews nor gives it back. A row holds a live lease while its token is set and
+    ``lease_until`` is in the future; what "held" means beyond that (a status) is the
+    concrete model's, told to ``workforce.holders.register_leased``.
+
+    Used by the leased work rows (``LeasedWork``: deliveries, delegated posts, jobs), a
+    board's rows (``boards.models.BoardTask``, whose token is NULL rather than empty
+    when free) and a seat's turn slots (``seats.models.TurnSlot``).
+    """
+
+    claim_token = models.CharField(max_length=32, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class LeasedWork(Lease):
     """The lease fields of a row of work a task claims (``workforce.leases.claim_lease``):
     a mailbox's delivery, a coordinator's delegated post and job. Each concrete model
     adds its own ``status`` (with ``Status.PENDING`` and ``Status.RUNNING``).
@@ -166,11 +189,15 @@ class LeasedWork(models.Model):
     """
 
     attempts = models.PositiveIntegerField(default=0)
-    claim_token = models.CharField(max_length=32, blank=True, default="")
-    lease_until = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(null=True, blank=True)
     requeues = models.PositiveIntegerField(default=0, help_text="Extra enqueues by the sweeper (its task was lost).")
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    if TYPE_CHECKING:  # what each concrete model declares, for the lease functions' types
+        Status: ClassVar[Any]  # TextChoices with PENDING and RUNNING
+        status: str
+        started_at: datetime | None
+        objects: ClassVar[models.Manager[Any]]
 
     class Meta:
         abstract = True

@@ -23,7 +23,8 @@ from typing import Any
 
 from django.db import connection, models
 from django.db.models import QuerySet
-from django.db.models.query import ModelIterable, get_related_populators
+
+from .rows import concrete_field
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,34 @@ class _Compiled:
     end: int = 0
     populators: tuple = ()
     annotations: tuple = ()
+
+
+class _Joined:
+    """A ``select_related`` join's instance, made from its slice of a row and set on the
+    instance it hangs from (what the queryset's own iteration does for a forward
+    foreign key): None when the joined row is missing (a nullable key)."""
+
+    def __init__(self, info: dict[str, Any], select: list[Any], db: str):
+        fields = info["select_fields"]
+        self.start, self.end = fields[0], fields[-1] + 1
+        self.model = info["model"]
+        self.names = tuple(column[0].target.attname for column in select[self.start : self.end])
+        self.pk_index = self.names.index(self.model._meta.pk.attname)
+        self.db = db
+        self.local_setter = info["local_setter"]
+        self.remote_setter = info["remote_setter"]
+        self.joined = tuple(_Joined(inner, select, db) for inner in info.get("related_klass_infos", []))
+
+    def populate(self, row: list[Any], parent: models.Model) -> None:
+        values = row[self.start : self.end]
+        obj = None
+        if values[self.pk_index] is not None:
+            obj = self.model.from_db(self.db, self.names, values)
+            for joined in self.joined:
+                joined.populate(row, obj)
+        self.local_setter(parent, obj)
+        if obj is not None:
+            self.remote_setter(obj, parent)
 
 
 class Prepared:
@@ -81,7 +110,7 @@ class Prepared:
             positions.append(found)
         fields = [s[0] for s in compiler.select[0 : compiler.col_count]]
         converters = tuple((pos, tuple(convs), expr) for pos, (convs, expr) in compiler.get_converters(fields).items())
-        if queryset._iterable_class is not ModelIterable:
+        if not queryset.query.default_cols:  # values() / values_list(): rows are tuples
             return _Compiled(sql, params, tuple(positions), converters, model_rows=False)
         klass_info = compiler.klass_info
         select_fields = klass_info["select_fields"]
@@ -96,7 +125,7 @@ class Prepared:
             init_list=tuple(f[0].target.attname for f in compiler.select[start:end]),
             start=start,
             end=end,
-            populators=tuple(get_related_populators(klass_info, compiler.select, queryset.db)),
+            populators=tuple(_Joined(info, compiler.select, queryset.db) for info in klass_info.get("related_klass_infos", [])),
             annotations=tuple((compiler.annotation_col_map or {}).items()),
         )
 
@@ -149,8 +178,8 @@ def _update_sql(
     model: type[models.Model], vendor: str, names: tuple[str, ...], where: tuple[str, ...]
 ) -> tuple[str, tuple, tuple]:
     quote = connection.ops.quote_name
-    sets = tuple(model._meta.get_field(name) for name in names)
-    conditions = tuple(model._meta.get_field(name) for name in where)
+    sets = tuple(concrete_field(model, name) for name in names)
+    conditions = tuple(concrete_field(model, name) for name in where)
     sql = (
         f"UPDATE {quote(model._meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in sets)} "
         f"WHERE {' AND '.join(f'{quote(f.column)} = %s' for f in conditions)}"
@@ -160,7 +189,7 @@ def _update_sql(
 
 def update_statement(model: type[models.Model], where: dict[str, Any], **values: Any) -> tuple[str, list]:
     """``(sql, params)`` of the UPDATE ``update_rows(model, where, **values)`` sends, for
-    a caller that sends it inside a statement of its own (a CTE). PostgreSQL and SQLite."""
+    a caller that sends it inside a statement of its own (a CTE)."""
     sql, sets, conditions = _update_sql(model, connection.vendor, tuple(values), tuple(where))
     params = [f.get_db_prep_save(v, connection) for f, v in zip(sets, values.values(), strict=True)]
     params += [f.get_db_prep_value(v, connection) for f, v in zip(conditions, where.values(), strict=True)]
@@ -174,8 +203,6 @@ def update_rows(model: type[models.Model], where: dict[str, Any], **values: Any)
     request's end). Values are prepared as the ORM's ``update`` prepares them
     (``get_db_prep_save``). Returns the rows updated.
     """
-    if connection.vendor not in ("postgresql", "sqlite"):
-        return model._default_manager.filter(**where).update(**values)
     sql, params = update_statement(model, where, **values)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

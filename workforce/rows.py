@@ -1,30 +1,36 @@
 """Row reads and writes for the hot paths, with the SQL built once per model and database
-instead of compiled by the ORM on every call (docs/architecture.md "A post end to end").
+instead of compiled by the ORM on every call (docs/architecture.md "A post end to end",
+"Storage under the ORM").
 
 Compiling a query is most of what an ORM call costs on this stack (on SQLite a
 ``Model.objects.get`` cost about ten times its ``execute``), and a post makes a few of
 them. These helpers send the same statements the ORM would, with each field's own
 conversions (``Field.pre_save``, ``Field.get_db_prep_save`` on the way in; the
 backend's and the field's ``from_db_value`` converters on the way out), so an instance
-read or written here is the instance the ORM would give. They run on PostgreSQL and on
-SQLite (3.35 or newer: ``RETURNING``); ``supported()`` says whether the default
-connection is one of those, and callers use the ORM otherwise.
+read or written here is the instance the ORM would give. They run on the two databases
+the server supports, PostgreSQL and SQLite (3.35 or newer: ``RETURNING``; a system check
+refuses any other).
+
+This module is also the one place a hand-written statement gets a model's column list
+(``insert_parts``) and turns a row of a model's columns into an instance (``instance``):
+``mailboxes.lines``, ``workforce.sessions`` and ``boards.services.claims`` build their
+statements from these, never from names copied by hand. The instances they make are
+marked saved through the documented ``Model._state.adding``/``_state.db`` and
+``Model.from_db``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+M = TypeVar("M", bound=models.Model)
 
 VENDORS = ("postgresql", "sqlite")
-
-
-def supported() -> bool:
-    """True when the default database is PostgreSQL or SQLite (these helpers' SQL)."""
-    return connection.vendor in VENDORS
 
 
 def _row_lock(vendor: str) -> str:
@@ -35,53 +41,98 @@ def _row_lock(vendor: str) -> str:
     return " FOR NO KEY UPDATE" if vendor == "postgresql" else " FOR UPDATE"
 
 
-def _quote(name: str) -> str:
+def quote(name: str) -> str:
+    """``name`` (a table or column) quoted for the default database."""
     return connection.ops.quote_name(name)
 
 
 @cache
-def _select_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple[str, ...], tuple]:
+def _select_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
     fields = model._meta.concrete_fields
-    columns = ", ".join(_quote(f.column) for f in fields)
+    columns = ", ".join(quote(f.column) for f in fields)
     converters = []
     for field in fields:
         col = field.get_col(model._meta.db_table)
         found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
         converters.append((col, tuple(found)))
-    return f"SELECT {columns} FROM {_quote(model._meta.db_table)}", tuple(f.attname for f in fields), tuple(converters)
+    return f"SELECT {columns} FROM {quote(model._meta.db_table)}", tuple(f.attname for f in fields), tuple(converters)
 
 
-def select_one(model: type[models.Model], where: str, params: Sequence[Any], *, for_update: bool = False):
+def select_columns(model: type[models.Model], alias: str = "") -> str:
+    """``model``'s concrete columns, in field order, quoted and comma-separated (each
+    prefixed with ``alias.`` when given): the column list ``instance`` reads."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{quote(f.column)}" for f in model._meta.concrete_fields)
+
+
+def instance(model: type[M], values: Sequence[Any], conn: BaseDatabaseWrapper | None = None) -> M:
+    """An instance of ``model`` from ``values``, a row of its concrete columns in field
+    order (``select_columns``) as a cursor returned it, through the converters a
+    queryset applies (JSON from text, datetimes on SQLite, ...)."""
+    conn = conn or connections[DEFAULT_DB_ALIAS]
+    _, names, converters = _select_parts(model, conn.vendor)
+    converted = []
+    for value, (col, found) in zip(values, converters, strict=True):
+        for converter in found:
+            value = converter(value, col, conn)
+        converted.append(value)
+    return model.from_db(conn.alias, names, converted)
+
+
+def select_one(model: type[M], where: str, params: Sequence[Any], *, for_update: bool = False) -> M | None:
     """The one ``model`` row ``WHERE <where>`` selects (``%s`` placeholders, quoted
     column names), as an instance; None when there is none. ``for_update`` takes its
     row lock (``FOR NO KEY UPDATE`` on PostgreSQL; nothing on SQLite, whose write transaction is already
     serialized)."""
     conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
-    select, names, converters = _select_parts(model, conn.vendor)
+    select, _, _ = _select_parts(model, conn.vendor)
     sql = f"{select} WHERE {where}"
     if for_update and conn.features.has_select_for_update:
         sql += _row_lock(conn.vendor)
     with conn.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
-    if row is None:
-        return None
-    values = []
-    for value, (col, found) in zip(row, converters, strict=True):
-        for converter in found:
-            value = converter(value, col, conn)
-        values.append(value)
-    return model.from_db(conn.alias, names, values)
+    return None if row is None else instance(model, row, conn)
 
 
 @cache
-def _insert_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple]:
+def insert_parts(
+    model: type[models.Model], vendor: str, computed: tuple[tuple[str, str], ...] = ()
+) -> tuple[str, str, tuple[Any, ...]]:
+    """``(columns, values, fields)`` of an INSERT of one ``model`` row: every concrete
+    field but the primary key, in field order. ``columns`` is the quoted column list,
+    ``values`` the matching ``%s`` placeholders, except that a field named in
+    ``computed`` (``((attname, sql expression), ...)``: a number a CTE hands out, a
+    selected row's key) takes its expression; ``fields`` are the fields whose values
+    fill the placeholders (``insert_params``). Built once per model, database and shape."""
     pk = model._meta.pk
+    given = dict(computed)
     fields = tuple(f for f in model._meta.concrete_fields if f is not pk)
-    columns = ", ".join(_quote(f.column) for f in fields)
-    marks = ", ".join(["%s"] * len(fields))
-    sql = f"INSERT INTO {_quote(model._meta.db_table)} ({columns}) VALUES ({marks}) RETURNING {_quote(pk.column)}"
-    return sql, fields
+    columns = ", ".join(quote(f.column) for f in fields)
+    values = ", ".join(given.get(f.attname, "%s") for f in fields)
+    return columns, values, tuple(f for f in fields if f.attname not in given)
+
+
+def insert_params(obj: models.Model, fields: Sequence[Any], conn: BaseDatabaseWrapper | None = None) -> list[Any]:
+    """The values of ``fields`` of the unsaved ``obj`` as ``save(force_insert=True)``
+    sends them (``pre_save``: ``auto_now_add``; ``get_db_prep_save``: JSON, dates)."""
+    conn = conn or connections[DEFAULT_DB_ALIAS]
+    return [f.get_db_prep_save(f.pre_save(obj, True), conn) for f in fields]
+
+
+def mark_saved(obj: models.Model, pk: Any, conn: BaseDatabaseWrapper | None = None) -> None:
+    """Set the primary key of ``obj``, just written by a statement of ours, and mark it
+    saved on the default database, as ``save`` would."""
+    obj.pk = pk
+    obj._state.adding = False
+    obj._state.db = (conn or connections[DEFAULT_DB_ALIAS]).alias
+
+
+@cache
+def _insert_sql(model: type[models.Model], vendor: str, count: int) -> str:
+    columns, values, _ = insert_parts(model, vendor)
+    rows = ", ".join([f"({values})"] * count)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {rows} RETURNING {quote(model._meta.pk.column)}"
 
 
 def insert(obj: models.Model) -> None:
@@ -92,23 +143,12 @@ def insert(obj: models.Model) -> None:
         IntegrityError: a constraint refused the row.
     """
     conn = connections[DEFAULT_DB_ALIAS]
-    sql, fields = _insert_parts(type(obj), conn.vendor)
-    params = [f.get_db_prep_save(f.pre_save(obj, True), conn) for f in fields]
+    model = type(obj)
+    fields = insert_parts(model, conn.vendor)[2]
     with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        (obj.pk,) = cursor.fetchone()
-    obj._state.adding = False
-    obj._state.db = conn.alias
-
-
-@cache
-def _insert_many_sql(model: type[models.Model], vendor: str, count: int) -> str:
-    pk = model._meta.pk
-    fields = _insert_parts(model, vendor)[1]
-    columns = ", ".join(_quote(f.column) for f in fields)
-    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    values = ", ".join([row] * count)
-    return f"INSERT INTO {_quote(model._meta.db_table)} ({columns}) VALUES {values} RETURNING {_quote(pk.column)}"
+        cursor.execute(_insert_sql(model, conn.vendor, 1), insert_params(obj, fields, conn))
+        (pk,) = cursor.fetchone()
+    mark_saved(obj, pk, conn)
 
 
 def insert_many(objs: Sequence[models.Model]) -> None:
@@ -125,30 +165,40 @@ def insert_many(objs: Sequence[models.Model]) -> None:
         return
     conn = connections[DEFAULT_DB_ALIAS]
     model = type(objs[0])
-    fields = _insert_parts(model, conn.vendor)[1]
-    size = max(1, conn.ops.bulk_batch_size(fields, objs))
+    fields = insert_parts(model, conn.vendor)[2]
+    size = max(1, conn.ops.bulk_batch_size(list(fields), objs))
     with conn.cursor() as cursor:
         for start in range(0, len(objs), size):
             batch = objs[start : start + size]
-            params = [f.get_db_prep_save(f.pre_save(obj, True), conn) for obj in batch for f in fields]
-            cursor.execute(_insert_many_sql(model, conn.vendor, len(batch)), params)
+            params = [value for obj in batch for value in insert_params(obj, fields, conn)]
+            cursor.execute(_insert_sql(model, conn.vendor, len(batch)), params)
             # PostgreSQL and SQLite return the rows of one multi-row VALUES in its order,
             # which bulk_create relies on too.
             for obj, (pk,) in zip(batch, cursor.fetchall(), strict=True):
-                obj.pk = pk
-                obj._state.adding = False
-                obj._state.db = conn.alias
+                mark_saved(obj, pk, conn)
+
+
+def concrete_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    """``model``'s concrete field ``name`` (a column of its table).
+
+    Raises:
+        FieldDoesNotExist: it has none by that name; TypeError: ``name`` is a relation's
+            reverse side or another non-column field."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise TypeError(f"{model._meta.label}.{name} is not a column")
+    return field
 
 
 @cache
-def _update_parts(model: type[models.Model], vendor: str, names: tuple[str, ...]) -> tuple[str, tuple]:
-    fields = tuple(model._meta.get_field(name) for name in names)
-    sets = ", ".join(f"{_quote(f.column)} = %s" for f in fields)
+def _update_parts(model: type[models.Model], vendor: str, names: tuple[str, ...]) -> tuple[str, tuple[Any, ...]]:
+    fields = tuple(concrete_field(model, name) for name in names)
+    sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
     pk = model._meta.pk
-    return f"UPDATE {_quote(model._meta.db_table)} SET {sets} WHERE {_quote(pk.column)} = %s", fields
+    return f"UPDATE {quote(model._meta.db_table)} SET {sets} WHERE {quote(pk.column)} = %s", fields
 
 
-def update_statement(obj: models.Model, names: Sequence[str]) -> tuple[str, list]:
+def update_statement(obj: models.Model, names: Sequence[str]) -> tuple[str, list[Any]]:
     """``(sql, params)`` of the UPDATE ``update(obj, names)`` sends (``%s``
     placeholders), for a caller that sends it inside a statement of its own (a CTE)."""
     conn = connections[DEFAULT_DB_ALIAS]
@@ -168,32 +218,27 @@ def update(obj: models.Model, names: Sequence[str]) -> int:
 
 
 @cache
-def _select_and_insert_parts(
+def _select_and_insert_sql(
     model: type[models.Model], where: str, into: type[models.Model], link: str, for_update: bool, on_conflict: str, vendor: str
-) -> tuple[str, tuple]:
-    """The statement of ``select_one_and_insert`` and the fields whose values it takes
-    (every field of ``into`` but its primary key and ``link``), built once: quoting its
-    names per call was a tenth of a post's CPU."""
+) -> str:
+    """The statement of ``select_one_and_insert``, built once: quoting its names per
+    call was a tenth of a post's CPU."""
     select, _, _ = _select_parts(model, vendor)
-    _, fields = _insert_parts(into, vendor)
     lock = _row_lock(vendor) if for_update else ""
-    pk = _quote(model._meta.pk.column)
-    columns = [_quote(f.column) for f in fields]
-    values = [f"found.{pk}" if field.attname == link else "%s" for field in fields]
-    returning = _quote(into._meta.pk.column)
+    columns, values, _ = insert_parts(into, vendor, ((link, f"found.{quote(model._meta.pk.column)}"),))
+    returning = quote(into._meta.pk.column)
     conflict = f" ON CONFLICT {on_conflict} DO NOTHING" if on_conflict else ""
     joined = "found LEFT JOIN inserted ON TRUE" if on_conflict else "found, inserted"
-    sql = (
+    return (
         f"WITH found AS ({select} WHERE {where}{lock}), "
-        f"inserted AS (INSERT INTO {_quote(into._meta.db_table)} ({', '.join(columns)}) "
-        f"SELECT {', '.join(values)} FROM found{conflict} RETURNING {returning}) "
+        f"inserted AS (INSERT INTO {quote(into._meta.db_table)} ({columns}) "
+        f"SELECT {values} FROM found{conflict} RETURNING {returning}) "
         f"SELECT found.*, inserted.{returning} FROM {joined}"
     )
-    return sql, tuple(field for field in fields if field.attname != link)
 
 
 def select_one_and_insert(
-    model: type[models.Model],
+    model: type[M],
     where: str,
     params: Sequence[Any],
     obj: models.Model,
@@ -201,7 +246,7 @@ def select_one_and_insert(
     *,
     for_update: bool = False,
     on_conflict: str = "",
-):
+) -> M | None:
     """PostgreSQL only: ``select_one(model, where, params)`` and, in the same statement,
     INSERT ``obj`` (as ``insert``) with its foreign key ``link`` (an attname such as
     ``session_id``) set to the selected row's primary key: one round trip instead of
@@ -217,24 +262,15 @@ def select_one_and_insert(
         IntegrityError: a constraint refused ``obj``'s row.
     """
     conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
-    _, names, converters = _select_parts(model, conn.vendor)
-    sql, fields = _select_and_insert_parts(model, where, type(obj), link, for_update, on_conflict, conn.vendor)
-    insert_params = [field.get_db_prep_save(field.pre_save(obj, True), conn) for field in fields]
+    sql = _select_and_insert_sql(model, where, type(obj), link, for_update, on_conflict, conn.vendor)
+    fields = insert_parts(type(obj), conn.vendor, ((link, ""),))[2]
     with conn.cursor() as cursor:
-        cursor.execute(sql, [*params, *insert_params])
+        cursor.execute(sql, [*params, *insert_params(obj, fields, conn)])
         row = cursor.fetchone()
     if row is None:
         return None
-    values_out = []
-    for value, (col, found) in zip(row[:-1], converters, strict=True):
-        for converter in found:
-            value = converter(value, col, conn)
-        values_out.append(value)
-    instance = model.from_db(conn.alias, names, values_out)
-    setattr(obj, link, instance.pk)
-    if row[-1] is None:  # on_conflict: not inserted
-        return instance
-    obj.pk = row[-1]
-    obj._state.adding = False
-    obj._state.db = conn.alias
-    return instance
+    found = instance(model, row[:-1], conn)
+    setattr(obj, link, found.pk)
+    if row[-1] is not None:  # None: on_conflict, not inserted
+        mark_saved(obj, row[-1], conn)
+    return found

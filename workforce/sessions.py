@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 from typing import Any
 
 from django.conf import settings
@@ -29,7 +29,7 @@ from .models import Item, Organization, Request, Session
 from .posted_by import PostedBy
 from .privacy import may_read
 from .refusals import Refusal
-from .streams import note_item_stored
+from .streams import CHANNEL as STREAM_CHANNEL
 from .wire import MAX_USER_ID_LENGTH, check_id, check_storable
 
 logger = logging.getLogger(__name__)
@@ -121,55 +121,56 @@ def emit_item(session: Session, component: str, data: dict, *, type: str = "comp
     until commit on PostgreSQL, so two emitters never get the same number, and the
     numbers of one session commit in order (the bump and the row are one transaction):
     a reader that has seen ``seq`` n has seen every item below it, which is what a live
-    stream's cursor relies on (``workforce.streams``). Once the transaction commits, open
-    streams of the session are told (``note_item_stored``).
+    stream's cursor relies on (``workforce.streams``). On PostgreSQL the bump, the
+    INSERT and the note to open streams (``pg_notify``, delivered when the transaction
+    commits, dropped with a rollback of it or of the savepoint it ran in) are one
+    statement; on SQLite (whose streams poll) the bump and the INSERT are two.
     """
-    table = Session._meta.db_table
+    item = Item(session=session, request=request, type=type, component=component, data=data)
+    if connection.vendor == "postgresql":
+        _insert_item_postgresql(item)
+        return item
     with transaction.atomic(savepoint=False):  # no extra query inside an action's transaction
-        if connection.vendor == "postgresql":
-            # One statement: the counter's bump and the item's INSERT (a CTE), as a line's.
-            item = Item(session=session, request=request, type=type, component=component, data=data)
-            _insert_item_postgresql(item)
-        else:
-            with connection.cursor() as cursor:
-                # One round trip on both engines (SQLite >= 3.35 and PostgreSQL have RETURNING).
-                cursor.execute(
-                    f'UPDATE "{table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"', [session.pk]
-                )
-                seq = cursor.fetchone()[0]
-            item = Item(session=session, request=request, seq=seq, type=type, component=component, data=data)
-            if rows.supported():
-                rows.insert(item)  # the INSERT without the ORM's compile
-            else:
-                item.save(force_insert=True)
-        note_item_stored(session.pk, item.seq)
+        with connection.cursor() as cursor:
+            cursor.execute(_BUMP_ITEM_SEQ, [session.pk])
+            item.seq = cursor.fetchone()[0]
+        rows.insert(item)  # the INSERT without the ORM's compile
     return item
 
 
-_ITEM_FIELDS = ("request_id", "type", "component", "data", "created_at")
-_INSERT_ITEM_POSTGRESQL = f"""
-WITH counter AS (
-    UPDATE "{Session._meta.db_table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"
-)
-INSERT INTO "{Item._meta.db_table}" ("session_id", "seq", {", ".join(f'"{name}"' for name in _ITEM_FIELDS)})
-SELECT %s, counter.item_seq, {", ".join(["%s"] * len(_ITEM_FIELDS))} FROM counter
-RETURNING "id", "seq"
-"""
+_BUMP_ITEM_SEQ = f'UPDATE "{Session._meta.db_table}" SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"'
+# The item's columns and values (``rows.insert_parts``): its ``seq`` is the counter's.
+_SEQ_FROM_COUNTER = (("seq", "counter.item_seq"),)
 
 
-# The same with a guard: a conditional UPDATE (``{guard}``, with ``RETURNING 1``) runs first
-# in the statement, and the item is written only when it updated a row.
-_GUARDED_ITEM_POSTGRESQL = f"""
-WITH guard AS ({{guard}}), counter AS (
-    UPDATE "{Session._meta.db_table}" SET "item_seq" = "item_seq" + 1
-    WHERE "id" = %s AND EXISTS (SELECT 1 FROM guard) RETURNING "item_seq"
-), item AS (
-    INSERT INTO "{Item._meta.db_table}" ("session_id", "seq", {", ".join(f'"{name}"' for name in _ITEM_FIELDS)})
-    SELECT %s, counter.item_seq, {", ".join(["%s"] * len(_ITEM_FIELDS))} FROM counter
-    RETURNING "id", "seq"
-)
-SELECT (SELECT COUNT(*) FROM guard), item."id", item."seq" FROM (SELECT 1) AS one LEFT JOIN item ON TRUE
-"""
+@cache
+def _item_insert_postgresql(guarded: bool) -> str:
+    """The item's statement on PostgreSQL: the counter's bump, the INSERT and the
+    streams' note (``<session pk>:<seq>`` on ``workforce.streams.CHANNEL``), one CTE.
+    ``guarded``: a conditional UPDATE (``{guard}``, with ``RETURNING 1``) runs first,
+    and the item is written only when it updated a row; the statement then answers
+    ``(rows the guard updated, item id, item seq)``, else ``(item id, item seq)``."""
+    columns, values, _ = rows.insert_parts(Item, "postgresql", _SEQ_FROM_COUNTER)
+    table, sessions = rows.quote(Item._meta.db_table), rows.quote(Session._meta.db_table)
+    guard = "guard AS ({guard}), " if guarded else ""
+    exists = " AND EXISTS (SELECT 1 FROM guard)" if guarded else ""
+    notify = "CASE WHEN item.id IS NOT NULL THEN pg_notify(%s, %s || item.seq::text) END"
+    answer = (
+        f"SELECT (SELECT COUNT(*) FROM guard), item.id, item.seq, {notify} FROM (SELECT 1) AS one LEFT JOIN item ON TRUE"
+        if guarded
+        else f"SELECT item.id, item.seq, {notify} FROM item"
+    )
+    return (
+        f"WITH {guard}counter AS ("
+        f'UPDATE {sessions} SET "item_seq" = "item_seq" + 1 WHERE "id" = %s{exists} RETURNING "item_seq"'
+        f"), item AS (INSERT INTO {table} ({columns}) SELECT {values} FROM counter RETURNING id, seq) {answer}"
+    )
+
+
+def _item_params(item: Item) -> list[Any]:
+    """The counter's parameter, the item's values, the streams' note prefix."""
+    fields = rows.insert_parts(Item, "postgresql", _SEQ_FROM_COUNTER)[2]
+    return [item.session_id, *rows.insert_params(item, fields), STREAM_CHANNEL, f"{item.session_id}:"]
 
 
 def do_update_then_emit_item(
@@ -197,37 +198,25 @@ def do_update_then_emit_item(
             updated = cursor.rowcount
         return updated, (emit_item(session, component, data, type=type, request=request) if updated else None)
     item = Item(session=session, request=request, type=type, component=component, data=data)
-    params = [*guard_params, item.session_id, item.session_id]
-    params += [f.get_db_prep_save(f.pre_save(item, True), connection) for f in _item_fields()]
+    sql = _item_insert_postgresql(True).format(guard=f"{guard_sql} RETURNING 1")
     with connection.cursor() as cursor:
-        cursor.execute(_GUARDED_ITEM_POSTGRESQL.format(guard=f"{guard_sql} RETURNING 1"), params)
-        updated, pk, seq = cursor.fetchone()
+        cursor.execute(sql, [*guard_params, *_item_params(item)])
+        updated, pk, seq, _ = cursor.fetchone()
     if pk is None:
         return updated, None
-    item.pk, item.seq = pk, seq
-    item._state.adding = False
-    item._state.db = connection.alias
-    note_item_stored(session.pk, seq)
+    item.seq = seq
+    rows.mark_saved(item, pk)
     return updated, item
 
 
-@cache
-def _item_fields() -> tuple:
-    return tuple(Item._meta.get_field(name) for name in _ITEM_FIELDS)
-
-
 def _insert_item_postgresql(item: Item) -> None:
-    """Bump the session's item counter and INSERT ``item`` with the number, in one
-    statement; sets ``item.pk`` and ``item.seq``. Each field is prepared as the ORM's
-    ``save`` would (``pre_save``: ``created_at``; ``get_db_prep_save``: the JSON)."""
-    fields = _item_fields()
-    params = [item.session_id, item.session_id]
-    params += [f.get_db_prep_save(f.pre_save(item, True), connection) for f in fields]
+    """Bump the session's item counter, INSERT ``item`` with the number and note it to
+    the streams, in one statement; sets ``item.pk`` and ``item.seq``. Each field is
+    prepared as the ORM's ``save`` would (``rows.insert_params``)."""
     with connection.cursor() as cursor:
-        cursor.execute(_INSERT_ITEM_POSTGRESQL, params)
-        item.pk, item.seq = cursor.fetchone()
-    item._state.adding = False
-    item._state.db = connection.alias
+        cursor.execute(_item_insert_postgresql(False), _item_params(item))
+        pk, item.seq, _ = cursor.fetchone()
+    rows.mark_saved(item, pk)
 
 
 def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: dict) -> Session:
@@ -252,10 +241,9 @@ def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: 
 def ensure_organization(org_id: str) -> Organization:
     """The organization ``org_id``, created on first use (read on every HTTP call: the
     read is sent as SQL built once, ``workforce.rows``)."""
-    if rows.supported():
-        org = rows.select_one(Organization, '"id" = %s', [org_id])
-        if org is not None:
-            return org
+    org = rows.select_one(Organization, '"id" = %s', [org_id])
+    if org is not None:
+        return org
     org, _ = Organization.objects.get_or_create(id=org_id)
     return org
 
@@ -394,10 +382,7 @@ def do_run_action(
             request.status = Request.Status.COMPLETED
             request.output = output
             request.finished_at = timezone.now()
-            if rows.supported():
-                rows.update(request, COMPLETION_FIELDS)
-            else:
-                request.save(update_fields=list(COMPLETION_FIELDS))
+            rows.update(request, COMPLETION_FIELDS)
             return request
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
@@ -478,12 +463,8 @@ def _open_session(
     ``lock``; refuses (``session-not-found``, ``session-not-addressable``) before
     anything is recorded on it."""
     sessions = Session.objects.select_for_update(no_key=True) if lock else Session.objects
-    if rows.supported():  # the SQL built once: the ORM's compile costs more than the read
-        session = rows.select_one(Session, _SESSION_BY_ID, [org.pk, session_id], for_update=lock)
-    elif not creates:
-        session = sessions.filter(organization=org, session_id=session_id).first()
-    else:
-        session = None
+    # The SQL built once: the ORM's compile costs more than the read.
+    session = rows.select_one(Session, _SESSION_BY_ID, [org.pk, session_id], for_update=lock)
     if session is None and not creates:
         # "<mailbox>:<seat>" ids name conversations the server creates, and a kind whose
         # sessions are opened another way (a coordinator conversation, a talk address
@@ -524,15 +505,14 @@ def _insert_request(request: Request, session: Session) -> None:
     moment: the unique constraint picks the first, the second answers the first's
     request (``_IdempotentReplay``)."""
     request.session = session
-    save = rows.insert if rows.supported() else partial(Request.save, force_insert=True)
     if request.idempotency_key:
         try:
             with transaction.atomic():
-                save(request)
+                rows.insert(request)
         except IntegrityError:
             raise _IdempotentReplay(_find_idempotent(request.organization, request.user_id, request.idempotency_key)) from None
     else:
-        save(request)
+        rows.insert(request)
 
 
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
@@ -603,10 +583,7 @@ def do_record_request(
         started_at=started_at or now,
         finished_at=None if running else now,
     )
-    if rows.supported():
-        rows.insert(request)  # a post's fan-out writes one: the INSERT without the ORM's compile
-    else:
-        request.save(force_insert=True)
+    rows.insert(request)  # a post's fan-out writes one: the INSERT without the ORM's compile
     return request
 
 

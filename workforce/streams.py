@@ -1,9 +1,10 @@
 """Live items: a session's items as server-sent events (README "Watching a session live").
 
-Every item is stored by ``workforce.sessions.emit_item``. On PostgreSQL that one place
-also notes the item (``note_item_stored``) and, once the transaction has committed,
-sends ``NOTIFY workforce_items, '<session pk>:<seq>'``: ids only, never the row, and
-never for work that rolled back. The web process holds one ``LISTEN`` connection
+Every item is stored by ``workforce.sessions.emit_item`` (or ``mailboxes.lines`` for a
+post's line). On PostgreSQL the statement that stores it also sends ``pg_notify(
+'workforce_items', '<session pk>:<seq>')``: ids only, never the row; PostgreSQL
+delivers it when the transaction commits and drops it when the transaction (or the
+savepoint it ran in) rolls back, so work that rolled back is never announced. The web process holds one ``LISTEN`` connection
 (``ItemHub``) and wakes the streams of that session, which read the new items from the
 database after their cursor. On SQLite a stream re-reads every
 ``WORKFORCE_STREAM_POLL_SECONDS``. Either way an item stored by any process (the web
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connections
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,6 @@ RETRY_MS = 1000
 # The libpq settings of DATABASES["default"]["OPTIONS"] the listener's own connection keeps.
 LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "connect_timeout", "application_name")
 
-_pending = threading.local()  # per thread, hence per database connection
-
 
 def is_postgres(alias: str = "default") -> bool:
     """True when database ``alias`` is PostgreSQL (streams are woken by NOTIFY)."""
@@ -63,37 +61,6 @@ def release_connection() -> None:
     conn = connections["default"]
     if is_postgres() and not conn.in_atomic_block:
         conn.close()
-
-
-def note_item_stored(session_pk: int, seq: int) -> None:
-    """Note that item ``seq`` of session ``session_pk`` (the ``Session`` primary key) was
-    stored in the current transaction; on PostgreSQL one ``NOTIFY`` per transaction
-    carries every session's newest seq once it commits (nothing on SQLite, whose streams
-    poll). Called by ``workforce.sessions.emit_item`` only."""
-    if not is_postgres():
-        return
-    conn = connections["default"]
-    notes: dict[int, int] | None = getattr(_pending, "notes", None)
-    # One hook per transaction sends every note it holds. When this transaction holds no
-    # hook yet (none registered, or the one registered went with a rolled-back savepoint),
-    # the notes left are of work that never committed: start afresh.
-    hooked = notes is not None and any(func is send_item_notes for _sids, func, _robust in conn.run_on_commit)
-    if not hooked:
-        notes = _pending.notes = {}
-    notes[session_pk] = max(seq, notes.get(session_pk, 0))
-    if not hooked:
-        transaction.on_commit(send_item_notes, robust=True)
-
-
-def send_item_notes() -> None:
-    """The on-commit hook of ``note_item_stored``: one ``pg_notify`` per session noted."""
-    notes: dict[int, int] | None = getattr(_pending, "notes", None)
-    _pending.notes = None  # this hook is spent: the next item registers a new one
-    if not notes:
-        return
-    payloads = [f"{pk}:{seq}" for pk, seq in notes.items()]
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", [CHANNEL, payloads])
 
 
 def room_topic(project_pk: int) -> str:

@@ -224,7 +224,6 @@ class OneHopHandler(ASGIHandler):
         request, response = self.create_request(scope, body_file)
         if request is not None:
             response = self.get_response(request)
-            response._handler_class = self.__class__
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
         if not response.streaming:

@@ -26,6 +26,25 @@ def check_secret_key(app_configs=None, **kwargs):
 
 
 @checks.register("workforce")
+def check_database_vendor(app_configs=None, **kwargs):
+    """The server's hand-written statements (``workforce.rows``, ``mailboxes.lines``,
+    the claims) speak PostgreSQL and SQLite only, and have no ORM fallback: any other
+    database is refused before it serves."""
+    from django.db import connections
+
+    vendor = connections["default"].vendor
+    if vendor not in ("postgresql", "sqlite"):
+        return [
+            checks.Error(
+                f"The default database is {vendor}; the server runs on PostgreSQL or SQLite only.",
+                hint="Set DATABASE_URL to a postgres:// URL, or unset it for the embedded SQLite.",
+                id="workforce_project.E010",
+            )
+        ]
+    return []
+
+
+@checks.register("workforce")
 def check_stop_seconds(app_configs=None, **kwargs):
     """``WORKFORCE_STOP_SECONDS`` bounds how long ``serve`` takes to stop: a positive
     number of seconds."""

@@ -25,7 +25,9 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from workforce import rows as row_sql
 from workforce.holders import new_token
+from workforce.leases import renew_lease
 from workforce.models import Organization
 
 from ..models import MAX_ABANDONMENTS, BoardTask, TaskChange, TaskStatus
@@ -170,7 +172,7 @@ def _claim_read_then_update(
             fields.update(
                 status=S.IN_PROGRESS,
                 attempts=F("attempts") + 1,
-                lease_expires_at=at + timedelta(seconds=lease_seconds),
+                lease_until=at + timedelta(seconds=lease_seconds),
                 claim_token=token,
                 claimed_by=worker_key,
                 started_at=at,
@@ -244,9 +246,14 @@ def _compiled_claim(
             return _Arg("now")
         return value
 
-    columns = ", ".join(f't."{f.column}"' for f in _TASK_FIELDS)
-    claimed_columns = ", ".join(f'c."{f.column}"' for f in _TASK_FIELDS)
-    sql = template.format(lapsed=lapsed_sql, pending=pending_sql, returning=columns, claimed_columns=claimed_columns)
+    sql = template.format(
+        lapsed=lapsed_sql,
+        pending=pending_sql,
+        returning=row_sql.select_columns(BoardTask, "t"),
+        claimed_columns=row_sql.select_columns(BoardTask, "c"),
+        tasks=row_sql.quote(BoardTask._meta.db_table),
+        changes=row_sql.quote(TaskChange._meta.db_table),
+    )
     return sql, tuple(slot(v) for v in (*lapsed_params, *pending_params))
 
 
@@ -259,8 +266,6 @@ def _claim_sql_for(org: Organization, board_id: str, *, worker_key: str | None, 
     values = {"org": org.pk, "board": board_id, "key": worker_key, "now": at}
     return sql, [values[p] if isinstance(p, _Arg) else p for p in template]
 
-
-_TASK_FIELDS = tuple(BoardTask._meta.concrete_fields)
 
 # One claim, one statement (PostgreSQL). {lapsed} and {pending} are the two candidate
 # queries (``_locked_candidate_sql``); ``lapsed`` and ``pending`` lock the first row of
@@ -283,11 +288,11 @@ pick AS (
     LIMIT 1
 ),
 claimed AS (
-    UPDATE boards_boardtask AS t SET
+    UPDATE {tasks} AS t SET
         status = 'in_progress',
         attempts = t.attempts + 1,
         abandonments = t.abandonments + (CASE WHEN p.status = 'in_progress' THEN 1 ELSE 0 END),
-        lease_expires_at = %s,
+        lease_until = %s,
         claim_token = %s,
         claimed_by = %s,
         started_at = %s,
@@ -298,7 +303,7 @@ claimed AS (
     RETURNING {returning}, p.status AS was_status, p.claimed_by AS was_claimed_by
 ),
 changes AS (
-    INSERT INTO boards_taskchange (task_id, organization_id, board_id, kind, from_status, to_status, actor, run, data, at)
+    INSERT INTO {changes} (task_id, organization_id, board_id, kind, from_status, to_status, actor, run, data, at)
     SELECT c.id, c.organization_id, c.board_id, e.kind, e.from_status, e.to_status, e.actor, c.run, e.data, %s
     FROM claimed AS c
     CROSS JOIN LATERAL (
@@ -313,19 +318,6 @@ changes AS (
 )
 SELECT p.id, p.doomed, {claimed_columns} FROM pick AS p LEFT JOIN claimed AS c ON c.id = p.id
 """
-
-
-def _task_from_columns(values) -> BoardTask:
-    """A ``BoardTask`` from its concrete columns as a raw cursor returned them (JSON as
-    text), through the same converters a queryset applies."""
-    table = BoardTask._meta.db_table
-    converted = []
-    for model_field, value in zip(_TASK_FIELDS, values, strict=True):
-        col = model_field.get_col(table)
-        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
-            value = convert(value, col, connection)
-        converted.append(value)
-    return BoardTask.from_db(connection.alias, [f.attname for f in _TASK_FIELDS], converted)
 
 
 def _claim_in_one_statement(
@@ -369,10 +361,10 @@ def _claim_in_one_statement(
             return None
         pk, doomed, *task_columns = row
         if task_columns[0] is not None:
-            return _task_from_columns(task_columns)
+            return row_sql.instance(BoardTask, task_columns)
         if doomed:
             with transaction.atomic():
-                task = BoardTask.objects.filter(pk=pk, status=S.IN_PROGRESS, lease_expires_at__lt=at).first()
+                task = BoardTask.objects.filter(pk=pk, status=S.IN_PROGRESS, lease_until__lt=at).first()
                 if task is not None and not _release(task, at):
                     lost += 1
             continue
@@ -400,13 +392,10 @@ def do_extend_lease(task: BoardTask, *, lease_seconds: float = DEFAULT_LEASE_SEC
     """Push a claimed row's lease ``lease_seconds`` seconds from now (a long run's
     heartbeat). False when the claim is no longer current (lapsed and re-claimed,
     settled or cancelled); the row is untouched then."""
-    expires = timezone.now() + timedelta(seconds=lease_seconds)
-    won = BoardTask.objects.filter(pk=task.pk, status=S.IN_PROGRESS, claim_token=task.claim_token).update(
-        lease_expires_at=expires
-    )
-    if won == 1:
-        task.lease_expires_at = expires
-    return won == 1
+    expires = renew_lease(BoardTask.objects.filter(pk=task.pk, status=S.IN_PROGRESS), task.claim_token or "", lease_seconds)
+    if expires is not None:
+        task.lease_until = expires
+    return expires is not None
 
 
 def do_settle_claim(

@@ -69,7 +69,7 @@ def _apply(
             raise AssertionError(f"{from_status} -> {to_status} is not a transition")
         updates["status"] = to_status
         if to_status != S.IN_PROGRESS:
-            updates.update(lease_expires_at=None, claim_token=None, claimed_by=None)
+            updates.update(lease_until=None, claim_token=None, claimed_by=None)
         if is_terminal(to_status):
             updates["completed_at"] = now
     won = BoardTask.objects.filter(pk=task.pk, status=from_status, attempts=task.attempts, claim_token=task.claim_token).update(

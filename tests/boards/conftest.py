@@ -71,10 +71,10 @@ def force_status(task: BoardTask, status: str, *, attempts: int | None = None, l
     """Put ``task`` into ``status`` directly (the fields each status needs), bypassing the
     services, to test what every status allows."""
     now = timezone.now()
-    fields = {"status": status, "lease_expires_at": None, "claim_token": None, "completed_at": None}
+    fields = {"status": status, "lease_until": None, "claim_token": None, "completed_at": None}
     if status == TaskStatus.IN_PROGRESS:
         fields.update(
-            lease_expires_at=now + timedelta(seconds=-5 if lapsed else 300),
+            lease_until=now + timedelta(seconds=-5 if lapsed else 300),
             claim_token=f"forced-{task.pk}",
             started_at=now,
         )

@@ -108,7 +108,7 @@ def test_control_an_unlocked_read_then_write_double_claims(org):
                 status=TaskStatus.IN_PROGRESS,
                 attempts=F("attempts") + 1,
                 claim_token=f"t{i}",
-                lease_expires_at=timezone.now(),
+                lease_until=timezone.now(),
                 claimed_by=f"w{i}",
             )
             return task.pk

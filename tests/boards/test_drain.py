@@ -37,7 +37,7 @@ def test_a_claim_sets_in_progress_attempts_lease_started_and_run(org, file_row):
     claimed = claim(org, worker_key="analyst", run="run_1", lease_seconds=60, now=now)
     assert claimed.pk == task.pk
     assert (claimed.status, claimed.attempts, claimed.run, claimed.claimed_by) == ("in_progress", 1, "run_1", "analyst")
-    assert claimed.lease_expires_at == now + timedelta(seconds=60)
+    assert claimed.lease_until == now + timedelta(seconds=60)
     assert claimed.started_at == now and claimed.claim_token
     change = TaskChange.objects.filter(task=task).order_by("-id").first()
     assert (change.kind, change.from_status, change.to_status, change.actor, change.run) == (
@@ -144,7 +144,7 @@ def test_three_abandonments_error_the_row(org, file_row):
     row = BoardTask.objects.get(pk=task.pk)
     assert (row.status, row.abandonments, row.attempts) == ("errored", 3, 3)
     assert row.error == "abandoned 3 times: its lease lapsed before a drain settled it"
-    assert row.lease_expires_at is None
+    assert row.lease_until is None
 
 
 def test_a_lapse_on_the_last_attempt_errors_the_row(org, file_row):
@@ -164,7 +164,7 @@ def test_the_sweep_releases_lapsed_rows(org, file_row):
     assert do_release_lapsed_tasks(org, FOLLOWUPS, now=t + timedelta(seconds=5)) == 0
     assert do_release_lapsed_tasks(org, FOLLOWUPS, now=t + LATER) == 1
     row = BoardTask.objects.get(pk=task.pk)
-    assert (row.status, row.abandonments, row.lease_expires_at, row.claim_token) == ("pending", 1, None, None)
+    assert (row.status, row.abandonments, row.lease_until, row.claim_token) == ("pending", 1, None, None)
     change = TaskChange.objects.filter(task=task).order_by("-id").first()
     assert (change.kind, change.from_status, change.to_status, change.actor) == ("abandoned", "in_progress", "pending", "lease")
 

@@ -52,7 +52,7 @@ def test_a_row_abandoned_by_its_lease_on_its_last_attempt_is_one_warning_line(
 ):
     task = file_row(max_attempts=1)
     claimed = do_claim_task(org, FOLLOWUPS, worker_key="lead", run="r1", lease_seconds=60)
-    BoardTask.objects.filter(pk=claimed.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    BoardTask.objects.filter(pk=claimed.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     caplog.set_level(logging.INFO)
     with django_capture_on_commit_callbacks(execute=True):  # logged once the row is errored for good
         assert do_release_lapsed_tasks(org, FOLLOWUPS) == 1

@@ -102,8 +102,8 @@ def turns() -> list[str]:
 def lapse_and_drain_again(org) -> None:
     """Let the killed step's time run out: its row's lease and its seat's turn slot lapse
     (the slot a second sooner, seats.turns.slot_hold_seconds)."""
-    BoardTask.objects.filter(status="in_progress").update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    TurnSlot.objects.exclude(holder="").update(held_until=timezone.now() - timedelta(seconds=2))
+    BoardTask.objects.filter(status="in_progress").update(lease_until=timezone.now() - timedelta(seconds=1))
+    TurnSlot.objects.exclude(claim_token="").update(lease_until=timezone.now() - timedelta(seconds=2))
     while do_seat_drain(org.pk, FOLLOWUPS, "eng.lead", "lead")["claimed"]:
         pass
 

@@ -414,7 +414,7 @@ def test_a_filed_row_is_drained_by_its_seat_and_completed_with_the_reply(hired, 
     assert (task.status, task.output, task.error) == ("completed", f"eng.lead heard: {text}", None)
     assert (task.attempts, task.run) == (1, LEAD_RUN)
     assert TaskChange.objects.get(task=task, kind="claimed").actor == "lead"  # the seat's worker key
-    assert task.completed_at is not None and task.lease_expires_at is None
+    assert task.completed_at is not None and task.lease_until is None
     assert kinds(task) == ["added", "claimed", "completed"]
     # the run is the seat's board session, a child of the mailbox's, where the turn is recorded
     session = Session.objects.get(session_id=LEAD_RUN)
@@ -740,7 +740,7 @@ def test_the_sweep_picks_up_a_lapsed_row_but_leaves_a_live_chain_alone(hired, or
     with django_capture_on_commit_callbacks(execute=True):
         assert do_sweep_board_drains(now=later) == []  # the seat's chain holds a live claim
     # the worker holding it dies: its lease lapses
-    BoardTask.objects.filter(pk=first.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    BoardTask.objects.filter(pk=first.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     with django_capture_on_commit_callbacks(execute=True):
         assert do_sweep_board_drains(now=later) == [(org.pk, FOLLOWUPS, "eng.lead", "lead")]
     first.refresh_from_db()

@@ -111,7 +111,7 @@ def test_each_call_from_each_status(org, file_row, call, from_status):
         assert row.status == expected[0]
         change = TaskChange.objects.order_by("-id").first()
         assert (change.kind, change.from_status, change.to_status) == (expected[1], from_status, expected[0])
-        assert row.lease_expires_at is None and row.claim_token is None
+        assert row.lease_until is None and row.claim_token is None
         assert (row.completed_at is not None) is is_terminal(row.status)
         return
     with pytest.raises(TaskError) as refused:

@@ -114,7 +114,7 @@ def test_a_token_names_its_holders_process_and_tells_when_it_is_gone():
 @pytest.mark.django_db
 def test_a_post_to_a_seat_whose_slot_a_dead_process_holds_runs_at_once(conversation, post):
     TurnSlot.objects.filter(session=conversation, seat_id="eng.lead").update(
-        holder=dead_token(), held_until=timezone.now() + timedelta(seconds=120)
+        claim_token=dead_token(), lease_until=timezone.now() + timedelta(seconds=120)
     )
     post("eng.incidents", "post 2")
     assert turns("completed").count() == 2  # it did not wait out the dead turn's 120 s
@@ -135,7 +135,7 @@ def test_the_first_sweep_frees_a_dead_workers_claim_and_slot_and_runs_its_work(
         status="running", claim_token=killed, attempts=1, started_at=now, lease_until=now + timedelta(seconds=120)
     )
     slot = TurnSlot.objects.get(session=conversation, seat_id="eng.lead")
-    TurnSlot.objects.filter(pk=slot.pk).update(holder=killed, held_until=now + timedelta(seconds=120), waiting=1)
+    TurnSlot.objects.filter(pk=slot.pk).update(claim_token=killed, lease_until=now + timedelta(seconds=120), waiting=1)
     TurnWait.objects.create(slot=slot, key="k3", task="mailboxes.tasks.deliver_post", args=[third.pk])
     Delivery.objects.filter(pk=third.pk).update(enqueued_at=now)  # its task waits in the queue
 
@@ -185,7 +185,7 @@ def test_a_turn_caught_by_a_database_outage_frees_its_slot_and_runs_again(conver
     row = Delivery.objects.get(pk=delivery.pk)
     assert (row.status, row.attempts) == ("done", 2)
     slot = TurnSlot.objects.get(session=conversation, seat_id="eng.lead")
-    assert slot.holder == ""
+    assert slot.claim_token == ""
     assert [t.status for t in turns()] == ["completed", "aborted", "completed"]
     assert replies() == ["post 1", "post 2"]  # written once
 
@@ -225,7 +225,7 @@ def test_a_terminated_connection_mid_turn_is_survived_on_postgres(conversation, 
     assert mailbox_tasks.deliver_post(delivery.pk) == "done"
     assert killed
     assert Delivery.objects.get(pk=delivery.pk).status == "done"
-    assert TurnSlot.objects.get(session=conversation, seat_id="eng.lead").holder == ""
+    assert TurnSlot.objects.get(session=conversation, seat_id="eng.lead").claim_token == ""
     assert turns("completed").count() == 2
 
 

@@ -109,7 +109,7 @@ def test_two_deliveries_of_one_seat_in_one_conversation_run_one_after_the_other(
     turns_run = Request.objects.filter(session__session_id="eng.incidents:eng.lead", action=ON_MAILBOX_POST)
     assert sorted(t.status for t in turns_run) == ["completed", "completed"]
     assert TurnWait.objects.count() == 0
-    assert TurnSlot.objects.get(seat_id="eng.lead").holder == ""
+    assert TurnSlot.objects.get(seat_id="eng.lead").claim_token == ""
 
 
 def test_control_the_same_seat_in_two_conversations_runs_both_turns_at_once(pending, model):

@@ -55,7 +55,7 @@ def test_a_free_slot_is_taken_once_and_a_second_caller_waits(conversation):
     token = take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop", (1,)))
     assert token
     slot = TurnSlot.objects.get(session=conversation, seat_id="eng.lead")
-    assert slot.holder == token and slot.held_until > timezone.now()
+    assert slot.claim_token == token and slot.lease_until > timezone.now()
     waited = []
     assert take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop", (2,)), on_wait=lambda: waited.append(1)) is None
     assert take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop", (2,))) is None  # one wait per caller
@@ -78,7 +78,7 @@ def test_freeing_the_slot_wakes_the_oldest_wait_once(conversation, monkeypatch):
         take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop", (n,)))
     assert free_turn_slot(conversation, "eng.lead", token) is True
     assert woken == [("tests.noop", (1,))]
-    assert TurnSlot.objects.get(session=conversation).holder == ""
+    assert TurnSlot.objects.get(session=conversation).claim_token == ""
     assert list(TurnWait.objects.values_list("args", flat=True)) == [[2]]
     assert free_turn_slot(conversation, "eng.lead", token) is False  # freed already: its token no longer holds it
 
@@ -89,7 +89,7 @@ def test_a_hold_that_lapsed_is_taken_over_and_its_holder_cannot_free_the_new_one
     live = take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop", (1,)))
     assert live and live != dead
     assert free_turn_slot(conversation, "eng.lead", dead) is False
-    assert TurnSlot.objects.get(session=conversation).holder == live
+    assert TurnSlot.objects.get(session=conversation).claim_token == live
 
 
 def test_a_wait_whose_claim_was_lost_leaves_nothing(conversation):
@@ -109,7 +109,7 @@ def test_the_sweep_wakes_who_waits_on_a_slot_whose_holder_died(conversation, mon
     take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop"))
     take_turn_slot(conversation, "eng.lead", wake=Wake("tests.noop", (1,)))
     assert do_sweep_turn_waits() == []  # the holder's hold is live: it wakes them itself
-    TurnSlot.objects.update(held_until=timezone.now() - timedelta(seconds=1))
+    TurnSlot.objects.update(lease_until=timezone.now() - timedelta(seconds=1))
     [wait_id] = do_sweep_turn_waits()
     assert woken == [("tests.noop", (1,))] and not TurnWait.objects.filter(pk=wait_id).exists()
     assert do_sweep_turn_waits() == []
@@ -121,7 +121,7 @@ def test_the_sweep_wakes_who_waits_on_a_slot_whose_holder_died(conversation, mon
 def test_a_post_to_a_seat_still_answering_waits_and_runs_when_the_turn_ends(
     conversation, post, django_capture_on_commit_callbacks
 ):
-    holder = take_turn_slot(conversation, "eng.lead", wake=Wake("tests.holder"))  # a turn still running
+    holder = take_turn_slot(conversation, "eng.lead", wake=Wake("tests.claim_token"))  # a turn still running
     post("eng.incidents", "post 2")
     waiting = Delivery.objects.order_by("-pk").first()
     # Nothing ran: the claim was handed back untouched, and the delivery waits its turn.
@@ -135,13 +135,13 @@ def test_a_post_to_a_seat_still_answering_waits_and_runs_when_the_turn_ends(
     assert [t.status for t in turns_in()] == ["completed", "completed"]
     assert [role for role, _ in messages()] == ["user", "assistant", "user", "assistant"]
     assert messages()[2][1].endswith("post 2")
-    assert not TurnWait.objects.exists() and TurnSlot.objects.get(session=conversation).holder == ""
+    assert not TurnWait.objects.exists() and TurnSlot.objects.get(session=conversation).claim_token == ""
 
 
 def test_a_delivery_frees_its_seats_slot_when_its_turn_fails(conversation, post, resolver_that_fails):
     post("eng.incidents", "post 2")
     assert turns_in().last().status == "failed"
-    assert TurnSlot.objects.get(session=conversation).holder == ""
+    assert TurnSlot.objects.get(session=conversation).claim_token == ""
 
 
 @pytest.fixture

@@ -45,15 +45,16 @@ ONE_SEAT = {
 # which finds none here) 1, slot freed 1.
 WAKE_STATEMENTS = {"postgresql": 11, "sqlite": 15}
 WAKE_TRANSACTIONS = 2  # atomic blocks; the cancel check is the one autocommit read
-# On PostgreSQL the live streams are told of each transaction's items after its commit:
-# one NOTIFY per transaction that emitted any (``workforce.streams``).
-STREAM_NOTIFIES = 2
+# On PostgreSQL the live streams are told of each item by the statement that stores it
+# (its pg_notify, delivered at the commit): no NOTIFY statement of its own after a commit
+# (there were 2 here while emit_item queued an after-commit NOTIFY).
+STREAM_NOTIFIES = 0
 
 
 def is_stream_notify(sql: str) -> bool:
-    """The streams' after-commit NOTIFY (``workforce.streams.send_item_notes``), a
-    statement of its own; a write that queues its NOTIFY inside (a mailbox line's) is a
-    statement of the wake like any other."""
+    """A NOTIFY sent as a statement of its own (the streams' after-commit one, before
+    items carried their own); a write that queues its NOTIFY inside (an item's, a
+    mailbox line's) is a statement of the wake like any other."""
     return sql.startswith("SELECT pg_notify")
 
 
@@ -165,7 +166,7 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 POSTER_WAKE_STATEMENTS = {"postgresql": 17, "sqlite": 29}
 POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
 # The line's item is told by the line's own statement (``mailboxes.lines``), not by one of these.
-POSTER_STREAM_NOTIFIES = 3
+POSTER_STREAM_NOTIFIES = 0  # 3 while emit_item queued an after-commit NOTIFY
 
 
 @pytest.mark.django_db(transaction=True)

@@ -45,7 +45,7 @@ def _cross(session: Session, slot: TurnSlot, lock_session) -> list[str]:
                 if i == 0:
                     lock_session(session.pk)
                     locked.wait()
-                    TurnSlot.objects.filter(pk=slot.pk).update(holder="")
+                    TurnSlot.objects.filter(pk=slot.pk).update(claim_token="")
                 else:
                     TurnSlot.objects.select_for_update().get(pk=slot.pk)
                     Item.objects.create(session_id=session.pk, seq=1, type="component", data={})

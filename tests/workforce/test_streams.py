@@ -124,7 +124,9 @@ def test_items_notify_their_ids_only_after_commit(open_tree, org):
             emit_item(session, "note", {"n": 1})
             emit_item(session, "note", {"n": 2})
             assert _notes(listener, 0.5) == []  # nothing before the commit
-        assert _notes(listener) == [f"{session.pk}:2"]  # one note: the newest seq, ids only
+        # Each item's note rides its own statement (workforce.sessions.emit_item): ids
+        # only, delivered in order at the commit, none before it and none for a rollback.
+        assert _notes(listener) == [f"{session.pk}:1", f"{session.pk}:2"]
 
         with pytest.raises(RuntimeError):
             with transaction.atomic():
