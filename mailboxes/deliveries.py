@@ -5,9 +5,10 @@ delivery that fails is recorded"; see ``docs/architecture.md``, "A post end to e
 delivery with a conditional UPDATE (``workforce.leases.claim_lease``: pending, or
 running with a lapsed lease), so a redelivered task does nothing, then runs what the
 member gets. A ``wake`` runs the seat's turn through its kind's ``post_turn`` facet in
-the seat's conversation (a child session of the mailbox, one per seat per mailbox),
-one turn of the seat there at a time (``seats.turns.turn_slot``), and settles the delivery in the transaction that finishes the turn; a kind without
-that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a failed
+the seat's conversation (a child session of the mailbox, one per seat per mailbox), one
+turn of the seat there at a time, through ``seats.turns.drive_turn`` (the one path every
+turn takes), and settles the delivery in the transaction that finishes the turn; a kind
+without that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a failed
 request on the mailbox's session; the others run; the post stays.
 ``do_sweep_deliveries`` re-enqueues what a crashed worker or a lossy broker dropped.
 """

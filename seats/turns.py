@@ -289,8 +289,9 @@ def _wake_next(slot: TurnSlot) -> TurnWait | None:
 
 @contextmanager
 def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[], None] | None = None) -> Iterator[str | None]:
-    """``with turn_slot(session, seat_id, wake=...) as token:`` run the turn when
-    ``token`` is set; when it is None the slot is taken and ``wake`` waits (see
+    """``with turn_slot(session, seat_id, wake=...) as token:`` hold the slot while
+    ``token`` is set (a board drain's step: its rows' turns run through ``drive_turn``
+    under the hold); when it is None the slot is taken and ``wake`` waits (see
     ``take_turn_slot``). The hold is freed when the block ends, however it ends; a
     database that fails the freeing leaves the hold to lapse (logged)."""
     token = take_turn_slot(session, seat_id, wake=wake, on_wait=on_wait)
