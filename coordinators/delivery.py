@@ -10,7 +10,8 @@ one delivery once:
    id; created on its first post, a child of the conversation's session);
 3. runs the delegate flow's delegated-post entry on it, outside any transaction, in a
    request of the delegate's session (``onDelegatedPost``, input ``{message}``), one
-   run of the delegate there at a time (``seats.turns.turn_slot``);
+   run of the delegate there at a time, through ``seats.turns.drive_turn`` (kind
+   ``delegated-post``);
 4. in one transaction, settles that request and reports to the conversation
    (``onDelegateReport``, a request of its own): the answer lands there under the
    delegate's worker id, once per delivery. A failed turn reports at once; a cancelled
@@ -22,13 +23,15 @@ one delivery once:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
-from seats.turns import leased_turn_slot
+from seats.turns import SlotRule, TurnPlan, TurnSpec, drive_turn
 from workforce.cancelling import CANCELLED, cancelled_refusal, is_cancelled
 from workforce.delegation import DELEGATED_POST_ENTRY, DelegatedRunCancelled, reply_text, reports_cancellation
 from workforce.dispatch import dispatch
@@ -111,7 +114,7 @@ def do_deliver_delegated(delivery_id: int) -> str:
     """Run delivery ``delivery_id`` once (see the module docstring). Never raises.
 
     A delegate still running a turn in its session for this conversation: the claim is
-    handed back and the delivery waits (``seats.turns.turn_slot``) until that turn ends.
+    handed back and the delivery waits (``seats.turns.take_slot``) until that turn ends.
 
     Returns:
         ``"answered"``, ``"failed"``, ``"cancelled"``, ``"waiting"``, ``"not-claimed"``
@@ -186,88 +189,120 @@ def _run(delivery: DelegatedPost, token: str) -> str:
         with transaction.atomic():
             _report(delivery, token, "failed", error=problem)
         return "failed"
+    assert seat is not None  # a missing seat is a problem, reported above
     # One turn of a delegate at a time in its session (seats.turns): a delegate still
     # working this conversation's last post gets this one once it is done.
-    with leased_turn_slot(session, seat.seat_id, task=DELIVER_TASK, model=DelegatedPost, pk=delivery.pk, token=token) as held:
-        if held is None:
-            return "waiting"
-        return _run_entry(delivery, token, seat, session)
+    rule = SlotRule.leased(session, seat.seat_id, task=DELIVER_TASK, model=DelegatedPost, pk=delivery.pk, token=token)
+
+    def lost(turn: _EntryTurn, exc: Exception) -> None:
+        if isinstance(exc, LeaseLost):
+            do_abort_request(turn.request.pk, "another task took this delegated post over")
+
+    plan: TurnPlan[_EntryTurn, str] = TurnPlan(
+        start=lambda: _start_entry(delivery, token, seat, session),
+        settle=lambda turn: _settle_entry(delivery, token, seat, turn),
+        slot=rule,
+        waiting="waiting",
+        on_error=lost,
+    )
+    return drive_turn(TurnSpec.planned("delegated-post", plan))
 
 
-def _run_entry(delivery: DelegatedPost, token: str, seat: Seat, session: Session) -> str:
+@dataclass
+class _EntryTurn:
+    """A delegate's run of its flow's delegated-post entry, as the turn
+    ``seats.turns.drive_turn`` finishes: the reply text, the error, or ``cancelled``."""
+
+    request: Request
+    reply: str = ""
+    error: Refusal | None = None
+    cancelled: bool = False
+
+    def finish(self, *, output: dict | None = None) -> None:
+        """Settle the delegate's request (``_finish``); a run cancelled as it finished
+        ends cancelled."""
+        if not _finish(self.request, text=self.reply, error=self.error, cancelled=self.cancelled):
+            self.cancelled, self.reply, self.error = True, "", delegate_cancelled()
+
+
+def _start_entry(delivery: DelegatedPost, token: str, seat: Seat, session: Session) -> Callable[[], _EntryTurn]:
+    """Inside the slot's transaction: the delegate's running request, noted on the
+    delivery; returns the run of the flow's entry (outside any transaction)."""
     conv_session = delivery.conversation.session
     flow = registry.require(seat.kind)
     action = flow.internal_actions[DELEGATED_POST_ENTRY]
     payload = {"message": delivery.message}
-    with transaction.atomic():
-        request = do_record_request(
-            session,
-            action=DELEGATED_POST_ENTRY,
-            input=payload,
+    request = do_record_request(
+        session,
+        action=DELEGATED_POST_ENTRY,
+        input=payload,
+        user_id=conv_session.user_id,
+        running=True,
+        parent=delivery.post.request,  # the person's post started this run (GET …/runs?startedBy=)
+    )
+    if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token).update(turn_request=request, delegate_session=session):
+        raise LeaseLost()
+
+    def run() -> _EntryTurn:
+        ctx = ActionContext(
+            org=conv_session.organization,
+            session=session,
+            request=request,
             user_id=conv_session.user_id,
-            running=True,
-            parent=delivery.post.request,  # the person's post started this run (GET …/runs?startedBy=)
+            flow=flow,
+            extras={
+                "delegated": {
+                    "postId": delivery.post.post_id,
+                    "round": delivery.round,
+                    "coordinator": delivery.conversation.worker,
+                    "filingSessionId": conv_session.session_id,
+                    "deliveryId": delivery.pk,
+                    "idempotencyPrefix": f"cdp{delivery.pk}",
+                }
+            },
         )
-        if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token).update(
-            turn_request=request, delegate_session=session
+        turn = _EntryTurn(request)
+        try:
+            output = action.handler(ctx, action.validate(payload))
+            turn.reply = reply_text(output)
+            if not turn.reply.strip():
+                turn.error = Refusal(
+                    "empty-reply", f"{delivery.worker} answered the delegated post with nothing; nothing is answered."
+                )
+        except DelegatedRunCancelled:
+            turn.cancelled = True
+        except Refusal as refusal:
+            turn.error = refusal
+        except Exception as exc:  # the door's bug fails the turn, not the cluster
+            logger.exception("the delegated-post entry of %s failed", seat.kind)
+            turn.error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
+        if turn.cancelled or is_cancelled(request.pk):
+            turn.cancelled, turn.reply, turn.error = True, "", delegate_cancelled()  # someone cancelled the run while it ran
+        return turn
+
+    return run
+
+
+def _settle_entry(delivery: DelegatedPost, token: str, seat: Seat, turn: _EntryTurn) -> str:
+    """Inside the transaction that finished the run: report how it ended to the
+    conversation (a cancelled run of a flow that does not say so waits for its round's
+    deadline). Raises LeaseLost when the claim lapsed."""
+    if (
+        turn.cancelled
+        and not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING).exists()
+    ):
+        return "cancelled"  # the cancel reported it already (report_cancelled_run)
+    if turn.cancelled and not reports_cancellation(seat.kind):
+        # Its flow doesn't say so: the round waits for its deadline.
+        error = turn.error or delegate_cancelled()
+        if not DelegatedPost.objects.filter(pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING).update(
+            status=DelegatedPost.Status.CANCELLED, finished_at=timezone.now(), error=error.as_error()
         ):
             raise LeaseLost()
-    ctx = ActionContext(
-        org=conv_session.organization,
-        session=session,
-        request=request,
-        user_id=conv_session.user_id,
-        flow=flow,
-        extras={
-            "delegated": {
-                "postId": delivery.post.post_id,
-                "round": delivery.round,
-                "coordinator": delivery.conversation.worker,
-                "filingSessionId": conv_session.session_id,
-                "deliveryId": delivery.pk,
-                "idempotencyPrefix": f"cdp{delivery.pk}",
-            }
-        },
-    )
-    text, error, cancelled = "", None, False
-    try:
-        output = action.handler(ctx, action.validate(payload))
-        text = reply_text(output)
-        if not text.strip():
-            error = Refusal("empty-reply", f"{delivery.worker} answered the delegated post with nothing; nothing is answered.")
-    except DelegatedRunCancelled:
-        cancelled = True
-    except Refusal as refusal:
-        error = refusal
-    except Exception as exc:  # the door's bug fails the turn, not the cluster
-        logger.exception("the delegated-post entry of %s failed", seat.kind)
-        error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
-    if cancelled or is_cancelled(request.pk):
-        cancelled, text, error = True, "", delegate_cancelled()  # someone cancelled the run while it ran
-    try:
-        with transaction.atomic():
-            if not _finish(request, text=text, error=error, cancelled=cancelled):
-                cancelled, text, error = True, "", delegate_cancelled()  # cancelled as it finished
-            if (
-                cancelled
-                and not DelegatedPost.objects.filter(
-                    pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING
-                ).exists()
-            ):
-                return "cancelled"  # the cancel reported it already (report_cancelled_run)
-            if cancelled and not reports_cancellation(seat.kind):
-                # Its flow doesn't say so: the round waits for its deadline.
-                if not DelegatedPost.objects.filter(
-                    pk=delivery.pk, claim_token=token, status=DelegatedPost.Status.RUNNING
-                ).update(status=DelegatedPost.Status.CANCELLED, finished_at=timezone.now(), error=error.as_error()):
-                    raise LeaseLost()
-                return "cancelled"
-            outcome = "cancelled" if cancelled else ("failed" if error else "answered")
-            _report(delivery, token, outcome, text=text if outcome == "answered" else "", error=error, parent=request)
-            return outcome
-    except LeaseLost:
-        do_abort_request(request.pk, "another task took this delegated post over")
-        raise
+        return "cancelled"
+    outcome = "cancelled" if turn.cancelled else ("failed" if turn.error else "answered")
+    _report(delivery, token, outcome, text=turn.reply if outcome == "answered" else "", error=turn.error, parent=turn.request)
+    return outcome
 
 
 def _finish(request: Request, *, text: str, error: Refusal | None, cancelled: bool) -> bool:

@@ -14,14 +14,16 @@ model called outside any transaction and the outcome recorded once.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
 from seats.queries import reachable_seats
-from seats.turns import leased_turn_slot
+from seats.turns import SlotRule, TurnPlan, TurnSpec, drive_turn
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request
+from workforce.refusals import Refusal
 from workforce.sessions import do_abort_request, do_record_request
 
 from . import policies, rounds
@@ -37,7 +39,7 @@ from .constants import (
 )
 from .judgment import TurnOutcome, run_own_turn
 from .models import Conversation, Job
-from .policies import Handing, Record, entry
+from .policies import Handing, Pick, Record, entry
 from .queries import round_answers
 
 logger = logging.getLogger(__name__)
@@ -57,8 +59,8 @@ def handing_of(job: Job) -> Handing:
 def do_run_job(job_id: int) -> str:
     """Run job ``job_id`` once (the ``run_job`` task's body). Never raises.
 
-    The job takes the coordinator's turn slot in the conversation first
-    (``seats.turns.turn_slot``): while another of its turns (or another job's call) runs
+    The job runs through ``seats.turns.drive_turn`` (kind ``coordinator``) and takes
+    the coordinator's turn slot in the conversation first: while another of its turns (or another job's call) runs
     there, the job hands its claim back and waits, and runs again when that one ends.
 
     Returns:
@@ -71,43 +73,81 @@ def do_run_job(job_id: int) -> str:
     job = Job.objects.select_related("conversation__session__organization", "post", "source", "request").get(pk=job_id)
     if job.request_id and job.request.status == Request.Status.RUNNING:  # a turn a crashed worker left behind
         do_abort_request(job.request_id)
-    conv = job.conversation
-    setup = current_setup(conv.session.flow_kind)
-    outcome: TurnOutcome | None = None
+    run = _JobRun(job, token)
+    # One turn of the coordinator at a time in its conversation (seats.turns): a turn
+    # still running on the last post or round gets this one after it. Taken before best
+    # fit's call, so a job that waits has made no call yet and a post costs at most one
+    # evaluator call per round.
+    rule = SlotRule.leased(
+        job.conversation.session, job.conversation.worker, task=policies.JOB_TASK, model=Job, pk=job.pk, token=token
+    )
+    plan: TurnPlan[_JobTurn, str] = TurnPlan(
+        start=lambda: run.run, settle=lambda turn: _record(job, token, turn.pick, turn.outcome), slot=rule, waiting="waiting"
+    )
     try:
-        # One turn of the coordinator at a time in its conversation (seats.turns): a
-        # turn still running on the last post or round gets this one after it. Taken
-        # before best fit's call, so a job that waits has made no call yet and a post
-        # costs at most one evaluator call per round.
-        with leased_turn_slot(conv.session, conv.worker, task=policies.JOB_TASK, model=Job, pk=job.pk, token=token) as held:
-            if held is None:
-                return "waiting"
-            pick = None
-            if job.kind == Job.Kind.PLACE:
-                pick = policies.best_fit_pick(conv, setup, handing_of(job))
-            if pick is not None and pick.worker is not None:
-                return _record(job, token, pick, None)
-            outcome = run_own_turn(
-                conv,
-                policies.coordinator_seat(conv),
-                setup,
-                job.post,
-                job.round,
-                on_started=lambda request: Job.objects.filter(pk=job.pk, claim_token=token).update(request=request),
-            )
-            return _record(job, token, pick, outcome)
+        return drive_turn(TurnSpec.planned("coordinator", plan))
     except (JobLeaseLost, LeaseLost):
-        if outcome is not None:
-            do_abort_request(outcome.request.pk)
+        if run.outcome is not None:
+            do_abort_request(run.outcome.request.pk)
         logger.warning("coordinator job %s: the claim lapsed and another task took it over", job_id)
         return "lease-lost"
     except Exception:
         logger.exception("coordinator job %s failed", job_id)
-        if outcome is not None:
-            Request.objects.filter(pk=outcome.request.pk, status=Request.Status.RUNNING).update(
+        if run.outcome is not None:
+            Request.objects.filter(pk=run.outcome.request.pk, status=Request.Status.RUNNING).update(
                 status=Request.Status.FAILED, finished_at=timezone.now()
             )
         return "failed"
+
+
+@dataclass
+class _JobTurn:
+    """What a job's run decided, as the turn ``seats.turns.drive_turn`` finishes: best
+    fit's ``pick`` and, when nobody was picked, the coordinator's own turn
+    (``outcome``). ``finish`` writes nothing: the record (``_record``, the settle) ends
+    the own turn with its hand-offs in the same transaction."""
+
+    pick: Pick | None
+    outcome: TurnOutcome | None
+    reply: str = ""
+    error: Refusal | None = None
+
+    @property
+    def request(self) -> Request | None:
+        """The own turn's ``judgment`` request (None: best fit placed the post)."""
+        return self.outcome.request if self.outcome is not None else None
+
+    def finish(self, *, output: dict | None = None) -> None:
+        """Nothing: ``record_turn`` finishes the own turn with its record."""
+
+
+class _JobRun:
+    """One run of a job, outside any transaction: best fit's call (a ``place`` job),
+    then, when it placed nothing, the coordinator's own turn."""
+
+    def __init__(self, job: Job, token: str) -> None:
+        self.job = job
+        self.token = token
+        self.outcome: TurnOutcome | None = None
+
+    def run(self) -> _JobTurn:
+        job, token = self.job, self.token
+        conv = job.conversation
+        setup = current_setup(conv.session.flow_kind)
+        pick = None
+        if job.kind == Job.Kind.PLACE:
+            pick = policies.best_fit_pick(conv, setup, handing_of(job))
+        if pick is not None and pick.worker is not None:
+            return _JobTurn(pick, None)
+        self.outcome = outcome = run_own_turn(
+            conv,
+            policies.coordinator_seat(conv),
+            setup,
+            job.post,
+            job.round,
+            on_started=lambda request: Job.objects.filter(pk=job.pk, claim_token=token).update(request=request),
+        )
+        return _JobTurn(pick, outcome, reply=outcome.reply, error=outcome.error)
 
 
 def _record(job: Job, token: str, pick, outcome: TurnOutcome | None) -> str:

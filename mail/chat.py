@@ -15,6 +15,7 @@ session, and the request completes with ``{reply, toolCalls, runKind}``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import transaction
@@ -23,7 +24,7 @@ from django.utils import timezone
 
 from seats.agent import agent_tools
 from seats.queries import access_seat, conversation_history
-from seats.turns import MESSAGE, TurnLog, leased_turn_slot, run_turn, start_turn
+from seats.turns import MESSAGE, SlotRule, TurnLog, TurnPlan, TurnResult, TurnSpec, drive_turn, run_turn, start_turn
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
 from workforce.facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
@@ -112,16 +113,15 @@ def _settle(run: ChatRun, token: str, error: Refusal | None) -> None:
         raise LeaseLost()
 
 
-def _finish(run: ChatRun, token: str, request: Request, result, error: Refusal | None) -> str:
+def _finish(run: ChatRun, token: str, request: Request, error: Refusal) -> str:
+    """A chat turn refused before it ran (its agent is gone): the request and the run
+    failed together."""
     with transaction.atomic():
-        if result is not None:
-            result.finish()
-        else:
-            Request.objects.filter(pk=request.pk).update(
-                status=Request.Status.FAILED, error=error.as_error(), finished_at=timezone.now()
-            )
+        Request.objects.filter(pk=request.pk).update(
+            status=Request.Status.FAILED, error=error.as_error(), finished_at=timezone.now()
+        )
         _settle(run, token, error)
-    return "failed" if error else "done"
+    return "failed"
 
 
 def do_run_chat(run_pk: int) -> str:
@@ -139,27 +139,36 @@ def do_run_chat(run_pk: int) -> str:
         try:
             seat = access_seat(org, session.user_id, run.seat_id)
         except Refusal as refusal:
-            result = None
-            error = refusal
+            return _finish(run, token, request, refusal)
         else:
             # One turn at a time per seat per conversation: a message sent while the agent
             # still answers the last one runs when that turn ends.
-            with leased_turn_slot(session, seat.seat_id, task=CHAT_TASK, model=ChatRun, pk=run.pk, token=token) as held:
-                if held is None:
-                    return "waiting"
+            rule = SlotRule.leased(session, seat.seat_id, task=CHAT_TASK, model=ChatRun, pk=run.pk, token=token)
+
+            def start() -> Callable[[], TurnResult]:
                 if not request.items.filter(type=MESSAGE).exists():  # once, also when run again after a crash
                     log.message({"role": "user", "text": request.input["message"], "runKind": RUN_KIND_CHAT})
-                result = run_turn(
-                    seat,
-                    log,
-                    text=request.input["message"],
-                    history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=request.pk),
-                    tools=agent_tools(seat),
-                    extras={"idempotency_prefix": f"chat{run.pk}"},
-                )
-                result.output = {"runKind": RUN_KIND_CHAT}
-                return _finish(run, token, request, result, result.error)
-        return _finish(run, token, request, result, error)
+
+                def run_model() -> TurnResult:
+                    result = run_turn(
+                        seat,
+                        log,
+                        text=request.input["message"],
+                        history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=request.pk),
+                        tools=agent_tools(seat),
+                        extras={"idempotency_prefix": f"chat{run.pk}"},
+                    )
+                    result.output = {"runKind": RUN_KIND_CHAT}
+                    return result
+
+                return run_model
+
+            def settle(result: TurnResult) -> str:
+                _settle(run, token, result.error)
+                return "failed" if result.error else "done"
+
+            plan: TurnPlan[TurnResult, str] = TurnPlan(start=start, settle=settle, slot=rule, waiting="waiting")
+            return drive_turn(TurnSpec.planned("chat", plan))
     except LeaseLost:
         logger.warning("chat run %s: the claim lapsed and another task took it over", run_pk)
         return "lease-lost"

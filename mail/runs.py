@@ -17,6 +17,7 @@ without ``mail:new`` since its last run. The model is offered the seat's own too
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,9 +28,10 @@ from django.utils import timezone
 from seats.agent import agent_tools
 from seats.models import Seat
 from seats.queries import conversation_history
-from seats.turns import leased_turn_slot, run_turn, start_turn
+from seats.turns import SlotRule, TurnPlan, TurnResult, TurnSpec, drive_turn, run_turn, start_turn
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
+from workforce.facets import Turn
 from workforce.framing import quoted, quoted_name
 from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_run_attempts
@@ -182,10 +184,10 @@ def do_run_mail(run_pk: int) -> str:
             session = mail_session(org, seat)
         # One turn at a time per seat per conversation: a second mail to a busy agent
         # hands its claim back and runs when the turn ahead of it ends.
-        with leased_turn_slot(session, seat.seat_id, task=RUN_TASK, model=MailRun, pk=run.pk, token=token) as held:
-            if held is None:
-                return "waiting"
-            return _run_mail_turn(run, token, thread, org, seat, session)
+        rule = SlotRule.leased(session, seat.seat_id, task=RUN_TASK, model=MailRun, pk=run.pk, token=token)
+        mail_turn = _MailTurn(run, token, thread, org, seat, session)
+        plan: TurnPlan[Turn, str] = TurnPlan(start=mail_turn.start, settle=mail_turn.settle, slot=rule, waiting="waiting")
+        return drive_turn(TurnSpec.planned("mail", plan))
     except LeaseLost:
         logger.warning("mail run %s: the claim lapsed and another task took it over", run_pk)
         return "lease-lost"
@@ -199,46 +201,65 @@ def do_run_mail(run_pk: int) -> str:
         return "failed"
 
 
-def _run_mail_turn(run: MailRun, token: str, thread: Thread, org: Organization, seat: Seat, session: Session) -> str:
-    try:
-        if thread.state == Thread.State.NEW:
-            thread = do_mark_working(org, thread)
-    except Refusal as refusal:
-        with transaction.atomic():
-            _settle(run, token, error=refusal)
-        return "failed"
-    unseen = unseen_threads(org, thread.recipient, exclude=thread)
-    text = mail_turn_text(thread, unseen)
+class _MailTurn:
+    """A mail run's turn, for ``seats.turns.drive_turn`` (kind ``mail``). Its start
+    waits for the run (``run_model``): the mail is moved to ``mail:working`` in the
+    vault (a call to the mail store, kept out of the slot's transaction; a refusal
+    there fails the run with no turn), then the ``onMail`` request starts, then the
+    model runs."""
 
-    def note(request: Request) -> None:
-        if not MailRun.objects.filter(pk=run.pk, claim_token=token).update(request=request):
-            raise LeaseLost()
+    def __init__(self, run: MailRun, token: str, thread: Thread, org: Organization, seat: Seat, session: Session) -> None:
+        self.run, self.token, self.thread, self.org, self.seat, self.session = run, token, thread, org, seat, session
+        self.unseen: list[Thread] = []
 
-    log = start_turn(
-        session,
-        org=org,
-        action=MAIL_RUN_ACTION,
-        input={"thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
-        user_id=session.user_id,
-        prompt={"role": "user", "text": text, "thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
-        on_started=note,
-    )
-    result = run_turn(
-        seat,
-        log,
-        text=text,
-        history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=log.request.pk),
-        tools=agent_tools(seat) + mail_run_tools(),
-        extras={THREAD_EXTRA: thread.thread_id, "idempotency_prefix": f"mail{run.pk}"},
-        reply_data={"thread": thread.thread_id},
-    )
-    result.output = {"thread": thread.thread_id, "runKind": RUN_KIND_MAIL}
-    with transaction.atomic():
-        result.finish()
-        _settle(run, token, error=result.error, request=log.request)
-        if unseen:
-            Thread.objects.filter(pk__in=[t.pk for t in unseen]).update(seen_at=timezone.now())
-    return "done" if result.error is None else "failed"
+    def start(self) -> Callable[[], Turn]:
+        """Inside the slot's transaction: nothing yet (see the class)."""
+        return self.run_model
+
+    def run_model(self) -> Turn:
+        """Outside any transaction: mark the mail working, start the turn (noted on the
+        run while its claim holds) and run the model."""
+        run, token, org, seat, session = self.run, self.token, self.org, self.seat, self.session
+        try:
+            if self.thread.state == Thread.State.NEW:
+                self.thread = do_mark_working(org, self.thread)
+        except Refusal as refusal:
+            return TurnResult(error=refusal)
+        thread = self.thread
+        self.unseen = unseen = unseen_threads(org, thread.recipient, exclude=thread)
+        text = mail_turn_text(thread, unseen)
+
+        def note(request: Request) -> None:
+            if not MailRun.objects.filter(pk=run.pk, claim_token=token).update(request=request):
+                raise LeaseLost()
+
+        log = start_turn(
+            session,
+            org=org,
+            action=MAIL_RUN_ACTION,
+            input={"thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
+            user_id=session.user_id,
+            prompt={"role": "user", "text": text, "thread": thread.thread_id, "runKind": RUN_KIND_MAIL},
+            on_started=note,
+        )
+        result = run_turn(
+            seat,
+            log,
+            text=text,
+            history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=log.request.pk),
+            tools=agent_tools(seat) + mail_run_tools(),
+            extras={THREAD_EXTRA: thread.thread_id, "idempotency_prefix": f"mail{run.pk}"},
+            reply_data={"thread": thread.thread_id},
+        )
+        result.output = {"thread": thread.thread_id, "runKind": RUN_KIND_MAIL}
+        return result
+
+    def settle(self, turn: Turn) -> str:
+        """The run done or failed with the turn's error; what the turn showed marked seen."""
+        _settle(self.run, self.token, error=turn.error, request=turn.request)
+        if self.unseen and turn.request is not None:
+            Thread.objects.filter(pk__in=[t.pk for t in self.unseen]).update(seen_at=timezone.now())
+        return "done" if turn.error is None else "failed"
 
 
 def do_sweep_mail(*, now=None) -> list[int]:

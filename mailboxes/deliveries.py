@@ -5,9 +5,10 @@ delivery that fails is recorded"; see ``docs/architecture.md``, "A post end to e
 delivery with a conditional UPDATE (``workforce.leases.claim_lease``: pending, or
 running with a lapsed lease), so a redelivered task does nothing, then runs what the
 member gets. A ``wake`` runs the seat's turn through its kind's ``post_turn`` facet in
-the seat's conversation (a child session of the mailbox, one per seat per mailbox),
-one turn of the seat there at a time (``seats.turns.turn_slot``), and settles the delivery in the transaction that finishes the turn; a kind without
-that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a failed
+the seat's conversation (a child session of the mailbox, one per seat per mailbox), one
+turn of the seat there at a time, through ``seats.turns.drive_turn`` (the one path every
+turn takes), and settles the delivery in the transaction that finishes the turn; a kind
+without that facet gets its ``onMailboxPost`` dispatched. A delivery that fails is a failed
 request on the mailbox's session; the others run; the post stays.
 ``do_sweep_deliveries`` re-enqueues what a crashed worker or a lossy broker dropped.
 """
@@ -17,10 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import JSONField, OuterRef, Q, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Concat, JSONObject
@@ -28,10 +31,10 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
-from seats.turns import Wake, free_slot, free_turn_slot, leased_turn_slot, take_slot
+from seats.turns import SlotRule, TurnPlan, TurnSpec, Wake, drive_turn, free_slot, free_turn_slot, take_slot
 from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
-from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn
+from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn, Turn
 from workforce.flows import registry
 from workforce.holders import is_outage
 from workforce.leases import LeaseLost, claim_lease, claim_statement, give_back_lease, lapsed_claim_q, requeue_lost
@@ -64,40 +67,27 @@ def do_deliver(delivery_id: int) -> str:
     worker is marked ``aborted`` before the delivery runs again; one that was cancelled
     is not run again (the delivery fails ``cancelled``).
 
-    A ``wake`` of a kind whose ``post_turn`` can start in the caller's transaction (the
-    agent kind's ``begin``) is two transactions: the claim, the read of the delivery with
+    A ``wake`` runs its seat's turn through ``seats.turns.drive_turn`` (kind
+    ``delivery``). When the seat's kind can start in the caller's transaction (the agent
+    kind's ``begin``) it is two transactions: the claim, the read of the delivery with
     what the turn needs (mailbox, organization, seat, the post's request, the seat's
     conversation), the seat's turn slot, the turn's start and its history in the first;
     the reply, the turn's end, the delivery settled and the slot freed in the second;
     the model runs between them, outside any. A ``wake`` whose seat is still running a
     turn in the same conversation hands its claim back and waits
-    (``seats.turns.take_slot``): its task is enqueued again when that turn ends.
+    (``seats.turns.take_slot``): its task is enqueued again when that turn ends. Any
+    other wake runs on the older path (``_deliver_wake``, kind ``delivery-other-kind``)
+    after the claim commits.
 
     Returns:
         ``"done"``, ``"failed"``, ``"waiting"``, ``"not-claimed"`` or ``"lease-lost"``.
     """
-    now = timezone.now()
-    token = None
+    run = _DeliveryRun(delivery_id, timezone.now())
     try:
-        with transaction.atomic():
-            token, delivery = _claim(delivery_id, now)
-            if token is None:
-                return "not-claimed"
-            if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
-                # Its turn was cancelled and its worker stopped before settling: the cancel holds.
-                _settle(delivery, token, error=cancelled_refusal())
-                return "failed"
-            if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-                do_abort_request(
-                    delivery.turn_request_id,
-                    "the task running this turn stopped before it finished; the post was delivered again.",
-                    now=now,
-                )
-            begun = _begin_wake(delivery, token) if delivery.mode == Delivery.Mode.WAKE else None
-        if isinstance(begun, str):
-            return begun
-        if isinstance(begun, _Begun):
-            return _finish_wake(delivery, token, begun)
+        outcome = drive_turn(TurnSpec("delivery", run.claim))
+        if outcome != _OTHER_PATH:
+            return outcome
+        delivery, token = run.claimed()
         if delivery.mode == Delivery.Mode.WAKE:
             return _deliver_wake(delivery, token)
         return _deliver_block(delivery, token)
@@ -108,7 +98,51 @@ def do_deliver(delivery_id: int) -> str:
         if is_outage(exc):  # not a bug: the task waits for the database and runs again (deliver_post)
             raise
         logger.exception("delivery %s failed", delivery_id)
-        return _record_bug(delivery_id, token, exc)
+        return _record_bug(delivery_id, run.token, exc)
+
+
+# What the claim answers when the delivery is claimed but runs after the claim commits
+# (a block, or a wake that cannot start in the claim's transaction).
+_OTHER_PATH = "other-path"
+
+
+class _DeliveryRun:
+    """One ``do_deliver``: its claim step (``claim``, the first step of the delivery's
+    ``drive_turn``) and what it claimed."""
+
+    def __init__(self, delivery_id: int, now: datetime) -> None:
+        self.delivery_id = delivery_id
+        self.now = now
+        self.token: str | None = None
+        self.delivery: Delivery | None = None
+
+    def claimed(self) -> tuple[Delivery, str]:
+        """The claimed delivery and its claim's token (after ``claim`` claimed it)."""
+        assert self.delivery is not None and self.token is not None
+        return self.delivery, self.token
+
+    def claim(self) -> TurnPlan[Any, str] | str:
+        """Inside the first transaction: claim and read the delivery; settle one whose
+        turn was cancelled; abort a turn a crashed worker left running; then the wake's
+        plan (``_wake_plan``), or ``_OTHER_PATH``."""
+        token, delivery = _claim(self.delivery_id, self.now)
+        self.token, self.delivery = token, delivery
+        if token is None or delivery is None:
+            return "not-claimed"
+        last_turn = delivery.turn_request if delivery.turn_request_id else None  # joined by the read
+        if last_turn is not None and (last_turn.error or {}).get("reason") == CANCELLED:
+            # Its turn was cancelled and its worker stopped before settling: the cancel holds.
+            _settle(delivery, token, error=cancelled_refusal())
+            return "failed"
+        if last_turn is not None and last_turn.status == Request.Status.RUNNING:
+            do_abort_request(
+                last_turn.pk,
+                "the task running this turn stopped before it finished; the post was delivered again.",
+                now=self.now,
+            )
+        if delivery.mode != Delivery.Mode.WAKE:
+            return _OTHER_PATH
+        return _wake_plan(delivery, token)
 
 
 def _record_bug(delivery_id: int, token: str | None, exc: Exception) -> str:
@@ -249,91 +283,82 @@ def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
     return session
 
 
-@dataclass
-class _Begun:
-    """A wake whose turn started in the claim's transaction: the started turn, where it
-    runs and the turn slot's hold."""
+def _turn_settled(delivery: Delivery, token: str) -> Callable[[Turn], str]:
+    """How a delivery's turn settles (inside the transaction that finishes it): the
+    delivery done with ``{requestId}``, or failed with the turn's error."""
 
-    started: Any
-    seat: Seat
-    conversation: Session
-    slot: str
+    def settle(turn: Turn) -> str:
+        request = turn.request
+        if turn.error is None and request is not None:
+            _settle(delivery, token, output={"requestId": request.request_id})
+            return "done"
+        _settle(delivery, token, error=turn.error)
+        return "failed"
+
+    return settle
 
 
-def _begin_wake(delivery: Delivery, token: str) -> _Begun | str | None:
-    """Inside the claim's transaction: settle a wake that cannot run (``"failed"``), hand
-    the claim back when the seat's slot is taken (``"waiting"``), or start the turn
-    (``_Begun``). None: the seat's kind has no ``begin``; the wake runs on the older path
-    (``_deliver_wake``) after the claim commits."""
+def _abort_when_lost(turn: Turn, exc: Exception) -> None:
+    """A claim that lapsed while the turn ran: its request is aborted."""
+    if isinstance(exc, LeaseLost) and turn.request is not None:
+        do_abort_request(turn.request.pk, "another task took this delivery over")
+
+
+def _hand_back(delivery: Delivery, token: str) -> None:
+    give_back_lease(Delivery, delivery.pk, token)
+
+
+def _wake_plan(delivery: Delivery, token: str) -> TurnPlan[Any, str] | str:
+    """Inside the claim's transaction: settle a wake that cannot run (``"failed"``), or
+    the plan of a turn that starts there (the seat's kind's ``begin``): the slot taken
+    in the same transaction, its claim handed back when it is taken. ``_OTHER_PATH``:
+    the seat's kind has no ``begin`` (or the wake is settled by ``_deliver_wake``)."""
     seat = delivery.seat
     if seat is None or not seat_hears(seat) or external_dispatcher():
-        return None  # settled, with its reason, by _deliver_wake
+        return _OTHER_PATH  # settled, with its reason, by _deliver_wake
     post_turn = POST_TURN.get(registry.require(seat.kind))
     begin = getattr(post_turn, "begin", None)
     if begin is None:
-        return None
+        return _OTHER_PATH
     try:
         conversation = _conversation_of(delivery, seat)
     except Refusal as refusal:
         _settle(delivery, token, error=refusal)
         return "failed"
-    held = take_slot(
-        conversation,
-        seat.seat_id,
-        wake=Wake(DELIVER_TASK, (delivery.pk,)),
-        on_wait=lambda: give_back_lease(Delivery, delivery.pk, token),
-    )
-    if held is None:
-        return "waiting"
 
     def note_turn(request: Request) -> None:
         # The claim is ours until this transaction ends (its row is locked by the claim).
         _note_turn(delivery, token, conversation, request)
 
-    # The turn was started by the post: its runs are listed under the post's request
-    # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
-    parent = Request(pk=delivery.post_request_pk) if delivery.post_request_pk else None
-    started = begin(
-        seat=seat,
-        mailbox=delivery.mailbox,
-        conversation=conversation,
-        notify_input=delivery.notify_input,
-        key=f"dlv{delivery.pk}",
-        answer=answer_slot(delivery),
-        on_started=note_turn,
-        org=delivery.mailbox.organization,
-        parent=parent,
+    def start() -> Callable[[], Turn]:
+        # The turn was started by the post: its runs are listed under the post's request
+        # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
+        parent = Request(pk=delivery.post_request_pk) if delivery.post_request_pk else None
+        started = begin(
+            seat=seat,
+            mailbox=delivery.mailbox,
+            conversation=conversation,
+            notify_input=delivery.notify_input,
+            key=f"dlv{delivery.pk}",
+            answer=answer_slot(delivery),
+            on_started=note_turn,
+            org=delivery.mailbox.organization,
+            parent=parent,
+        )
+        return started.run
+
+    # The slot's primitives are named here (the ones this module imported), so the
+    # delivery's claim, slot and start stay one transaction.
+    rule = SlotRule(
+        conversation,
+        seat.seat_id,
+        Wake(DELIVER_TASK, (delivery.pk,)),
+        on_wait=lambda: _hand_back(delivery, token),
+        take=take_slot,
+        free=free_slot,
+        free_alone=free_turn_slot,
     )
-    return _Begun(started=started, seat=seat, conversation=conversation, slot=held)
-
-
-def _finish_wake(delivery: Delivery, token: str, begun: _Begun) -> str:
-    """Run the started turn's model outside any transaction, then, in one transaction,
-    finish it (reply, request settled, a routed answer handed over), settle the delivery
-    and free the seat's turn slot. A slot not freed there (the claim was lost, a bug) is
-    freed on its own. Raises LeaseLost when the claim lapsed meanwhile."""
-    freed = False
-    try:
-        turn = begun.started.run()
-        try:
-            with transaction.atomic():
-                turn.finish()
-                if turn.error is None:
-                    _settle(delivery, token, output={"requestId": turn.request.request_id})
-                else:
-                    _settle(delivery, token, error=turn.error)
-                free_slot(begun.conversation, begun.seat.seat_id, begun.slot)
-                freed = True
-        except LeaseLost:
-            do_abort_request(turn.request.pk, "another task took this delivery over")
-            raise
-        return "done" if turn.error is None else "failed"
-    finally:
-        if not freed:
-            try:
-                free_turn_slot(begun.conversation, begun.seat.seat_id, begun.slot)
-            except DatabaseError:
-                logger.warning("the turn slot of %s was not freed; it lapses", begun.seat.seat_id, exc_info=True)
+    return TurnPlan(start=start, settle=_turn_settled(delivery, token), slot=rule, waiting="waiting", on_error=_abort_when_lost)
 
 
 def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusal | None = None) -> None:
@@ -447,35 +472,61 @@ def _deliver_wake(delivery: Delivery, token: str) -> str:
         return "failed"
     # One turn of a seat at a time in its conversation (seats.turns): a seat still
     # answering the last post gets this one once it is done, through the task queue.
-    with leased_turn_slot(conversation, seat.seat_id, task=DELIVER_TASK, model=Delivery, pk=delivery.pk, token=token) as held:
-        if held is None:
-            return "waiting"
-        return _run_wake(delivery, seat, conversation, token)
-
-
-def _run_wake(delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
+    rule = SlotRule.leased(conversation, seat.seat_id, task=DELIVER_TASK, model=Delivery, pk=delivery.pk, token=token)
     post_turn = POST_TURN.get(registry.require(seat.kind))
     if post_turn is not None:
-        return _run_post_turn(post_turn, delivery, seat, conversation, token)
-    # A kind of your own: its onMailboxPost runs as an ordinary dispatched action, and the
-    # delivery is settled in the same transaction, so a crash re-runs it whole or not at all.
-    with transaction.atomic():
+        start = _post_turn_start(post_turn, delivery, seat, conversation, token)
+    else:
+        start = _dispatched_start(delivery, seat, conversation)
+    plan: TurnPlan[Any, str] = TurnPlan(
+        start=start,
+        settle=_turn_settled(delivery, token),
+        slot=rule,
+        waiting="waiting",
+        # A dispatched onMailboxPost's request rolls back with the settle it failed.
+        on_error=_abort_when_lost if post_turn is not None else None,
+    )
+    return drive_turn(TurnSpec.planned("delivery-other-kind", plan))
+
+
+@dataclass
+class _DispatchedPost:
+    """A kind of your own's turn on a post: its ``onMailboxPost`` runs as an ordinary
+    dispatched action when the turn finishes, in the transaction that settles the
+    delivery, so a crash re-runs it whole or not at all."""
+
+    delivery: Delivery
+    seat: Seat
+    conversation: Session
+    reply: str = ""
+    error: Refusal | None = None
+    request: Request | None = None
+
+    def finish(self, *, output: dict | None = None) -> None:
+        """Dispatch ``onMailboxPost`` and note its request on the delivery; a failed
+        request is the turn's error."""
+        delivery = self.delivery
         request = dispatch(
             org=delivery.organization,
-            kind=seat.kind,
-            session_id=conversation.session_id,
+            kind=self.seat.kind,
+            session_id=self.conversation.session_id,
             action=ON_MAILBOX_POST,
             payload=delivery.notify_input,
             user_id=delivery.mailbox.user_id,
             parent_session=delivery.mailbox,
         )
-        Delivery.objects.filter(pk=delivery.pk).update(turn_request=request, conversation=conversation)
-        if request.status == Request.Status.COMPLETED:
-            _settle(delivery, token, output={"requestId": request.request_id})
-            return "done"
-        error = request.error or {"reason": "internal-error", "message": "internal-error: the turn failed"}
-        _settle(delivery, token, error=Refusal(error["reason"], error["message"].partition(": ")[2]))
-        return "failed"
+        Delivery.objects.filter(pk=delivery.pk).update(turn_request=request, conversation=self.conversation)
+        self.request = request
+        if request.status != Request.Status.COMPLETED:
+            error = request.error or {"reason": "internal-error", "message": "internal-error: the turn failed"}
+            self.error = Refusal(error["reason"], error["message"].partition(": ")[2])
+
+
+def _dispatched_start(delivery: Delivery, seat: Seat, conversation: Session) -> Callable[[], Callable[[], Turn]]:
+    def start() -> Callable[[], Turn]:
+        return lambda: _DispatchedPost(delivery, seat, conversation)
+
+    return start
 
 
 def answer_slot(delivery: Delivery) -> AnswerSlot | None:
@@ -500,10 +551,11 @@ def _note_turn(delivery: Delivery, token: str, conversation: Session, request: R
         raise LeaseLost()
 
 
-def _run_post_turn(post_turn: PostTurn, delivery: Delivery, seat: Seat, conversation: Session, token: str) -> str:
-    """Run the seat's turn through its kind's ``post_turn`` and settle the delivery in
-    the transaction that finishes the turn, so a crash re-runs it whole or not at all.
-    Raises LeaseLost when the claim lapsed meanwhile."""
+def _post_turn_start(
+    post_turn: PostTurn, delivery: Delivery, seat: Seat, conversation: Session, token: str
+) -> Callable[[], Callable[[], Turn]]:
+    """The start of a seat's turn through a kind's ``post_turn`` with no ``begin``: the
+    facet starts (in a transaction of its own) and runs the turn, outside any."""
 
     def note_turn(request: Request) -> None:
         _note_turn(delivery, token, conversation, request)
@@ -511,26 +563,18 @@ def _run_post_turn(post_turn: PostTurn, delivery: Delivery, seat: Seat, conversa
         # are listed under the post's request (GET /api/sessions/{id}/runs?startedBy=).
         Request.objects.filter(pk=request.pk).update(parent_request_id=post_request_of(delivery))
 
-    turn = post_turn(
-        seat=seat,
-        mailbox=delivery.mailbox,
-        conversation=conversation,
-        notify_input=delivery.notify_input,
-        key=f"dlv{delivery.pk}",
-        answer=answer_slot(delivery),
-        on_started=note_turn,
-    )
-    try:
-        with transaction.atomic():
-            turn.finish()
-            if turn.error is None:
-                _settle(delivery, token, output={"requestId": turn.request.request_id})
-            else:
-                _settle(delivery, token, error=turn.error)
-    except LeaseLost:
-        do_abort_request(turn.request.pk, "another task took this delivery over")
-        raise
-    return "done" if turn.error is None else "failed"
+    def run() -> Turn:
+        return post_turn(
+            seat=seat,
+            mailbox=delivery.mailbox,
+            conversation=conversation,
+            notify_input=delivery.notify_input,
+            key=f"dlv{delivery.pk}",
+            answer=answer_slot(delivery),
+            on_started=note_turn,
+        )
+
+    return lambda: run
 
 
 # ----------------------------------------------------------------------------- sweeping

@@ -8,7 +8,7 @@ caller settles its own work item:
 - a mailbox delivery: ``hear_post`` (its ``post_turn`` facet), run by
   ``mailboxes.deliveries.do_deliver`` with the model outside any transaction;
 - ``onMailboxPost`` dispatched by another flow (``on_mailbox_post``): the turn runs in
-  that action's request and transaction;
+  that action's request and transaction, under the seat's turn slot;
 - a board row its drain claimed: ``work_board_row`` (its ``board_row_turn`` facet), run
   by ``seats.drains.run_board_row``;
 - a coordinator's delegated post: ``on_delegated_post`` (the internal action
@@ -24,6 +24,7 @@ when a delegated run ends, cancelled included).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -54,7 +55,19 @@ from .capabilities import AGENT_CATALOG, ANSWER_EXTRA, MAILBOX_EXTRA
 from .drains import RUN_TASK_ACTION, row_turn_text
 from .models import Seat
 from .queries import access_seat, conversation_history
-from .turns import TurnLog, TurnResult, adopt_turn, offered_tools, run_turn, start_turn
+from .turns import (
+    SlotRule,
+    TurnLog,
+    TurnPlan,
+    TurnResult,
+    TurnSpec,
+    Wake,
+    adopt_turn,
+    drive_turn,
+    offered_tools,
+    run_turn,
+    start_turn,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -212,43 +225,68 @@ class HearPost:
 hear_post = HearPost()
 
 
+# Why a dispatched onMailboxPost is refused when its seat is running a turn there.
+SEAT_BUSY = "seat-busy"
+MAILBOX_POST_WAKE = "seats.agent.on_mailbox_post"  # the wait's key only: it never outlives the refusal
+
+
 def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
-    through a delivery): the turn runs inside the action's request and transaction.
-    It takes no turn slot (``seats.turns.turn_slot``): a dispatch runs at once or not at
-    all and cannot wait in the task queue, so the flow that dispatches it keeps its own
-    turns apart. Mailbox deliveries never come this way.
+    through a delivery), run through ``seats.turns.drive_turn`` (kind ``mailbox-post``)
+    inside the action's request and transaction: the seat's turn slot in the session is
+    taken there and freed with its commit. A dispatch runs at once or not at all and
+    cannot wait in the task queue, so a seat already running a turn in the session
+    refuses it (``seat-busy``, nothing written). The model runs inside the transaction
+    the dispatch holds (an action's handler runs inside one). Mailbox deliveries never
+    come this way.
 
     Raises:
         Refusal("seat-not-found"): the session is not a seat's conversation.
+        Refusal("seat-busy"): the seat is running a turn in the session.
         Refusal: the turn failed (``model-error``, ...); nothing it wrote stays.
     """
     session = ctx.session
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
     seat = access_seat(ctx.org, session.user_id, seat_id)
     text = turn_text(data)
+    answer: AnswerSlot | None
     if data.get("answerToken"):  # a room's post: the answer hands the seat's token back
         answer = AnswerSlot(postId=data["postId"], token=data["answerToken"])
     else:
         answer = AnswerSlot(postId=data["postId"], token="") if data.get("routed") else None
-    history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-    log = adopt_turn(ctx, prompt=_post_prompt(text, data))
-    result = run_turn(
-        seat,
-        log,
-        text=text,
-        history=history,
-        tools=agent_tools(seat),
-        extras=_post_extras(data, answer, None),
-        context=routed_context(data) if answer else None,
-    )
-    if answer is not None:
-        mailbox = Session.objects.filter(organization=ctx.org, session_id=data["mailboxId"]).first()
-        _answers_routed_post(result, seat, mailbox, answer)
-    if result.error is not None:
-        raise result.error
-    result.finish()
-    return result.default_output()
+
+    def busy() -> None:
+        raise Refusal(SEAT_BUSY, f"{seat.seat_id} is running a turn in {session.session_id}; dispatch this post again later.")
+
+    def start() -> Callable[[], TurnResult]:
+        history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
+        log = adopt_turn(ctx, prompt=_post_prompt(text, data))
+
+        def run() -> TurnResult:
+            result = run_turn(
+                seat,
+                log,
+                text=text,
+                history=history,
+                tools=agent_tools(seat),
+                extras=_post_extras(data, answer, None),
+                context=routed_context(data) if answer else None,
+            )
+            if answer is not None:
+                mailbox = Session.objects.filter(organization=ctx.org, session_id=data["mailboxId"]).first()
+                _answers_routed_post(result, seat, mailbox, answer)
+            return result
+
+        return run
+
+    def settle(result: TurnResult) -> dict:
+        if result.error is not None:
+            raise result.error  # the action fails: its transaction keeps nothing the turn wrote
+        return result.default_output()
+
+    rule = SlotRule(session, seat.seat_id, Wake(MAILBOX_POST_WAKE, (ctx.request.pk,)), on_wait=busy)
+    plan: TurnPlan[TurnResult, dict] = TurnPlan(start=start, settle=settle, slot=rule, waiting={})
+    return drive_turn(TurnSpec.planned("mailbox-post", plan))
 
 
 def routed_context(notify_input: dict) -> list[dict]:

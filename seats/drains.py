@@ -58,7 +58,7 @@ from boards.queries import claimable_tasks
 from boards.services import Settled, do_drain_board, do_settle_claim
 from workforce.cancelling import CANCELLED
 from workforce.dispatch import enqueue
-from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED
+from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED, BoardRowTurn, Turn
 from workforce.flows import registry
 from workforce.framing import quoted
 from workforce.leases import lease_seconds, requeue_lost
@@ -69,7 +69,7 @@ from workforce.runtime import Slot
 from .boards import default_worker_key, seat_boards
 from .models import DrainWake, Seat
 from .queries import access_seat
-from .turns import Wake, turn_slot, turn_timeout
+from .turns import TurnPlan, TurnSpec, Wake, drive_turn, turn_slot, turn_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -459,21 +459,30 @@ def run_board_row(task: BoardTask) -> Settled:
     return _run_row_as(task, seat=seat, session=session, work_row=work_row)
 
 
-def _run_row_as(task: BoardTask, *, seat: Seat, session: Session, work_row) -> Settled:
+def _run_row_as(task: BoardTask, *, seat: Seat, session: Session, work_row: BoardRowTurn) -> Settled:
     """``run_board_row`` once the seat, its board session and its kind's
-    ``board_row_turn`` are known (a seat drain knows them for all its rows)."""
-    turn = work_row(task=task, seat=seat, session=session)
-    with transaction.atomic():
-        turn.finish()
+    ``board_row_turn`` are known (a seat drain knows them for all its rows): the row's
+    turn through ``seats.turns.drive_turn`` (kind ``board-row``). The row is claimed by
+    the drain and the seat's slot is held by its step (``do_seat_drain``); the kind's
+    facet starts and runs the turn; the row is settled with the turn's end."""
+
+    def run() -> Turn:
+        return work_row(task=task, seat=seat, session=session)
+
+    def settle(turn: Turn) -> Settled:
+        request = turn.request
         if turn.error is None:
             settled = do_settle_claim(task, output=turn.reply)
-        elif turn.error.reason == CANCELLED:
+        elif turn.error.reason == CANCELLED and request is not None:
             # Its run was cancelled (POST /api/requests/{id}/cancel): the row waits, parked,
             # for resumeTask or cancelTask instead of going straight back to the drain.
-            settled = do_settle_claim(task, park=f"its run {turn.request.request_id} was cancelled")
+            settled = do_settle_claim(task, park=f"its run {request.request_id} was cancelled")
         else:
             settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {turn.error.message}")
-    return Settled(settled)
+        return Settled(settled)
+
+    plan: TurnPlan[Turn, Settled] = TurnPlan(start=lambda: run, settle=settle, slot=None, waiting=Settled(None))
+    return drive_turn(TurnSpec.planned("board-row", plan))
 
 
 def row_turn_text(task: BoardTask) -> str:

@@ -1,8 +1,15 @@
 """One seat's turn and its turn log: the one way every caller wakes an agent (see
-``docs/architecture.md``, "A post end to end").
+``docs/architecture.md``, "A post end to end" and "One path for every turn").
 
-A turn has three parts, written in the same shape whoever runs it (a mailbox delivery,
-a board row, a delegated post, a coordinator's own turn):
+**One path** (``drive_turn``): every turn, whoever asks for it (the eight callers named
+by ``TurnKind``: a mailbox delivery, a delivery to a kind of your own, ``onMailboxPost``
+by dispatch, a board row, a delegated post, the coordinator's own turn, a mail run, a
+chat), runs claim, slot, start, run, finish, settle in that one function; each caller
+hands it a ``TurnSpec`` saying only what differs (what it claims, the slot it takes, how
+its turn starts, how its answer lands and its work settles). A change that applies to
+every turn is an edit there.
+
+A turn has three parts, written in the same shape whoever runs it:
 
 1. **start** (``start_turn``, or ``adopt_turn`` when an action's request is already
    running): a running request on the session the turn is recorded in, and the turn's
@@ -11,11 +18,13 @@ a board row, a delegated post, a coordinator's own turn):
 2. **the model** (``run_turn``): the seat's instructions as the system prompt, the
    history the caller read (``seats.queries.conversation_history``), the turn text;
    each tool call a ``tool-call`` component item as it finishes. Model calls happen
-   outside any database transaction, so a slow model never holds a lock;
-3. **finish** (``TurnResult.finish``, called by the caller inside the transaction that
-   settles its own work item): the reply as an assistant ``message`` item, then the
-   request completed with its output, or failed with the turn's error. A request that
-   belongs to an action run (``adopt_turn``) is settled by that run instead.
+   outside any database transaction, so a slow model never holds a lock (an action's
+   handler, ``onMailboxPost`` by dispatch, runs inside the transaction its dispatch
+   holds);
+3. **finish** (``TurnResult.finish``, called by ``drive_turn`` inside the transaction
+   that settles the caller's work item): the reply as an assistant ``message`` item,
+   then the request completed with its output, or failed with the turn's error. A
+   request that belongs to an action run (``adopt_turn``) is settled by that run instead.
 
 A turn fails, with a named reason, when the provider fails or times out
 (``model-error``), the turn passes its deadline (``turn-timeout``), the model keeps
@@ -26,18 +35,17 @@ tool calls, before it settles) with the ``cancelled`` refusal, and its request s
 ``aborted``.
 
 **One turn at a time per seat per conversation** (spec "Waking agent seats": the second
-post a seat hears lands in the same conversation, so it remembers the thread). Every
-caller that wakes a seat takes the seat's ``TurnSlot`` in the session its turn is
-recorded in before it starts the turn, and frees it when the turn's end is written
-(``turn_slot``): a mailbox delivery (``mailboxes.deliveries``), a board row
-(``seats.drains.do_seat_drain``), a coordinator's delegated post
-(``coordinators.delivery``) and the coordinator's own turn (``coordinators.jobs``). A
-caller that finds the slot taken hands its claim back and leaves a ``TurnWait``: its
-task, enqueued again when the slot is freed. Nothing blocks a worker and nothing is
-lost; a holder that died frees the slot when its hold lapses (the ``turn slots``
-sweep then wakes who waits). The slot is a row taken and freed in short
-transactions under its row lock, so the rule holds across processes and machines,
-and no transaction stays open while the model runs.
+post a seat hears lands in the same conversation, so it remembers the thread).
+``drive_turn`` takes the seat's ``TurnSlot`` in the session its turn is recorded in
+before it starts the turn (``take_slot``, in the transaction that starts it), and frees
+it in the transaction that writes the turn's end (``free_slot``); a board drain's step
+holds its seat's slot for all its rows (``turn_slot``). A caller that finds the slot
+taken hands its claim back and leaves a ``TurnWait``: its task, enqueued again when the
+slot is freed (a dispatch, which cannot wait, is refused ``seat-busy``). Nothing blocks
+a worker and nothing is lost; a holder that died frees the slot when its hold lapses
+(the ``turn slots`` sweep then wakes who waits). The slot is a row taken and freed in
+short transactions under its row lock, so the rule holds across processes and
+machines, and no transaction stays open while the model runs.
 """
 
 from __future__ import annotations
@@ -50,16 +58,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar, get_args
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, models, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.dispatch import enqueue
+from workforce.facets import Turn
 from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
@@ -280,8 +289,9 @@ def _wake_next(slot: TurnSlot) -> TurnWait | None:
 
 @contextmanager
 def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[], None] | None = None) -> Iterator[str | None]:
-    """``with turn_slot(session, seat_id, wake=...) as token:`` run the turn when
-    ``token`` is set; when it is None the slot is taken and ``wake`` waits (see
+    """``with turn_slot(session, seat_id, wake=...) as token:`` hold the slot while
+    ``token`` is set (a board drain's step: its rows' turns run through ``drive_turn``
+    under the hold); when it is None the slot is taken and ``wake`` waits (see
     ``take_turn_slot``). The hold is freed when the block ends, however it ends; a
     database that fails the freeing leaves the hold to lapse (logged)."""
     token = take_turn_slot(session, seat_id, wake=wake, on_wait=on_wait)
@@ -293,20 +303,6 @@ def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[
                 free_turn_slot(session, seat_id, token)
             except DatabaseError:
                 logger.warning("the turn slot of %s in %s was not freed; it lapses", seat_id, session.session_id, exc_info=True)
-
-
-@contextmanager
-def leased_turn_slot(session: Session, seat_id: str, *, task: str, model: type, pk: int, token: str) -> Iterator[str | None]:
-    """``turn_slot`` for a caller that runs one claimed work row (a ``LeasedWork``: a
-    delivery, a delegated post, a job, a mail or chat run): when the slot is taken, the
-    row's claim ``token`` is handed back untouched (``workforce.leases.give_back_lease``)
-    and task ``task`` is enqueued with ``pk`` again when the slot is freed.
-
-    ``with leased_turn_slot(session, seat_id, task=..., model=Delivery, pk=..., token=...)
-    as held:`` runs the turn when ``held`` is set; None means it waits.
-    """
-    with turn_slot(session, seat_id, wake=Wake(task, (pk,)), on_wait=lambda: give_back_lease(model, pk, token)) as held:
-        yield held
 
 
 def do_sweep_turn_waits(*, now: datetime | None = None) -> list[int]:
@@ -449,6 +445,10 @@ class TurnResult:
         stays ``aborted`` and ``error`` becomes the ``cancelled`` refusal, which the
         caller settles its work item with, and the hooks see."""
         log = self.log
+        if log is None:  # a turn refused before it started: nothing to write
+            for hook in self.after:
+                hook(self)
+            return
         reply = None
         if self.error is None and self.reply.strip():
             reply = {"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data}
@@ -471,6 +471,159 @@ class TurnResult:
             log.message(reply)
         for hook in self.after:
             hook(self)
+
+
+# ----------------------------------------------------------------------------- one path for every turn
+
+# Who runs a turn: the eight callers, named in the spec each hands ``drive_turn``.
+TurnKind = Literal[
+    "delivery",  # a mailbox delivery whose seat's kind starts in the claim's transaction (mailboxes.deliveries)
+    "delivery-other-kind",  # a mailbox delivery to a kind with no ``begin`` (its post_turn, or its onMailboxPost)
+    "mailbox-post",  # the agent kind's onMailboxPost by dispatch (seats.agent.on_mailbox_post)
+    "board-row",  # a claimed board row (seats.drains)
+    "delegated-post",  # a coordinator's delegated post (coordinators.delivery)
+    "coordinator",  # the coordinator's own turn, or best fit's pick (coordinators.jobs)
+    "mail",  # a mail run (mail.runs)
+    "chat",  # a chat turn (mail.chat)
+]
+TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
+
+T = TypeVar("T", bound=Turn)
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class SlotRule:
+    """The turn slot a turn takes: seat ``seat_id``'s in ``session``; when it is taken,
+    ``on_wait()`` runs (a caller hands its claim back there, or raises to refuse) and
+    ``wake`` is enqueued when it is freed. ``take``/``free``/``free_alone`` are the slot's
+    primitives (``take_slot``, ``free_slot``, ``free_turn_slot`` of this module when
+    None), for a caller that names its own."""
+
+    session: Session
+    seat_id: str
+    wake: Wake
+    on_wait: Callable[[], None] | None = None
+    take: Callable[..., str | None] | None = None
+    free: Callable[[Session, str, str], bool] | None = None
+    free_alone: Callable[[Session, str, str], bool] | None = None
+
+    @staticmethod
+    def leased(session: Session, seat_id: str, *, task: str, model: type[models.Model], pk: int, token: str) -> SlotRule:
+        """The rule of a caller that runs one claimed ``LeasedWork`` row (a delivery, a
+        delegated post, a job, a mail or chat run): when the slot is taken the row's claim
+        ``token`` is handed back untouched (``workforce.leases.give_back_lease``) and task
+        ``task`` is enqueued with ``pk`` again when the slot is freed."""
+        return SlotRule(session, seat_id, Wake(task, (pk,)), on_wait=lambda: _give_back(model, pk, token))
+
+
+def _give_back(model: type[models.Model], pk: int, token: str) -> None:
+    give_back_lease(model, pk, token)
+
+
+@dataclass
+class TurnPlan(Generic[T, R]):
+    """What one caller's turn does where callers differ, once its work is claimed.
+
+    Attributes:
+        slot: the turn slot to take (``SlotRule``); None when the caller holds the seat's
+            slot already (a board drain's step holds it for all its rows).
+        start: starts the turn inside the first transaction (with the claim and the
+            slot) and returns its run: a callable that runs the model outside any
+            transaction and returns the ``Turn`` (``TurnResult``, or the caller's own).
+        settle: lands the turn's answer and settles the caller's work item, inside the
+            transaction that finishes the turn (after ``turn.finish()``); what it
+            returns is ``drive_turn``'s.
+        waiting: what ``drive_turn`` returns when the slot was taken.
+        on_error: told when the finishing transaction raised (``LeaseLost``: the claim
+            lapsed), before the exception propagates (a caller aborts the turn's request).
+    """
+
+    start: Callable[[], Callable[[], T]]
+    settle: Callable[[T], R]
+    slot: SlotRule | None
+    waiting: R
+    on_error: Callable[[T, Exception], None] | None = None
+
+
+@dataclass
+class TurnSpec(Generic[T, R]):
+    """One caller's turn, for ``drive_turn``: ``kind`` says who runs it; ``claim``,
+    called first inside the first transaction, claims the caller's work and returns the
+    ``TurnPlan``, or the caller's outcome when there is no turn to run (not claimed,
+    settled as failed before any turn, or not a turn of this path)."""
+
+    kind: TurnKind
+    claim: Callable[[], TurnPlan[T, R] | R]
+
+    @staticmethod
+    def planned(kind: TurnKind, plan: TurnPlan[T, R]) -> TurnSpec[T, R]:
+        """The spec of a caller whose work is claimed already: its claim step is ``plan``."""
+        return TurnSpec(kind, lambda: plan)
+
+
+def drive_turn(spec: TurnSpec[T, R]) -> R:
+    """Run one turn, whoever asks for it: the one orchestration (see
+    ``docs/architecture.md``, "One path for every turn"). Every caller's turn goes through
+    it; what differs is in ``spec``.
+
+    1. **claim, slot, start**, in one transaction (the caller's when it holds one open,
+       as an action does; else its own): ``spec.claim()``, then the seat's turn slot
+       (``take_slot``: a taken slot runs ``on_wait`` and returns ``plan.waiting``), then
+       ``plan.start()``;
+    2. **run**: the turn's model, outside that transaction;
+    3. **finish, settle**, in one transaction: ``turn.finish()`` (the reply, the request
+       settled, the kind's hooks), ``plan.settle(turn)``, and the slot freed
+       (``free_slot``, its oldest wait enqueued with the commit).
+
+    A slot not freed there (the finish raised) is freed on its own (``free_turn_slot``;
+    a database that fails it leaves the hold to lapse, logged), unless the caller's own
+    transaction took it (its rollback or commit decides).
+
+    Returns:
+        What ``spec.claim()`` returned when it gave no plan; ``plan.waiting``; or what
+        ``plan.settle`` returned.
+
+    Raises:
+        What the steps raise (``LeaseLost``, a caller's Refusal), after ``plan.on_error``.
+    """
+    joined = connection.in_atomic_block
+    hold: str | None = None
+    taken: str | None = None
+    with transaction.atomic(savepoint=False):
+        plan = spec.claim()
+        if not isinstance(plan, TurnPlan):
+            return plan
+        rule = plan.slot
+        if rule is not None:
+            taken = (rule.take or take_slot)(rule.session, rule.seat_id, wake=rule.wake, on_wait=rule.on_wait)
+            if taken is None:
+                return plan.waiting
+        run = plan.start()
+        hold = taken  # held from here: the start committed with it (or the caller's transaction holds both)
+    freed = False
+    try:
+        turn = run()
+        try:
+            with transaction.atomic(savepoint=False):
+                turn.finish()
+                outcome = plan.settle(turn)
+                if rule is not None and hold is not None:
+                    (rule.free or free_slot)(rule.session, rule.seat_id, hold)
+                    freed = True
+        except Exception as exc:
+            if plan.on_error is not None:
+                plan.on_error(turn, exc)
+            raise
+        return outcome
+    finally:
+        if rule is not None and hold is not None and not freed and not joined:
+            try:
+                (rule.free_alone or free_turn_slot)(rule.session, rule.seat_id, hold)
+            except DatabaseError:
+                logger.warning(
+                    "the turn slot of %s in %s was not freed; it lapses", rule.seat_id, rule.session.session_id, exc_info=True
+                )
 
 
 # ----------------------------------------------------------------------------- the model

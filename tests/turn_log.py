@@ -6,6 +6,8 @@ assistant message."""
 
 from __future__ import annotations
 
+import sys
+
 from workforce.models import Item, Request
 
 # A turn that calls one tool and then answers.
@@ -48,3 +50,23 @@ class ScriptedTurn:
         if self.calls == 1:
             return {"tool_calls": [{"name": TOOL, "arguments": {}}]}
         return self.reply
+
+
+def spy_drive_turn(monkeypatch) -> list[str]:
+    """Spy on the one orchestration of a turn (``seats.turns.drive_turn``) wherever a
+    module bound it, still running it: returns the list the kind of every turn driven
+    from now on is appended to (``spec.kind``), in order."""
+    from seats import turns
+
+    real = turns.drive_turn
+    kinds: list[str] = []
+
+    def spy(spec):
+        kinds.append(spec.kind)
+        return real(spec)
+
+    bound = [m for m in list(sys.modules.values()) if m is not None and getattr(m, "drive_turn", None) is real]
+    assert turns in bound and len(bound) > 1  # the callers import it; nothing of theirs runs a turn another way
+    for module in bound:
+        monkeypatch.setattr(module, "drive_turn", spy)
+    return kinds

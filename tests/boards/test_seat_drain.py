@@ -871,3 +871,14 @@ def test_the_sweep_leaves_a_drain_waiting_in_a_backlog_alone_and_wakes_a_lost_on
         assert do_sweep_board_drains(now=later) == []  # once
     assert len(sent) == 2
     assert DrainWake.objects.get().requeues == 1
+
+
+def test_a_rows_turn_runs_through_the_one_function(hired, file_task, monkeypatch):
+    from ..turn_log import spy_drive_turn
+
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    kinds = spy_drive_turn(monkeypatch)
+    set_model_resolver(create_mock_model_resolver({"eng.lead": lambda call: "the reply"}))
+    task = row(file_task("Write it."))
+    assert kinds == ["board-row"]
+    assert (task.status, task.output) == ("completed", "the reply")
