@@ -37,8 +37,8 @@ from workforce.llm.evaluation import (
     EvaluationError,
     Question,
     evaluate,
-    resolve_evaluation_model,
 )
+from workforce.llm.resolver import resolve_evaluation_model
 from workforce.models import Request, Session
 from workforce.sessions import emit_item
 

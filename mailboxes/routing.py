@@ -57,8 +57,8 @@ from workforce.llm.evaluation import (
     EvaluationError,
     Question,
     evaluate,
-    resolve_evaluation_model,
 )
+from workforce.llm.resolver import resolve_evaluation_model
 from workforce.models import Request, Session
 from workforce.notify import kind_hears_posts, recent_entry
 from workforce.refusals import Refusal
