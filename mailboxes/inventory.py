@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.contracts import in_callers_transaction
 from workforce.facets import CAPABILITIES
 from workforce.flows import registry
 from workforce.models import Organization
@@ -47,6 +48,7 @@ def template_refusal(mailbox_id: str) -> Refusal:
     )
 
 
+@in_callers_transaction
 def do_register_inventory(
     org: Organization,
     mailbox: BoundMailbox,

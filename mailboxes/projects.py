@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from workforce.contracts import in_callers_transaction
 from workforce.facets import TOOL_CATALOG
 from workforce.flows import registry
 from workforce.models import Membership, Organization, Session
@@ -131,6 +132,7 @@ def project_wire(project: Project, *, talk_session_id: str | None = None) -> dic
     return data
 
 
+@in_callers_transaction
 def do_ready_talk_session(project: Project, user_id: str) -> Session:
     """The talk session the project lists for ``user_id``, created (bound and listed) when
     there is none. Call inside a transaction."""

@@ -47,6 +47,7 @@ from django.utils import timezone
 from seats.models import Seat
 from seats.queries import reachable_rows, reachable_seats
 from workforce import rows
+from workforce.contracts import in_callers_transaction
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
@@ -543,6 +544,7 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
     return decision.by
 
 
+@in_callers_transaction
 def do_finish_fan_out(mailbox: Session, post_id: str, *, now=None) -> bool:
     """Complete the fan-out request of routed post ``post_id`` on ``mailbox`` once its
     member's delivery settled (done or failed); a cancelled one stays aborted. Call

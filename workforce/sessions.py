@@ -23,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from . import rows
+from .contracts import in_callers_transaction
 from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
@@ -166,6 +167,7 @@ SELECT (SELECT COUNT(*) FROM guard), item."id", item."seq" FROM (SELECT 1) AS on
 """
 
 
+@in_callers_transaction
 def do_update_then_emit_item(
     guard: tuple[str, list],
     session: Session,
