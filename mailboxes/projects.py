@@ -24,7 +24,7 @@ from workforce.flows import registry
 from workforce.models import Membership, Organization, Session
 from workforce.principals import check_user_id
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refuse, refused
 from workforce.tree import name_problem
 from workforce.wire import check_storable
 
@@ -245,7 +245,7 @@ def create_project_tool(ctx: ToolContext, args: dict) -> dict:
     room template is in place, that person's talk session is readied in the same
     transaction (spec "A room per project")."""
     if not isinstance(args, dict) or set(args) - {"title", "brief"}:
-        return {"ok": False, "reason": "invalid-input", "error": "invalid-input: create-project takes {title, brief?}."}
+        return refuse("invalid-input", "create-project takes {title, brief?}.")
     owner = ctx.session.user_id if ctx.session is not None else ctx.seat_id
     try:
         project, session = do_create_project(
@@ -256,7 +256,7 @@ def create_project_tool(ctx: ToolContext, args: dict) -> dict:
             ready_talk=current_roster().room_template() is not None,
         )
     except Refusal as refusal:
-        return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+        return refused(refusal)
     answer = {"ok": True, "projectId": project.project_id}
     if session is not None:
         answer["talkSessionId"] = session.session_id
