@@ -1,11 +1,14 @@
 """What a task operation answers when it says no.
 
-Task tools never raise: they answer ``{"ok": false, "error": <code>, "message": ...}``.
+Task tools never raise: they answer ``{"refused": "<code>: <message>"}`` (the one shape
+every tool refuses in, ``workforce.tools.refuse``), the code one of ``ERROR_CODES``.
 Services raise ``TaskError`` with the same code; the tools and the mailbox's board
 actions turn it into their own answer (a tool result, or a Refusal on the request).
 """
 
 from __future__ import annotations
+
+from workforce.tools import ToolRefusal, refuse
 
 TASK_NOT_FOUND = "task_not_found"
 UNKNOWN_ASSIGNEE = "unknown_assignee"
@@ -41,6 +44,6 @@ class TaskError(Exception):
         self.message = message
         super().__init__(f"{code}: {message}")
 
-    def as_result(self) -> dict:
-        """The tool answer: ``{"ok": False, "error": code, "message": message}``."""
-        return {"ok": False, "error": self.code, "message": self.message}
+    def as_result(self) -> ToolRefusal:
+        """The tool answer: ``{"refused": "<code>: <message>"}``."""
+        return refuse(self.code, self.message)

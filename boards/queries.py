@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 from workforce.models import Organization
 
 from .errors import TASK_NOT_FOUND, TaskError
-from .models import BoardTask, TaskChange, TaskDep, TaskStatus
+from .models import BoardTask, TaskDep, TaskStatus
 
 # What crosses to a browser (spec "Showing a board on screen"), in the spec's order.
 SAFE_FIELDS = (
@@ -58,20 +58,6 @@ def task_wire(task: BoardTask) -> dict:
         "updatedAt": _ms(task.updated_at),
         "startedAt": _ms(task.started_at),
         "completedAt": _ms(task.completed_at),
-    }
-
-
-def task_change_wire(change: TaskChange) -> dict:
-    """A ``task-change`` record: ``{taskId, kind, from, to, actor, run, data, at}`` (ms)."""
-    return {
-        "taskId": change.task.task_id,
-        "kind": change.kind,
-        "from": change.from_status,
-        "to": change.to_status,
-        "actor": change.actor,
-        "run": change.run,
-        "data": change.data,
-        "at": _ms(change.at),
     }
 
 
@@ -129,14 +115,6 @@ def list_board_tasks(
             if limit is not None and len(rows) >= limit:
                 break
     return rows
-
-
-def list_task_changes(org: Organization, board_id: str, task_id: str | None = None) -> QuerySet[TaskChange]:
-    """The ``task-change`` records of a ledger (or of one of its rows), oldest first."""
-    qs = TaskChange.objects.filter(organization=org, board_id=board_id).select_related("task").order_by("id")
-    if task_id is not None:
-        qs = qs.filter(task__task_id=task_id)
-    return qs
 
 
 def open_deps_exist() -> Exists:

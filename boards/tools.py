@@ -3,7 +3,7 @@ updateTask, listTasks, completeTask, failTask, blockTask and cancelTask, each na
 ``<tool>_<suffix>`` where the suffix is the board's ledger id made tool-safe
 (``addTask_engineering_incidents_followups``).
 
-A tool answers ``{"ok": true, ...}`` or ``{"ok": false, "error": <code>, "message": ...}``
+A tool answers ``{"ok": true, ...}`` or ``{"refused": "<code>: <message>"}``
 and never raises. The set is fixed per board: a worker's ``tools:`` line neither grants
 nor withholds them (the seat's capability composes ``board_task_tools`` per board). A
 mailbox with ``boardActions: true`` offers the same eight as actions on its own session,
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refuse
 
 from . import services
 from .drains import board_worker_keys
@@ -288,7 +288,7 @@ def call_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, wo
 
     Returns:
         ``{"ok": True, ...}`` (``task`` for row calls; ``taskId``/``status`` for addTask;
-        ``tasks``/``more`` for listTasks) or ``{"ok": False, "error": code, "message"}``.
+        ``tasks``/``more`` for listTasks) or ``{"refused": "<code>: <message>"}``.
         Never raises.
     """
     try:
@@ -297,7 +297,7 @@ def call_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, wo
         return error.as_result()
     except Exception as exc:  # a tool never raises; the model reads what happened
         logger.exception("task tool %s on %s failed", tool, board_id)
-        return {"ok": False, "error": INTERNAL_ERROR, "message": f"{type(exc).__name__}: {exc}"}
+        return refuse(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
 
 
 def board_tool_name(tool: str, board_id: str) -> str:

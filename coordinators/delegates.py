@@ -15,6 +15,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from seats.queries import reachable_seats
+from workforce.contracts import in_callers_transaction
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR
@@ -94,6 +95,7 @@ def _held_by_another(org: Organization, conv: Conversation, worker: str, child: 
     return Session.objects.filter(organization=org, session_id=child).exclude(pk__in=own).exists()
 
 
+@in_callers_transaction
 def do_change_delegates(org: Organization, session: Session, user_id: str, change: str, data: dict) -> dict:
     """One delegate action or tool call (spec "Changing the delegates", "Who can be a
     delegate"), inside the caller's transaction; a refusal writes nothing.

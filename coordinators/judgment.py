@@ -26,7 +26,7 @@ from seats.turns import TurnResult, offered_tools, run_turn, start_turn
 from workforce.framing import literal, quoted, quoted_name
 from workforce.models import Request
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refused
 
 from .config import CoordinatorSetup
 from .constants import (
@@ -146,17 +146,13 @@ def run_own_turn(
 # ----------------------------------------------------------------------------- the tools
 
 
-def _refused(refusal: Refusal) -> dict:
-    return {"refused": refusal.message}
-
-
 def _delegate_tool(change: str):
     def call(ctx: ToolContext, args: dict) -> dict:
         try:
             with transaction.atomic():
                 return do_change_delegates(ctx.org, ctx.session, ctx.session.user_id, change, args)
         except Refusal as refusal:
-            return _refused(refusal)
+            return refused(refusal)
 
     return call
 
@@ -170,13 +166,13 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
     state = ctx.extras.get(STATE) or {}
     worker = args.get("worker") if isinstance(args, dict) else None
     if not isinstance(worker, str) or not worker.strip() or set(args) - {"worker"}:
-        return _refused(Refusal("invalid-input", "handOff takes {worker}: the id of one of your delegates."))
+        return refused(Refusal("invalid-input", "handOff takes {worker}: the id of one of your delegates."))
     conv = Conversation.objects.select_related("session").get(pk=state["conversation"])
     if worker not in {d.worker for d in list_delegates(conv)}:
         problem = not_a_delegate_to_hand(worker)
         if not any(e["worker"] == worker and e.get("reason") == problem for e in state["skipped"]):
             state["skipped"].append(entry(worker, "skipped", problem))
-        return _refused(Refusal(NOT_A_DELEGATE, problem))
+        return refused(Refusal(NOT_A_DELEGATE, problem))
     number = state["round"]
     seat = reachable_seats(conv.session.organization_id, conv.session.user_id, [worker]).get(worker)
     problem = delegate_problem(worker, seat, state["setup"])
@@ -191,7 +187,7 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
     if problem is not None:
         if not any(e["worker"] == worker and e.get("reason") == problem for e in state["skipped"]):
             state["skipped"].append(entry(worker, "skipped", problem))
-        return _refused(Refusal("delegate-skipped", problem))
+        return refused(Refusal("delegate-skipped", problem))
     state["handoffs"].append(worker)
     return {"handedOff": worker, "round": number}
 

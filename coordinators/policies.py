@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.contracts import in_callers_transaction
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.llm.evaluation import (
     Choice,
@@ -37,8 +38,8 @@ from workforce.llm.evaluation import (
     EvaluationError,
     Question,
     evaluate,
-    resolve_evaluation_model,
 )
+from workforce.llm.resolver import resolve_evaluation_model
 from workforce.models import Request, Session
 from workforce.sessions import emit_item
 
@@ -546,6 +547,7 @@ def best_fit_pick(conv: Conversation, setup: CoordinatorSetup, handing: Handing)
     return Pick(None, BY_UNPLACED, skipped, detail, calls)
 
 
+@in_callers_transaction
 def record_pick(desk: Desk, handing: Handing, pick: Pick) -> Record:
     """Deliver best fit's pick and record it (inside the transaction)."""
     entries = list(pick.skipped)

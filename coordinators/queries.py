@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from workforce.models import Organization, Session
 from workforce.privacy import PARENT_JOIN, may_read
-from workforce.refusals import Refusal
 from workforce.sessions import CHILD_SEPARATOR
 
 from .constants import MAX_DELEGATES
@@ -64,19 +63,6 @@ def find_worker_session(org: Organization, user_id: str, *, worker: str, filing_
     )
     # The kernel's read rule decides: a delegate's session is the conversation owner's.
     return row.session if row is not None and may_read(row.session, user_id) else None
-
-
-def access_conversation_session(org: Organization, user_id: str, session_id: str) -> Session:
-    """A coordinator conversation's session as its owner reaches it.
-
-    Raises:
-        Refusal("session-not-found"): no such session in ``org``, or it is someone
-            else's (404, never 403: ids don't leak).
-    """
-    session = Session.objects.filter(organization=org, session_id=session_id, user_id=user_id).first()
-    if session is None:
-        raise Refusal("session-not-found", f'No session "{session_id}" exists.')
-    return session
 
 
 def round_answers(post_id: int, number: int) -> list[Answer]:

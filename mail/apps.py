@@ -23,7 +23,7 @@ class MailConfig(AppConfig):
     def ready(self) -> None:
         from seats.agent import KIND as AGENT_KIND
         from workforce.facets import CAPABILITIES, MAIL_READER
-        from workforce.flows import registry
+        from workforce.flows import FlowKind, registry
         from workforce.leases import register_work_table
         from workforce.sweepers import register_sweep
 
@@ -40,13 +40,17 @@ class MailConfig(AppConfig):
         register_chat()
         # The vault tells the office through the same handler a forge's webhook uses.
         set_event_listener(tell_office_safely)
-        # The agent kind offers mail_send to a seat whose WORKER.md grants mail.send.
-        agent = registry.require(AGENT_KIND)
-        capabilities = list(CAPABILITIES.get(agent) or [])
-        if mail_send_capability not in capabilities:
-            CAPABILITIES.set(agent, [*capabilities, mail_send_capability])
-        # The web pages read the agents' mail through this facet (they may not import mail).
-        MAIL_READER.set(agent, IndexReader())
+
+        # The agent kind (seats) offers mail_send to a seat whose WORKER.md grants
+        # mail.send, and the web pages read the agents' mail through MAIL_READER (they may
+        # not import mail). Added when the kind is registered, before or after this app.
+        def add_to_agent_kind(agent: FlowKind) -> None:
+            capabilities = list(CAPABILITIES.get(agent) or [])
+            if mail_send_capability not in capabilities:
+                CAPABILITIES.set(agent, [*capabilities, mail_send_capability])
+            MAIL_READER.set(agent, IndexReader())
+
+        registry.when_registered(AGENT_KIND, add_to_agent_kind)
         register_work_table(MailRun, "started_at")
         register_work_table(ChatRun, "started_at")
         register_sweep("mail", do_sweep_mail_and_chats)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.contracts import in_callers_transaction
 from workforce.models import Organization
 from workforce.principals import Principal
 from workforce.refusals import Refusal
@@ -127,6 +128,7 @@ def _check_send(org: Organization, *, sender: str, to: str, body: object, subjec
     return _Send(sender, to, subject, body, hops, in_reply_to, guarded=hops > MAX_HOPS)
 
 
+@in_callers_transaction
 def _write_send(org: Organization, send: _Send, store: MailStore, key: str | None = None) -> Thread:
     """Open the issue, index it and ledger it; call inside a transaction."""
     title = send.subject or "(no subject)"

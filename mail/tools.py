@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from seats.workers import MAIL_SEND, worker_capability
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refused
 
 from .constants import MAIL_CLOSE_TOOL, MAIL_REPLY_TOOL, MAIL_SEND_TOOL, RUN_DENIED
 from .ledger import ledger
@@ -37,10 +37,6 @@ def call_key(ctx: ToolContext, tool: str) -> str | None:
     count = ctx.extras.get(f"{tool}_count", 0) + 1
     ctx.extras[f"{tool}_count"] = count
     return f"{prefix}:{tool}:{count}"
-
-
-def _refused(refusal: Refusal) -> dict:
-    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
 
 
 def _exact(args: object, tool: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
@@ -89,7 +85,7 @@ def mail_send_tool(recipients: list[str]) -> Tool:
                 key=call_key(ctx, MAIL_SEND_TOOL),
             )
         except Refusal as refusal:
-            return _refused(refusal)
+            return refused(refusal)
         return {"ok": True, "thread": thread.thread_id, "to": to}
 
     return Tool(
@@ -135,7 +131,7 @@ def mail_reply(ctx: ToolContext, args: dict) -> dict:
             raise Refusal("thread-not-found", f"No mail {thread.thread_id} in your vault.")
         notified = do_reply_mail(ctx.org, thread, author=ctx.seat_id, body=args["body"], key=call_key(ctx, MAIL_REPLY_TOOL))
     except Refusal as refusal:
-        return _refused(refusal)
+        return refused(refusal)
     answer = {"ok": True, "thread": thread.thread_id}
     if notified.pk != thread.pk:
         answer["delivered"] = notified.thread_id
@@ -151,7 +147,7 @@ def mail_close(ctx: ToolContext, args: dict) -> dict:
             raise Refusal("thread-not-found", f"No mail {thread.thread_id} in your vault.")
         do_close_mail(ctx.org, thread, author=ctx.seat_id)
     except Refusal as refusal:
-        return _refused(refusal)
+        return refused(refusal)
     return {"ok": True, "thread": thread.thread_id}
 
 

@@ -45,13 +45,13 @@ DELIVER_TASK = "mailboxes.tasks.deliver_post"
 UNBOUNDED = 1_000_000_000  # a bound of 0: no bound
 
 
-def session_task_limit() -> int:
+def session_delivery_limit() -> int:
     """Deliveries one mailbox session may have in flight (``WORKFORCE_DELIVERY_SESSION_TASKS``;
     0: no bound)."""
     return int(settings.WORKFORCE_DELIVERY_SESSION_TASKS) or UNBOUNDED
 
 
-def org_task_limit() -> int:
+def org_delivery_limit() -> int:
     """Deliveries one organization may have in flight (``WORKFORCE_DELIVERY_ORG_TASKS``; 0: no bound)."""
     return int(settings.WORKFORCE_DELIVERY_ORG_TASKS) or UNBOUNDED
 
@@ -118,8 +118,8 @@ def do_release_deliveries(org_id: str, *, now=None) -> list[int]:
     """
     params = {
         "org": org_id,
-        "session_limit": session_task_limit(),
-        "org_limit": org_task_limit(),
+        "session_limit": session_delivery_limit(),
+        "org_limit": org_delivery_limit(),
         "now": connection.ops.adapt_datetimefield_value(now or timezone.now()),
     }
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
@@ -148,4 +148,4 @@ def do_release_held_everywhere(*, now=None) -> dict[str, list[int]]:
     return released
 
 
-__all__ = ["do_release_deliveries", "do_release_held_everywhere", "session_task_limit", "org_task_limit"]
+__all__ = ["do_release_deliveries", "do_release_held_everywhere", "session_delivery_limit", "org_delivery_limit"]

@@ -21,12 +21,13 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.contracts import in_callers_transaction
 from workforce.facets import CAPABILITIES
 from workforce.flows import registry
 from workforce.models import Organization
 from workforce.refusals import Refusal
 from workforce.sessions import now_ms
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refuse
 
 from .binder import BoundMailbox
 from .models import InventoryMailbox, InventoryMembership, InventorySeat
@@ -47,6 +48,7 @@ def template_refusal(mailbox_id: str) -> Refusal:
     )
 
 
+@in_callers_transaction
 def do_register_inventory(
     org: Organization,
     mailbox: BoundMailbox,
@@ -144,7 +146,7 @@ def list_mailboxes_tool(ctx: ToolContext, args: dict) -> dict:
     """The ``list-mailboxes`` tool: ``{"mailboxes": [{id, description, members}]}``, the
     mailboxes the calling seat is a member of, from the inventory. Takes no input."""
     if args:
-        return {"ok": False, "reason": "invalid-input", "error": f"invalid-input: {LIST_MAILBOXES} takes no input."}
+        return refuse("invalid-input", f"{LIST_MAILBOXES} takes no input.")
     rows = list_seat_mailboxes(ctx.org, ctx.seat_id)
     templates = {t.id for t in current_roster().templates}
     return {

@@ -18,12 +18,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from workforce.contracts import in_callers_transaction
 from workforce.facets import TOOL_CATALOG
 from workforce.flows import registry
 from workforce.models import Membership, Organization, Session
 from workforce.principals import check_user_id
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refuse, refused
 from workforce.tree import name_problem
 from workforce.wire import check_storable
 
@@ -131,6 +132,7 @@ def project_wire(project: Project, *, talk_session_id: str | None = None) -> dic
     return data
 
 
+@in_callers_transaction
 def do_ready_talk_session(project: Project, user_id: str) -> Session:
     """The talk session the project lists for ``user_id``, created (bound and listed) when
     there is none. Call inside a transaction."""
@@ -243,7 +245,7 @@ def create_project_tool(ctx: ToolContext, args: dict) -> dict:
     room template is in place, that person's talk session is readied in the same
     transaction (spec "A room per project")."""
     if not isinstance(args, dict) or set(args) - {"title", "brief"}:
-        return {"ok": False, "reason": "invalid-input", "error": "invalid-input: create-project takes {title, brief?}."}
+        return refuse("invalid-input", "create-project takes {title, brief?}.")
     owner = ctx.session.user_id if ctx.session is not None else ctx.seat_id
     try:
         project, session = do_create_project(
@@ -254,7 +256,7 @@ def create_project_tool(ctx: ToolContext, args: dict) -> dict:
             ready_talk=current_roster().room_template() is not None,
         )
     except Refusal as refusal:
-        return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+        return refused(refusal)
     answer = {"ok": True, "projectId": project.project_id}
     if session is not None:
         answer["talkSessionId"] = session.session_id

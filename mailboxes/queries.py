@@ -13,7 +13,7 @@ from workforce.privacy import PARENT_JOIN, may_read
 from workforce.queries import window_request_ids
 from workforce.refusals import Refusal
 
-from .models import Delivery, Line
+from .models import Line
 from .roster import current_roster
 
 MAILBOX_STATE_KEYS = ("members", "charter", "description")
@@ -83,12 +83,6 @@ def held_boards(session: Session) -> list[str]:
     """The boards the mailbox holds, from the files as bound at this start (never stored)."""
     bound = current_roster().mailbox(session.session_id)
     return list(bound.boards) if bound is not None else []
-
-
-def list_deliveries(mailbox: Session, post_id: str | None = None) -> QuerySet[Delivery]:
-    """The deliveries of a mailbox (or of one post), oldest first."""
-    qs = Delivery.objects.filter(mailbox=mailbox).order_by("pk")
-    return qs.filter(post_id=post_id) if post_id else qs
 
 
 @dataclass

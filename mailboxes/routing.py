@@ -47,6 +47,7 @@ from django.utils import timezone
 from seats.models import Seat
 from seats.queries import reachable_rows, reachable_seats
 from workforce import rows
+from workforce.contracts import in_callers_transaction
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY, ROUTE
 from workforce.flows import registry
@@ -57,8 +58,8 @@ from workforce.llm.evaluation import (
     EvaluationError,
     Question,
     evaluate,
-    resolve_evaluation_model,
 )
+from workforce.llm.resolver import resolve_evaluation_model
 from workforce.models import Request, Session
 from workforce.notify import kind_hears_posts, recent_entry
 from workforce.refusals import Refusal
@@ -540,6 +541,7 @@ def _record_decision(route: Route, decision: RouteDecision, started, flow) -> st
     return decision.by
 
 
+@in_callers_transaction
 def do_finish_fan_out(mailbox: Session, post_id: str, *, now=None) -> bool:
     """Complete the fan-out request of routed post ``post_id`` on ``mailbox`` once its
     member's delivery settled (done or failed); a cancelled one stays aborted. Call

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from workforce.contracts import in_callers_transaction
 from workforce.facets import NOTIFY, ROUTE
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
@@ -172,6 +173,7 @@ def do_open_mailboxes(
     return outcomes
 
 
+@in_callers_transaction
 def do_post_line(
     ctx: ActionContext,
     *,
@@ -183,7 +185,8 @@ def do_post_line(
 ) -> Line:
     """Append one line to the mailbox ``ctx.session`` (spec "Posting and reading").
 
-    Takes the mailbox session's row lock (already taken when the action is declared
+    Runs inside the action's transaction (``@in_callers_transaction``). Takes the
+    mailbox session's row lock (already taken when the action is declared
     ``locks_session``), so posts on one mailbox are serialized and each line gets the
     next gap-free ``seq`` (the session's ``line_seq``, bumped with its item counter in
     one write: ``mailboxes.lines.insert_line``); posts on two mailboxes never wait on

@@ -12,7 +12,7 @@ dispatch. Answers:
 - on a turn answering a routed post, the first call into that post's mailbox is the
   post's answer: it goes through the mailbox's internal ``answer`` (at most one answer
   line per post); a later call there posts nothing and answers ``already-answered``;
-- ``{"ok": false, "reason": ..., "error": "<reason>: <detail>"}`` when the call fails by
+- ``{"refused": "<reason>: <detail>"}`` (``workforce.tools.refused``) when the call fails by
   name: ``invalid-input`` (a key other than mailbox and body, an empty body),
   ``session-not-found`` (nobody opened that id; nothing is created),
   ``session-not-addressable`` (a session on another kind), ``external-dispatcher``, and
@@ -25,7 +25,7 @@ from workforce.dispatch import dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
 from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, refused
 
 from .models import Seat
 from .queries import reachable_seats
@@ -39,11 +39,6 @@ ANSWER_EXTRA = "answer"
 # The mailbox session a woken turn was delivered from (``ToolContext.extras``), as read
 # with the delivery: a post back into it needs no read of its own.
 MAILBOX_EXTRA = "mailbox_session"
-
-
-def refused(refusal: Refusal) -> dict:
-    """A tool's answer for a call that failed by name."""
-    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
 
 
 def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:

@@ -196,11 +196,29 @@ class FlowRegistry:
 
     def __init__(self) -> None:
         self._kinds: dict[str, FlowKind] = {}
+        self._on_register: dict[str, list[Callable[[FlowKind], None]]] = {}
 
     def register(self, flow: FlowKind) -> FlowKind:
-        """Register (or replace) ``flow`` under its kind name and return it."""
+        """Register (or replace) ``flow`` under its kind name and return it, then run every
+        ``when_registered`` callback for that name on it (in the order they were added)."""
         self._kinds[flow.kind] = flow
+        for callback in self._on_register.get(flow.kind, ()):
+            callback(flow)
         return flow
+
+    def when_registered(self, kind: str, callback: Callable[[FlowKind], None]) -> None:
+        """Run ``callback(flow)`` on kind ``kind``: now if it is registered, and again each
+        time it is registered (a kind built again keeps what other apps add to it).
+
+        An app that adds to another app's kind (mail's tools on the agent kind) calls this
+        from its ``ready()``, so the order of ``INSTALLED_APPS`` does not matter. The
+        callback must be safe to run more than once on one kind (a facet set, not appended
+        twice).
+        """
+        self._on_register.setdefault(kind, []).append(callback)
+        flow = self._kinds.get(kind)
+        if flow is not None:
+            callback(flow)
 
     def unregister(self, kind: str) -> None:
         self._kinds.pop(kind, None)

@@ -23,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from . import rows
+from .contracts import in_callers_transaction
 from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
@@ -173,6 +174,7 @@ def _item_params(item: Item) -> list[Any]:
     return [item.session_id, *rows.insert_params(item, fields), STREAM_CHANNEL, f"{item.session_id}:"]
 
 
+@in_callers_transaction
 def do_update_then_emit_item(
     guard: tuple[str, list],
     session: Session,

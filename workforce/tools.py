@@ -1,17 +1,54 @@
 """Tools a seat's model can call (the spec's capabilities hand these to a kind).
 
 A Tool is a name, a description, a JSON-schema for its arguments and a function. Tools
-never raise for expected failures: they answer ``{"ok": false, "error": ...}`` (task
-tools) or ``{"refused": ...}`` (coordinator tools) so the model can read the outcome.
+never raise for expected failures: every tool refuses in one shape,
+``{"refused": "<code>: <sentence>"}`` (``refuse``/``refused``), the shape spec 004 gives
+the coordinator's tools, with the code the refusal has elsewhere kept exactly as the
+message's first word (a spec reason such as ``invalid-input``, or a task tool's
+``task_not_found``). See docs/architecture.md "How a tool says no".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from .models import Organization, Request, Session
+from .refusals import Refusal
+
+if TYPE_CHECKING:  # annotations only: boards.errors imports this module before the models load
+    from .models import Organization, Request, Session
+
+
+class ToolRefusal(TypedDict):
+    """A tool's answer when it says no: ``{"refused": "<code>: <sentence>"}``."""
+
+    refused: str
+
+
+def refuse(code: str, detail: str) -> ToolRefusal:
+    """The one refusal shape: ``{"refused": "<code>: <detail>"}``.
+
+    Args:
+        code: the refusal's code, exactly as the spec (or the task tools) spell it:
+            ``invalid-input``, ``task_not_found``.
+        detail: a sentence for the model.
+    """
+    return {"refused": f"{code}: {detail}"}
+
+
+def refused(refusal: Refusal) -> ToolRefusal:
+    """``refuse(refusal.reason, refusal.detail)``: a Refusal as a tool's answer."""
+    return refuse(refusal.reason, refusal.detail)
+
+
+def refusal_code(result: Mapping[str, Any]) -> str | None:
+    """The code of a tool's refusal (the word before the first ``": "``), or None when
+    ``result`` is not a refusal."""
+    message = result.get("refused")
+    if not isinstance(message, str):
+        return None
+    return message.partition(": ")[0]
 
 
 @dataclass

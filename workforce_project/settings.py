@@ -21,11 +21,29 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("WORKFORCE_VAR_DIR", BASE_DIR / "var"))
 
 
-def _env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """A yes/no setting from the environment variable ``name``.
+
+    ``1/true/yes/on`` and ``0/false/no/off`` (any case, surrounding spaces ignored); unset or
+    empty gives ``default``. Anything else (``ture``) stops start-up naming the variable, as
+    healthchecks' ``envbool`` does: a typo must not quietly mean "off".
+
+    Raises:
+        ImproperlyConfigured: the value is none of those words.
+    """
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    word = raw.strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a yes/no value: write true or false (also 1/0, yes/no, on/off).")
 
 
 def _env_number(name: str, default, kind=int):
@@ -55,7 +73,7 @@ def _env_rate(name: str, default: str) -> str:
 # start (VAR_DIR/secret_key, mode 0600), read by the web server and the cluster alike.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create_secret_key(VAR_DIR / "secret_key")
 # Off unless asked for: a 500 under DEBUG hands the caller the traceback and settings.
-DEBUG = _env_bool("DJANGO_DEBUG", False)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
 # Origins besides the server's own that may post forms and call /mcp from a browser
 # (https://office.example.org, https://*.example.org); comma-separated.
@@ -135,7 +153,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("TEST", {})
 # The web process (serve) takes its PostgreSQL connections from a pool sized by
 # WORKFORCE_WEB_CONCURRENCY (workforce_project.deployment.web_pool_options).
-WORKFORCE_DB_POOL = _env_bool("WORKFORCE_DB_POOL", True)
+WORKFORCE_DB_POOL = env_bool("WORKFORCE_DB_POOL", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []
@@ -199,7 +217,7 @@ WORKFORCE_TURN_TIMEOUT = _env_number("WORKFORCE_TURN_TIMEOUT", 100, float)
 WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
 # Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts
 # are refused (external-dispatcher) and a client post wakes nobody.
-WORKFORCE_EXTERNAL_DISPATCHER = _env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)
+WORKFORCE_EXTERNAL_DISPATCHER = env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)
 WORKFORCE_DELIVERY_MAX_ATTEMPTS = _env_number("WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3, int)
 WORKFORCE_SWEEP_SECONDS = _env_number("WORKFORCE_SWEEP_SECONDS", 15, float)
 # How long serve takes to stop (web server and cluster); work still running then is

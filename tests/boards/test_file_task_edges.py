@@ -59,19 +59,13 @@ def test_the_task_tools_answer_an_over_long_assignee_or_title_as_invalid_argumen
     row = file_row()
     long = "a" * 201
     assert call_board_tool("addTask", FOLLOWUPS, seat_ctx, {"goal": "x", "assignee": long}) == {
-        "ok": False,
-        "error": "invalid_arguments",
-        "message": "assignee must be at most 200 characters.",
+        "refused": "invalid_arguments: assignee must be at most 200 characters."
     }
     assert call_board_tool("assignTask", FOLLOWUPS, seat_ctx, {"taskId": row.task_id, "assignee": long}) == {
-        "ok": False,
-        "error": "invalid_arguments",
-        "message": "assignee must be at most 200 characters.",
+        "refused": "invalid_arguments: assignee must be at most 200 characters."
     }
     assert call_board_tool("updateTask", FOLLOWUPS, seat_ctx, {"taskId": row.task_id, "title": "t" * 501}) == {
-        "ok": False,
-        "error": "invalid_arguments",
-        "message": "title must be at most 500 characters.",
+        "refused": "invalid_arguments: title must be at most 500 characters."
     }
     assert BoardTask.objects.count() == 1
     row.refresh_from_db()

@@ -386,9 +386,7 @@ def test_the_tools_write_to_their_own_board_as_the_seat(hired, org):
     # the workers map is the hired drains': an assignee no drain runs is refused on a drained board
     refused = tools["addTask_eng_incidents_followups"].call(ctx, {"goal": "x", "assignee": "nobody"})
     assert refused == {
-        "ok": False,
-        "error": "unknown_assignee",
-        "message": '"nobody" is not a worker of board eng.incidents.followups; its workers are lead.',
+        "refused": 'unknown_assignee: "nobody" is not a worker of board eng.incidents.followups; its workers are lead.'
     }
     listed = tools["listTasks_eng_incidents_followups"].call(ctx, {})
     assert listed["ok"] is True and listed["tasks"] == []

@@ -8,7 +8,7 @@ import pytest
 from boards.drains import BoardDrain, set_board_drains
 from boards.models import BoardTask, TaskChange, TaskDep
 from boards.tools import TOOL_NAMES, board_task_tools, call_board_tool
-from workforce.tools import ToolContext
+from workforce.tools import ToolContext, refusal_code
 
 from .conftest import ESCALATIONS, FOLLOWUPS, force_status
 
@@ -112,7 +112,7 @@ def test_task_not_found(seat_ctx, file_row, other_org, tool):
     args = {"assignTask": {"assignee": "x"}, "failTask": {"error": "e"}, "updateTask": {"title": "t"}}.get(tool, {})
     for task_id in ("task_nope", other_board.task_id, other_tenant.task_id):
         result = tools()[f"{tool}_{SX}"].call(seat_ctx, {"taskId": task_id, **args})
-        assert result == {"ok": False, "error": "task_not_found", "message": f"No task {task_id!r} on board {FOLLOWUPS}."}
+        assert result == {"refused": f"task_not_found: No task {task_id!r} on board {FOLLOWUPS}."}
 
 
 def test_unknown_assignee_from_hired_drains_or_a_given_workers_map(seat_ctx, file_row):
@@ -120,13 +120,11 @@ def test_unknown_assignee_from_hired_drains_or_a_given_workers_map(seat_ctx, fil
     set_board_drains([BoardDrain("eng.analyst", FOLLOWUPS, ("analyst",)), BoardDrain("eng.lead", FOLLOWUPS, ("lead",))])
     result = tools()[f"assignTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "assignee": "intern"})
     assert result == {
-        "ok": False,
-        "error": "unknown_assignee",
-        "message": f'"intern" is not a worker of board {FOLLOWUPS}; its workers are analyst, lead.',
+        "refused": f'unknown_assignee: "intern" is not a worker of board {FOLLOWUPS}; its workers are analyst, lead.'
     }
     assert tools()[f"assignTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "assignee": "lead"})["ok"] is True
     added = tools()[f"addTask_{SX}"].call(seat_ctx, {"goal": "g", "assignee": "intern"})
-    assert added["error"] == "unknown_assignee"
+    assert refusal_code(added) == "unknown_assignee"
     explicit = tools(workers=["intern"])[f"assignTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "assignee": "intern"})
     assert explicit["ok"] is True
 
@@ -139,13 +137,13 @@ def test_any_assignee_when_no_drain_declares_the_board(seat_ctx, file_row):
 def test_illegal_transition_and_terminal_results(seat_ctx, file_row):
     task = file_row()
     result = tools()[f"completeTask_{SX}"].call(seat_ctx, {"taskId": task.task_id})
-    assert result["ok"] is False and result["error"] == "illegal_status_transition"
-    assert result["message"] == (
-        f"completeTask_{SX} can't move {task.task_id}: it is pending, and from pending the calls are "
+    assert refusal_code(result) == "illegal_status_transition"
+    assert result["refused"] == (
+        f"illegal_status_transition: completeTask_{SX} can't move {task.task_id}: it is pending, and from pending the calls are "
         f"blockTask_{SX}, cancelTask_{SX}, or a drain claiming it."
     )
     result = tools()[f"blockTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "unblock": True})
-    assert result["error"] == "illegal_status_transition" and "it is pending, not blocked" in result["message"]
+    assert refusal_code(result) == "illegal_status_transition" and "it is pending, not blocked" in result["refused"]
     force_status(task, "cancelled")
     for tool, extra in (
         ("assignTask", {"assignee": "a"}),
@@ -156,11 +154,7 @@ def test_illegal_transition_and_terminal_results(seat_ctx, file_row):
         ("blockTask", {}),
     ):
         result = tools()[f"{tool}_{SX}"].call(seat_ctx, {"taskId": task.task_id, **extra})
-        assert result == {
-            "ok": False,
-            "error": "task_terminal",
-            "message": f"{task.task_id} is cancelled, a terminal status: no call changes it.",
-        }
+        assert result == {"refused": f"task_terminal: {task.task_id} is cancelled, a terminal status: no call changes it."}
 
 
 @pytest.mark.parametrize(
@@ -182,17 +176,17 @@ def test_illegal_transition_and_terminal_results(seat_ctx, file_row):
 )
 def test_bad_arguments_answer_invalid_arguments(seat_ctx, tool, args, fragment):
     result = tools()[f"{tool}_{SX}"].call(seat_ctx, args)
-    assert result["ok"] is False and result["error"] == "invalid_arguments"
-    assert fragment in result["message"]
+    assert refusal_code(result) == "invalid_arguments"
+    assert fragment in result["refused"]
     assert BoardTask.objects.count() == 0
 
 
 def test_update_with_nothing_and_below_used_attempts(seat_ctx, file_row):
     task = force_status(file_row(), "in_progress", attempts=2)
     nothing = tools()[f"updateTask_{SX}"].call(seat_ctx, {"taskId": task.task_id})
-    assert nothing["error"] == "invalid_arguments" and "nothing to update" in nothing["message"]
+    assert refusal_code(nothing) == "invalid_arguments" and "nothing to update" in nothing["refused"]
     below = tools()[f"updateTask_{SX}"].call(seat_ctx, {"taskId": task.task_id, "maxAttempts": 1})
-    assert below["error"] == "invalid_arguments" and "2 attempt(s)" in below["message"]
+    assert refusal_code(below) == "invalid_arguments" and "2 attempt(s)" in below["refused"]
 
 
 def test_deps_on_add_and_update(seat_ctx, file_row):
@@ -202,11 +196,11 @@ def test_deps_on_add_and_update(seat_ctx, file_row):
     assert c.deps == [a.task_id, b.task_id]
     assert set(TaskDep.objects.filter(task=c).values_list("depends_on__task_id", flat=True)) == {a.task_id, b.task_id}
     missing = tools()[f"addTask_{SX}"].call(seat_ctx, {"goal": "d", "deps": ["task_nope"]})
-    assert missing["error"] == "task_not_found"
+    assert refusal_code(missing) == "task_not_found"
     cycle = tools()[f"updateTask_{SX}"].call(seat_ctx, {"taskId": a.task_id, "deps": [c.task_id]})
-    assert cycle["error"] == "invalid_arguments" and "cycle" in cycle["message"]
+    assert refusal_code(cycle) == "invalid_arguments" and "cycle" in cycle["refused"]
     itself = tools()[f"updateTask_{SX}"].call(seat_ctx, {"taskId": a.task_id, "deps": [a.task_id]})
-    assert itself["error"] == "invalid_arguments"
+    assert refusal_code(itself) == "invalid_arguments"
     redo = tools()[f"updateTask_{SX}"].call(seat_ctx, {"taskId": c.task_id, "deps": [b.task_id]})
     assert redo["task"]["deps"] == [b.task_id]
     assert list(TaskDep.objects.filter(task=c).values_list("depends_on__task_id", flat=True)) == [b.task_id]
@@ -227,8 +221,8 @@ def test_a_tool_never_raises(seat_ctx, monkeypatch):
 
     monkeypatch.setattr(boards.services, "do_file_task", explode)
     result = call_board_tool("addTask", FOLLOWUPS, seat_ctx, {"goal": "g"})
-    assert result == {"ok": False, "error": "internal_error", "message": "RuntimeError: database gone"}
-    assert call_board_tool("addTask", FOLLOWUPS, seat_ctx, None)["error"] == "invalid_arguments"
+    assert result == {"refused": "internal_error: RuntimeError: database gone"}
+    assert refusal_code(call_board_tool("addTask", FOLLOWUPS, seat_ctx, None)) == "invalid_arguments"
 
 
 def test_tools_in_another_organization_reach_that_ledger(file_row, other_org):

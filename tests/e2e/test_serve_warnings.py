@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.e2e.conftest import REPO
+from tests.e2e.conftest import REPO, wait_for
 from tests.e2e.test_board_drain_cluster import tree
 
 pytestmark = pytest.mark.e2e
@@ -21,8 +20,14 @@ UNKNOWN = "seat eng.analyst drains board eng.incident.followups, which no mailbo
 def test_serve_prints_each_board_warning_once(start_server, tmp_path):
     server = start_server(tree(tmp_path / "tree"))
     assert server.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
-    time.sleep(3)  # the cluster's workers have booted by now
-    log = server.log.read_text()
+    workers = int(server.env.get("WORKFORCE_Q_WORKERS") or 2)  # the settings' default
+    # Every worker of the cluster has booted (django-q logs each one ready) before counting.
+    log = wait_for(
+        lambda: (text := server.log.read_text()).count("ready for work") >= workers and text,
+        timeout=60,
+        what=f"the cluster's {workers} workers to be ready",
+        log=server.log,
+    )
     assert log.count(UNATTENDED) == 1, log
     assert log.count(UNKNOWN) == 1, log
     assert f"warning: {UNATTENDED}" in log and f"warning: {UNKNOWN}" in log

@@ -25,6 +25,7 @@ from workforce.llm import use_model_resolver
 from workforce.models import Item, Request, Session
 from workforce.refusals import Refusal
 from workforce.testing import create_mock_model_resolver
+from workforce.tools import refusal_code
 
 from .conftest import MAIL_TREE
 
@@ -186,8 +187,8 @@ def test_a_seats_tool_call_with_unstorable_arguments_is_refused_and_recorded_wit
     request = Request.objects.get(request_id=answer.json()["requestId"])
     assert request.status == "completed", request.error
     [call] = [i.data for i in Item.objects.filter(request=request, component="tool-call")]
-    assert call["arguments"] is None and call["result"]["reason"] == "invalid-input"
-    assert "NUL" in call["result"]["error"]
+    assert call["arguments"] is None and refusal_code(call["result"]) == "invalid-input"
+    assert "NUL" in call["result"]["refused"]
     assert not Line.objects.exists()
 
 

@@ -14,6 +14,7 @@ from mail.store import current_store
 from tests.mail.conftest import PERSON
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
+from workforce.tools import refusal_code
 
 
 def events(org, thread=None) -> list[tuple[str, str, str]]:
@@ -160,8 +161,7 @@ def test_capability_denial_writes_no_issue_and_is_ledgered(agents, org, vaults, 
     send("eng.sender", '/tool mail_send {"to": "eng.alpha", "body": "Hello alpha"}')
     [turn] = mail_turns(org, "eng.sender")
     call = turn.items.get(component="tool-call").data
-    assert call["name"] == "mail_send" and call["result"]["ok"] is False
-    assert call["result"]["reason"] == "recipient-not-allowed"
+    assert call["name"] == "mail_send" and refusal_code(call["result"]) == "recipient-not-allowed"
     assert not (vaults / "default" / "eng.alpha.git").exists()  # no issue: not even a vault
     assert not Thread.objects.filter(recipient="eng.alpha").exists()
     denied = LedgerEntry.objects.get(event="run.denied")

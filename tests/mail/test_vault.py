@@ -181,10 +181,9 @@ def test_a_lock_a_killed_writer_left_is_cleared_logged_and_the_write_lands(store
     lock = repo / "refs" / "heads" / "main.lock"
     _stale(lock)
 
-    started = time.monotonic()
+    # how soon (not the ~11 s of tries that end in vault-unavailable): bench/timeouts.py ("stale vault lock")
     with caplog.at_level(logging.WARNING, logger="mail.vault"):
         issue = store.comment("default", "eng.alpha", 1, "after the kill")
-    assert time.monotonic() - started < 5  # not the ~11 s of tries that end in vault-unavailable
     assert issue.comments[-1].body == "after the kill"
     assert not lock.exists()
     assert [r.getMessage() for r in caplog.records if str(lock) in r.getMessage()], caplog.text  # the log names the file

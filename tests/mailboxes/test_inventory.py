@@ -139,7 +139,9 @@ def test_discover_mailboxes_gives_the_seat_the_list_mailboxes_tool(make_tree, op
             "members": ["eng.lead", "eng.analyst"],
         },
     ]
-    assert list_mailboxes_tool(ToolContext(org=org, seat_id="eng.lead"), {"x": 1})["reason"] == "invalid-input"
+    assert list_mailboxes_tool(ToolContext(org=org, seat_id="eng.lead"), {"x": 1}) == {
+        "refused": "invalid-input: list-mailboxes takes no input."
+    }
 
 
 @pytest.mark.parametrize(

@@ -82,10 +82,8 @@ def test_while_the_database_refuses_connections_a_request_is_refused_at_once(par
         kwargs={**params, "port": closed_port()}, min_size=1, max_size=2, timeout=10, reconnect_timeout=3, open=True
     )
     try:
-        for _ in range(3):
-            started = time.monotonic()
+        for _ in range(3):  # how soon: bench/timeouts.py ("pool refusal", not the pool's 10 s)
             with pytest.raises(PoolTimeout):
                 pool.getconn()
-            assert time.monotonic() - started < 2  # not the pool's 10 s
     finally:
         pool.close()

@@ -15,6 +15,7 @@ from workforce.flows import registry
 from workforce.models import Item, Request, Session
 from workforce.notify import ON_MAILBOX_POST
 from workforce.sessions import ActionContext
+from workforce.tools import refusal_code
 
 from .conftest import ALICE, ANALYST, BOB, LEAD, ROOM_TREE, SEATS
 
@@ -216,6 +217,6 @@ def test_a_seat_that_answers_twice_in_its_turn_lands_one_answer(room_tree, act, 
         for i in Item.objects.filter(session__session_id=f"{talk.session_id}:{LEAD}", component="tool-call").order_by("seq")
     ]
     assert calls[0]["result"]["handedOver"] is True
-    assert calls[1]["result"]["reason"] == "already-answered"
+    assert refusal_code(calls[1]["result"]) == "already-answered"
     (turn,) = Request.objects.filter(session__session_id=f"{talk.session_id}:{LEAD}", action=ON_MAILBOX_POST)
     assert turn.status == "completed"

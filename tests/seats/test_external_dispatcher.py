@@ -11,7 +11,7 @@ from tests.conftest import MEMBER
 from workforce.dispatch import dispatch
 from workforce.models import Request
 from workforce.refusals import Refusal
-from workforce.tools import ToolContext
+from workforce.tools import ToolContext, refusal_code
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_a_flow_to_flow_post_is_refused(wired, org, external):
 def test_the_tool_call_fails_with_external_dispatcher(wired, org, external):
     wired()
     result = POST_TO_MAILBOX_TOOL.call(ToolContext(org=org, seat_id="eng.lead"), {"mailbox": "eng.standup", "body": "hi"})
-    assert result["ok"] is False and result["reason"] == "external-dispatcher"
+    assert refusal_code(result) == "external-dispatcher"
     assert not Line.objects.exists()
 
 

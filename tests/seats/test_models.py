@@ -85,10 +85,9 @@ def test_scripted_sleep_and_its_timeout():
     started = time.monotonic()  # a post's body quoted by the framing (workforce.framing)
     scripted([{"role": "user", "content": turn_text({"mailboxId": "y", "principal": "x", "body": "slow\n/sleep 150"})}])
     assert time.monotonic() - started >= 0.15
-    started = time.monotonic()
+    # how soon it gives up: bench/timeouts.py ("scripted model timeout")
     with pytest.raises(ModelError, match="no answer within 0.1s"):
         scripted([{"role": "user", "content": "x in y: slower\n/sleep 5000"}], timeout=0.1)
-    assert time.monotonic() - started < 2
 
 
 def test_echo_ignores_a_senders_sleep():

@@ -106,10 +106,7 @@ def test_a_model_that_does_not_answer_in_time_fails_the_turn(openai_tree, post, 
     settings.WORKFORCE_MODEL_TIMEOUT = 0.5
     with FakeOpenAI(delay=3) as fake:
         openai_tree(fake)
-        started = time.monotonic()
-        post("eng.incidents", "hello?")
-        elapsed = time.monotonic() - started
-    assert elapsed < 2.5  # the turn gave up at its timeout, not when the server answered
+        post("eng.incidents", "hello?")  # how soon it gives up: bench/timeouts.py ("OpenAI model timeout")
     turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
     assert turn.status == "failed" and turn.error["reason"] == "model-error"
     assert turn.error["message"] == "model-error: openai/fake-model: no answer within 0.5s"

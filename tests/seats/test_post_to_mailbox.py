@@ -12,7 +12,7 @@ from workforce.flows import FlowKind, registry
 from workforce.llm import use_model_resolver
 from workforce.models import Item, Request, Session
 from workforce.testing import create_mock_model_resolver
-from workforce.tools import ToolContext
+from workforce.tools import ToolContext, refusal_code
 
 POSTER = worker_md("Posts.", tools="[post-to-mailbox]")
 TREE = {
@@ -62,8 +62,8 @@ def test_the_line_is_the_seats_own(wired, post, org):
 def test_an_extra_key_is_refused_and_nothing_is_dispatched(wired, post, org):
     run_with(wired, post, say({"mailbox": "eng.incidents", "body": "hi", "author": "eng.analyst"}))
     [result] = tool_results(org)
-    assert result["ok"] is False and result["reason"] == "invalid-input"
-    assert "'author'" in result["error"]
+    assert refusal_code(result) == "invalid-input"
+    assert "'author'" in result["refused"]
     assert not Request.objects.filter(action="seatPost").exists()
     assert Line.objects.count() == 1  # the client's post only
 
@@ -71,7 +71,7 @@ def test_an_extra_key_is_refused_and_nothing_is_dispatched(wired, post, org):
 def test_an_empty_body_is_refused(wired, post, org):
     run_with(wired, post, say({"mailbox": "eng.incidents", "body": "   "}))
     [result] = tool_results(org)
-    assert result["reason"] == "invalid-input" and "body" in result["error"]
+    assert refusal_code(result) == "invalid-input" and "body" in result["refused"]
     assert not Request.objects.filter(action="seatPost").exists()
 
 
@@ -83,7 +83,7 @@ def test_a_mailbox_nobody_opened_is_session_not_found_and_creates_nothing(wired,
     with use_model_resolver(mock):
         post("eng.incidents", "go")
     [result] = tool_results(org)
-    assert result["reason"] == "session-not-found" and result["error"].startswith("session-not-found: ")
+    assert refusal_code(result) == "session-not-found" and result["refused"].startswith("session-not-found: ")
     assert not Session.objects.filter(session_id="eng.nowhere").exists()
     created = set(Session.objects.values_list("session_id", flat=True)) - sessions_before
     assert created == {"eng.incidents:eng.lead", "eng.incidents:eng.analyst"}  # the conversations only
@@ -98,7 +98,7 @@ def test_a_session_on_another_kind_is_session_not_addressable(wired, post, org):
         with use_model_resolver(mock):
             post("eng.incidents", "go")
         [result] = tool_results(org)
-        assert result["reason"] == "session-not-addressable"
+        assert refusal_code(result) == "session-not-addressable"
         assert not Request.objects.filter(session__session_id="eng.notes").exists()
     finally:
         registry.unregister("notes")
@@ -119,7 +119,7 @@ def test_a_seat_whose_tools_omit_it_is_never_offered_it(wired, post, org):
     mock = run_with(wired, post, say({"mailbox": "eng.incidents", "body": "sneaky"}), files=files)
     assert mock.calls_for("eng.lead")[0].tools == []
     [result] = tool_results(org)  # a model that calls it anyway gets a refusal
-    assert result["reason"] == "tool-not-offered"
+    assert result == {"refused": 'tool-not-offered: "post-to-mailbox" is not one of your tools.'}
     assert not Line.objects.filter(body="sneaky").exists()
 
 
@@ -163,4 +163,4 @@ def test_tool_called_directly_without_a_turn(org, open_tree):
 @pytest.mark.parametrize("args", [None, [], "text", {"mailbox": 3, "body": "x"}, {"body": "x"}])
 def test_malformed_arguments_are_refused(org, args):
     result = POST_TO_MAILBOX_TOOL.call(ToolContext(org=org, seat_id="eng.lead"), args)
-    assert result["ok"] is False and result["reason"] == "invalid-input"
+    assert refusal_code(result) == "invalid-input"

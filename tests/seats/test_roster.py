@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from seats.models import Seat
 from tests.conftest import hire_tree
+from workforce.tools import refusal_code
 
 from .conftest import worker_md
 
@@ -279,7 +280,7 @@ def test_your_own_worker_never_posts_as_the_member_it_shadows_in_someone_elses_m
             return post_to_mailbox(ctx, {"mailbox": "eng.incidents", "body": f"from {seat.scope} {seat.owner_user_id}"})
 
     answer = call(theirs)
-    assert answer["ok"] is False and answer["reason"] == "author-not-a-member", answer
+    assert refusal_code(answer) == "author-not-a-member", answer
     assert not Line.objects.exists()
     assert call(principals)["ok"] is True  # the seat the mailbox's principal reaches
     assert call(standard)["ok"] is True  # a standard seat: the mailbox checks the member

@@ -287,7 +287,7 @@ def test_a_post_refused_hands_nothing_out(wired, post, org):
 def test_fan_out_query_count_does_not_grow_with_members(
     make_tree, org, django_assert_num_queries, members, django_capture_on_commit_callbacks
 ):
-    from mailboxes.fairness import session_task_limit
+    from mailboxes.fairness import session_delivery_limit
     from mailboxes.notify import wake_member_seats
     from seats.hiring import hire_workforce
     from seats.workers import read_workforce
@@ -316,7 +316,7 @@ def test_fan_out_query_count_does_not_grow_with_members(
     # go as those finish: mailboxes.fairness), enqueued after the commit, and no other hook:
     # on PostgreSQL the open streams are told of the post's item by the line's own
     # statement (pg_notify, delivered when the post commits; mailboxes.lines).
-    released = min(members, session_task_limit())
+    released = min(members, session_delivery_limit())
     assert len(callbacks) == released
     assert Delivery.objects.filter(enqueued_at__isnull=True).count() == members - released
     notifying = [q["sql"] for q in captured.captured_queries if "pg_notify" in q["sql"]]

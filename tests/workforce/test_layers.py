@@ -65,9 +65,17 @@ def stub_tree(tmp_path: Path, imports: dict[str, str], extra_apps: tuple[str, ..
     for package in config["root_packages"]:
         (tmp_path / package).mkdir()
         (tmp_path / package / "__init__.py").write_text("")
+    # The model package, with the modules its contract names (each empty unless ``imports`` says).
+    llm = contract(config, "llm-layers")
+    (tmp_path / "workforce" / "llm").mkdir()
+    (tmp_path / "workforce" / "llm" / "__init__.py").write_text("")
+    for name in (n for layer in llm["layers"] for n in layer_names(layer)):
+        (tmp_path / "workforce" / "llm" / f"{name}.py").write_text("")
     for module, imported in imports.items():
-        package, _, name = module.partition(".")
-        (tmp_path / package / f"{name}.py").write_text(f"import {imported}\n")
+        path = tmp_path.joinpath(*module.split("."))
+        if path.is_dir():
+            path = path / "__init__"
+        path.with_suffix(".py").write_text(f"import {imported}\n")
     (tmp_path / ".importlinter").write_text(_as_ini(config))
     return tmp_path
 
@@ -78,6 +86,8 @@ def _as_ini(config: dict) -> str:
         lines += ["", f"[importlinter:contract:{c['id']}]", f"name = {c['name']}", f"type = {c['type']}"]
         key = {"layers": "layers", "independence": "modules", "acyclic_siblings": "ancestors"}[c["type"]]
         lines += [f"{key} =", *(f"    {m}" for m in c[key])]
+        if "containers" in c:
+            lines += ["containers =", *(f"    {m}" for m in c["containers"])]
     return "\n".join(lines) + "\n"
 
 
@@ -107,7 +117,7 @@ def test_imports_down_the_layers_are_kept(tmp_path):
     )
     result = lint(tree)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 3 kept, 0 broken." in result.stdout
+    assert "Contracts: 4 kept, 0 broken." in result.stdout
 
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (the test extra)")
@@ -124,7 +134,7 @@ def test_an_import_up_the_layers_is_broken(tmp_path, importer, imported):
     result = lint(stub_tree(tmp_path, {importer: imported}))
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"{importer.partition('.')[0]} is not allowed to import {imported}" in result.stdout
-    assert "Contracts: 2 kept, 1 broken." in result.stdout
+    assert "Contracts: 3 kept, 1 broken." in result.stdout
 
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (the test extra)")
@@ -132,7 +142,44 @@ def test_a_top_app_importing_another_is_broken_once_it_exists(tmp_path):
     result = lint(stub_tree(tmp_path, {"mail.a": "coordinators", "mail.b": "mailboxes"}, extra_apps=("mail",)))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "mail is not allowed to import coordinators" in result.stdout
-    assert "Contracts: 1 kept, 2 broken." in result.stdout
+    assert "Contracts: 2 kept, 2 broken." in result.stdout
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (the test extra)")
+def test_the_model_package_kept_in_its_layers(tmp_path):
+    tree = stub_tree(
+        tmp_path,
+        {
+            "workforce.llm": "workforce.llm.resolver",
+            "workforce.llm.resolver": "workforce.llm.openai_provider",
+            "workforce.llm.openai_provider": "workforce.llm.evaluation",
+            "workforce.llm.evaluation": "workforce.llm.base",
+        },
+    )
+    result = lint(tree)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Contracts: 4 kept, 0 broken." in result.stdout
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (the test extra)")
+def test_a_module_importing_its_own_package_closes_a_cycle_and_is_broken(tmp_path):
+    """The cycle the model package once hid: evaluation imported ``workforce.llm`` inside a
+    function, and the package's ``__init__`` imports the provider that imports evaluation.
+    Sibling acyclicity does not see it (the parent is not a sibling); the layers do."""
+    tree = stub_tree(
+        tmp_path,
+        {
+            "workforce.llm": "workforce.llm.openai_provider",
+            "workforce.llm.openai_provider": "workforce.llm.evaluation",
+            "workforce.llm.evaluation": "workforce.llm",
+        },
+    )
+    (tree / "workforce" / "llm" / "evaluation.py").write_text("def resolve():\n    from workforce import llm\n")
+    result = lint(tree)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "workforce.llm.evaluation is not allowed to import workforce.llm.openai_provider" in result.stdout
+    assert "No cycles between the modules of one app KEPT" in result.stdout
+    assert "Contracts: 3 kept, 1 broken." in result.stdout
 
 
 def test_no_app_imports_another_packages_private_names():

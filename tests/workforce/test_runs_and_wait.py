@@ -133,10 +133,8 @@ def test_another_organizations_runs_and_requests_are_404(client, open_tree, org,
 def test_wait_answers_a_finished_request_at_once(client, open_tree):
     open_tree()
     body = post(client)
-    started = time.monotonic()
-    answer = client.get(f"/api/requests/{body['requestId']}?wait=30")
+    answer = client.get(f"/api/requests/{body['requestId']}?wait=30")  # how soon: bench/timeouts.py ("wait, finished")
     assert answer.status_code == 200 and answer.json()["status"] == "completed"
-    assert time.monotonic() - started < 5
 
 
 def test_wait_gives_up_after_its_seconds_with_the_request_as_it_stands(client, open_tree, org, settings):

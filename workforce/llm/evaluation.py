@@ -204,41 +204,6 @@ def evaluate(model: EvaluationModel, call: EvaluationCall) -> Verdict:
     return Verdict.parse(answers[call.question.name], model_id=model_id)
 
 
-def resolve_evaluation_model(model: str | EvaluationModel, *, block: str, resolver: Any = None) -> EvaluationModel:
-    """The evaluation model ``model`` names (spec 004 ``routeModel``: "a model id your
-    resolver knows, or an evaluation model").
-
-    Args:
-        model: a ``provider/name`` id, or an object with ``evaluate`` (used as is).
-        block: the calling block's name (``mailbox-route``): mock resolvers answer by it.
-        resolver: a ModelResolver; default ``workforce.llm.current_resolver()``. A
-            resolver without ``resolve_evaluator`` falls back to the default one.
-
-    Returns:
-        An EvaluationModel. A model id that is valid but cannot evaluate gives a model
-        that fails every call (never an exception here).
-
-    Raises:
-        EvaluationError: ``model`` is not a model id the resolver knows.
-    """
-    if not isinstance(model, str):
-        if not callable(getattr(model, "evaluate", None)):
-            raise EvaluationError(f"{model!r} is neither a model id nor an evaluation model")
-        return model
-    from . import DefaultModelResolver, current_resolver
-
-    resolver = resolver or current_resolver()
-    resolve = getattr(resolver, "resolve_evaluator", None)
-    if resolve is None:
-        resolve = DefaultModelResolver().resolve_evaluator
-    try:
-        return resolve(model, block=block)
-    except EvaluationError:
-        raise
-    except ModelError as exc:
-        raise EvaluationError(str(exc)) from exc
-
-
 def choice_prompt(call: EvaluationCall) -> list[dict]:
     """The chat messages an LLM evaluator is sent for ``call``: a system message that
     says to answer with one of the values or ``none``, and a user message with the
@@ -282,5 +247,4 @@ __all__ = [
     "choice_prompt",
     "choice_schema",
     "evaluate",
-    "resolve_evaluation_model",
 ]

@@ -9,11 +9,13 @@ past its deadline; every failure is a ModelError naming the model.
 
 from __future__ import annotations
 
+import json
 import threading
 
 from django.conf import settings
 
 from .base import ModelCall, ModelError, ModelReply, ToolCall, parse_arguments
+from .evaluation import NONE, EvaluationError, Verdict, choice_prompt, choice_schema
 
 _clients: dict[tuple[str, str], object] = {}
 _clients_lock = threading.Lock()
@@ -110,10 +112,6 @@ class OpenAIEvaluationModel:
             EvaluationError: the server failed, timed out (``call.timeout`` seconds) or
                 answered something that is not ``{"choice": ...}`` JSON.
         """
-        import json
-
-        from .evaluation import NONE, EvaluationError, Verdict, choice_prompt, choice_schema
-
         kwargs: dict = {
             "model": self.name,
             "messages": choice_prompt(call),
