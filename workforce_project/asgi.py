@@ -138,7 +138,7 @@ async def _long_lived(scope, receive, send, mcp: bool) -> None:
         mount = mcp_mount()
         verdict = await mount.admit(scope)
         if isinstance(verdict, Refusal):
-            await mount.refuse(send, verdict)
+            await mount.refuse(send, verdict, scope)
             return
 
         async def run(scope, receive, send):
