@@ -170,3 +170,25 @@ def index_unswept_vaults_once() -> list[str] | None:
     indexed = do_index_unswept_vaults()
     _indexed_at_start = True
     return indexed
+
+
+def do_pack_vaults(*, store: MailStore | None = None) -> dict[str, int]:
+    """Pack every embedded vault that holds ``WORKFORCE_VAULT_PACK_LOOSE`` loose objects
+    or more (``mail.vault.VaultStore.pack_vault``), run with the mail sweep. Returns
+    ``{"<org>/<agent>": objects packed}`` for the vaults it packed; a backend with no
+    loose objects (a forge) packs nothing, and a vault that cannot be packed is logged
+    and left for the next sweep."""
+    store = store or current_store()
+    pack_vault = getattr(store, "pack_vault", None)
+    if pack_vault is None:
+        return {}
+    packed: dict[str, int] = {}
+    for org_id, vault in store.list_vaults():
+        try:
+            count = pack_vault(org_id, vault)
+        except Exception:
+            logger.exception("could not pack the vault %s in %s", vault, org_id)
+            continue
+        if count:
+            packed[f"{org_id}/{vault}"] = count
+    return packed
