@@ -20,7 +20,9 @@ sends no ``Origin`` and is not affected.
 
 The transport runs stateless with JSON answers: each POST is one JSON-RPC exchange with
 no session kept between requests, so nothing is held in memory per client and any web
-process can answer any request. The SDK's session manager needs its ``run()`` context
+process can answer any request. A ``tools/call`` that carries a ``progressToken`` is
+answered as an event stream instead (a second, streaming session manager): its progress
+notifications (``agent_chat`` waiting for the agent), then its result. The SDK's session manager needs its ``run()`` context
 for the life of the process: ``running()`` enters it from the ASGI lifespan; a process
 served without a lifespan starts it on the first request instead.
 """
@@ -41,6 +43,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workforce.api.outages import database_unavailable, database_unavailable_headers
@@ -108,11 +111,17 @@ class McpMount:
         self.server = server or http_server()
         # Builds the SDK's session manager (server.session_manager); its Starlette app is
         # not used: this mount hands each request to the manager itself.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.server.streamable_http_app(
             streamable_http_path=MOUNT_PATH,
             stateless_http=True,
             json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            transport_security=security,
+        )
+        # A call that asks for progress (a progressToken) is answered as an event stream,
+        # its progress notifications then its result: a JSON answer has no room for them.
+        self.streaming = StreamableHTTPSessionManager(
+            app=self.server._lowlevel_server, json_response=False, stateless=True, security_settings=security
         )
         self._running = False
         self._starting = asyncio.Lock()
@@ -122,7 +131,7 @@ class McpMount:
     async def running(self) -> AsyncIterator[None]:
         """The session manager's ``run()`` context: enter it once, for the life of the
         process (the ASGI lifespan)."""
-        async with self.server.session_manager.run():
+        async with self.server.session_manager.run(), self.streaming.run():
             self._running = True
             try:
                 yield
@@ -197,7 +206,49 @@ class McpMount:
         if not self._running:
             await self._start_without_lifespan()
         scope = {**scope, CALLER_SCOPE_KEY: caller}
-        await self.server.session_manager.handle_request(scope, receive, send)
+        body = await _read_body(receive)
+        manager = self.streaming if asks_progress(body) else self.server.session_manager
+        await manager.handle_request(scope, _replay(body, receive), send)
+
+
+def asks_progress(body: bytes) -> bool:
+    """True for a JSON-RPC ``tools/call`` whose ``params._meta`` carries a
+    ``progressToken`` (the client wants progress notifications while it waits)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+async def _read_body(receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    """An ASGI ``receive`` that hands ``body`` over once, then defers to ``receive``."""
+    pending = True
+
+    async def again():
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
 
 
 def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:

@@ -30,7 +30,7 @@ from workforce.sessions import ensure_organization
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOLS = ["agent_chat", "fileTask", "mail_send", "post", "read", "readBoard"]
+TOOLS = ["agent_chat", "agent_chat_reply", "fileTask", "mail_send", "post", "read", "readBoard"]
 
 
 @pytest.fixture(params=["on", "off"], ids=["lifespan", "no-lifespan"])
