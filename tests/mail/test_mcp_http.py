@@ -197,6 +197,30 @@ def test_the_401_names_the_resource_metadata_which_says_a_token_not_a_sign_in(mc
         assert "drf_create_token" in metadata["workforce_sign_in"]
 
 
+@override_settings(WORKFORCE_AUTH="token")
+def test_mail_send_takes_the_requests_idempotency_key(mcp_url, agents, org):
+    """One tool call per HTTP request: its Idempotency-Key is the call's, as on ``POST
+    /api/mail`` (the same arguments answer the first thread; others are refused)."""
+    agents()
+    key = person(org, "ann")
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "once"}
+
+    async def calls():
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with Client(streamable_http_client(mcp_url, http_client=http)) as client:
+                send = {"to": "eng.idle", "body": "only once"}
+                return [
+                    await client.call_tool("mail_send", send),
+                    await client.call_tool("mail_send", send),
+                    await client.call_tool("mail_send", {**send, "body": "another"}),
+                ]
+
+    first, again, other = asyncio.run(calls())
+    assert json.loads(text(first))["thread"] == json.loads(text(again))["thread"] == "eng.idle:1"
+    assert reason_of(other) == "idempotency-key-reused"
+    assert Thread.objects.count() == 1 and LedgerEntry.objects.filter(event="mail.sent").count() == 1
+
+
 def test_in_development_there_is_no_resource_metadata(mcp_url, org):
     answer = httpx2.get(mcp_url.removesuffix("/mcp") + "/.well-known/oauth-protected-resource/mcp", timeout=30)
     assert answer.status_code == 404
