@@ -75,6 +75,8 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _NUMBER = re.compile(r"[0-9]{1,9}")
 # The file in each vault every writer holds a shared flock on while it writes.
 WRITERS_FILE = "workforce-writers"
+# The packer's gate: held exclusively while a packer waits for the writers flock.
+PACKER_FILE = "workforce-packer"
 # A dulwich lock file this old (seconds), with no writer at work, is one a killed writer left.
 STALE_LOCK_SECONDS = 2.0
 # Packing: past this many packs a vault's packs are merged into one (``pack_vault``), and
@@ -156,8 +158,16 @@ class _VaultWrite:
 
 @contextmanager
 def _writing(path: Path) -> Iterator[_VaultWrite]:
-    """Hold the vault's writers flock, shared, for the duration of one write."""
-    fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold the vault's writers flock, shared, for the duration of one write (or read).
+    It is taken through the packer's gate (``PACKER_FILE``, held shared for a moment):
+    while a packer waits for the office's readers and writers to let go, no new one
+    begins, so a busy vault is still packed (``_exclusive``)."""
+    gate = os.open(path / PACKER_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_SH)
+        fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    finally:
+        os.close(gate)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         yield _VaultWrite(path, fd)
@@ -165,26 +175,34 @@ def _writing(path: Path) -> Iterator[_VaultWrite]:
         os.close(fd)
 
 
+def _take(fd: int, deadline: float) -> bool:
+    """``flock(fd, LOCK_EX)``, tried until ``deadline`` (a ``time.monotonic()``)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+
 @contextmanager
 def _exclusive(path: Path, *, wait: float) -> Iterator[bool]:
     """Hold the vault's writers flock exclusively (no office reader or writer at work in
-    any process), tried for up to ``wait`` seconds without queueing ahead of them.
-    Yields whether it was taken."""
-    fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    any process), tried for up to ``wait`` seconds: the packer's gate first
+    (``PACKER_FILE``), which stops new readers and writers from beginning, then the
+    writers flock, once those at work let go. Yields whether it was taken."""
+    gate = os.open(path / PACKER_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.01)
-        yield True
+        fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + wait
+            yield _take(gate, deadline) and _take(fd, deadline)
+        finally:
+            os.close(fd)  # lets go of the flock
     finally:
-        os.close(fd)  # lets go of the flock
+        os.close(gate)
 
 
 def _add_object(repo: Repo, obj, write: _VaultWrite | None = None) -> None:

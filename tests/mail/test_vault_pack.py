@@ -81,8 +81,9 @@ def test_zero_never_packs(store, settings):
 
 
 def test_packing_while_the_office_writes_and_reads_loses_nothing(store):
-    """Three writers and a reader at work while a packer packs again and again (a
-    threshold of one object): every comment lands, every read answers, git fsck is clean."""
+    """Three writers and two readers at work while a packer packs again and again (a
+    threshold of one object): the packer gets its turn, every comment lands, every read
+    answers, git fsck is clean."""
     writers, each = 3, 12
     store.create_issue("default", "eng.alpha", title="Busy", body="From: human:ann\n\nbusy", labels=[LABEL_NEW])
     done = threading.Event()
@@ -114,7 +115,8 @@ def test_packing_while_the_office_writes_and_reads_loses_nothing(store):
         while not done.is_set():
             packed.append(store.pack_vault("default", "eng.alpha", threshold=1))
 
-    background = [threading.Thread(target=guarded(read)), threading.Thread(target=guarded(pack))]
+    # Two readers, one always at work: the packer still gets its turn (its gate).
+    background = [threading.Thread(target=guarded(read)) for _ in range(2)] + [threading.Thread(target=guarded(pack))]
     workers = [threading.Thread(target=guarded(lambda w=w: write(w))) for w in range(writers)]
     for t in background + workers:
         t.start()
