@@ -12,6 +12,9 @@
 - ``POST /api/workers/{worker}/chat`` ``{"userId"?, "message"}``: a person's chat turn
   with an agent (``mail.chat``): 202 with the turn's request, running; ``GET
   /api/requests/{id}`` gives its reply once the cluster ran it.
+- Both POSTs take an ``Idempotency-Key`` header, as the action endpoint does: a retry
+  with the same key and body answers the first call (``Idempotent-Replayed: true``),
+  another body with the key is 409 ``idempotency-key-reused``.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from workforce.api.serializers import RequestSerializer
-from workforce.api.views import read_page, request_response
+from workforce.api.views import idempotency_key_of, read_page, request_response
 from workforce.principals import resolve_principal
 from workforce.refusals import Refusal
 
@@ -62,7 +65,11 @@ class MailView(APIView):
     """Send a mail; list the organization's threads."""
 
     @extend_schema(
-        operation_id="mail_send", request=SendMailBody, responses={201: ThreadAnswer}, summary="Send a mail to an agent"
+        operation_id="mail_send",
+        request=SendMailBody,
+        responses={201: ThreadAnswer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
+        summary="Send a mail to an agent",
     )
     def post(self, request: HttpRequest) -> Response:
         body = request.data
@@ -75,9 +82,17 @@ class MailView(APIView):
             raise Refusal("invalid-input", "to: the id of the agent to mail is required.")
         principal = resolve_principal(request, body.get("userId"))
         thread = do_send_person_mail(
-            principal, getattr(request, "user", None), to=body["to"].strip(), subject=body.get("subject"), body=body.get("body")
+            principal,
+            getattr(request, "user", None),
+            to=body["to"].strip(),
+            subject=body.get("subject"),
+            body=body.get("body"),
+            idempotency_key=idempotency_key_of(request),
         )
-        return Response(thread_wire(thread), status=201)
+        response = Response(thread_wire(thread), status=201)
+        if getattr(thread, "replayed", False):
+            response["Idempotent-Replayed"] = "true"
+        return response
 
     @extend_schema(
         operation_id="mail_list",
@@ -134,6 +149,7 @@ class WorkerChatView(APIView):
     @extend_schema(
         operation_id="worker_chat",
         request=ChatBody,
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
         responses={202: RequestSerializer},
         summary="Chat with an agent (run kind chat)",
     )
@@ -145,5 +161,11 @@ class WorkerChatView(APIView):
         if unknown:
             raise Refusal("invalid-input", f"Unknown body keys: {', '.join(unknown)}; send userId and message.")
         principal = resolve_principal(request, body.get("userId"))
-        row = do_start_chat(principal.org, user_id=principal.user_id, worker=worker, message=body.get("message"))
+        row = do_start_chat(
+            principal.org,
+            user_id=principal.user_id,
+            worker=worker,
+            message=body.get("message"),
+            idempotency_key=idempotency_key_of(request),
+        )
         return request_response(row, http_request=request)

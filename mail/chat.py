@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -32,6 +32,7 @@ from workforce.flows import FlowKind, registry
 from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
+from workforce.sessions import check_idempotent_replay, find_idempotent_request
 from workforce.wire import check_text
 
 from .models import ChatRun
@@ -62,16 +63,25 @@ def chat_session_id(worker: str, user_id: str) -> str:
     return f"{CHAT_KIND}:{worker}:{user_id}"
 
 
-def do_start_chat(org: Organization, *, user_id: str, worker: str, message: object) -> Request:
+def do_start_chat(
+    org: Organization, *, user_id: str, worker: str, message: object, idempotency_key: str | None = None
+) -> Request:
     """Start a chat turn of ``worker`` for person ``user_id`` (see the module docstring).
 
-    Returns the turn's request, running.
+    Returns the turn's request, running. With ``idempotency_key`` (the caller's
+    ``Idempotency-Key``, at most 255 characters) the key is kept on that request, as the
+    action endpoint keeps it (``workforce.sessions``, one key space per person in the
+    organization): a retry with the same key and the same worker and message answers the
+    first turn's request (``replayed``), and starts no second turn, also when both
+    arrive at once (the key's unique index lets one commit; the other waits for it and
+    answers it).
 
     Raises:
         Refusal("invalid-input"): an empty or too long message, or text the store cannot
             keep in it or in ``worker`` (``workforce.wire``).
         Refusal("recipient-not-found"): no worker ``worker`` the person reaches.
         Refusal("trigger-not-allowed"): the worker's run.triggers lacks ``chat``.
+        Refusal("idempotency-key-reused"): the key was used for another call.
     """
     if not isinstance(message, str) or not message.strip():
         raise Refusal("invalid-input", "message: what to say may not be empty.")
@@ -85,23 +95,54 @@ def do_start_chat(org: Organization, *, user_id: str, worker: str, message: obje
         raise Refusal("recipient-not-found", f'No agent "{worker}" is hired here.') from refusal
     if RUN_KIND_CHAT not in run_triggers(seat.config or {}):
         raise Refusal("trigger-not-allowed", f"{worker}'s run.triggers does not include {RUN_KIND_CHAT}; it takes no chat.")
-    with transaction.atomic():
-        session, _ = Session.objects.get_or_create(
-            organization=org,
-            session_id=chat_session_id(worker, user_id),
-            defaults={"flow_kind": CHAT_KIND, "user_id": user_id, "state": {"seat": worker, "runKind": RUN_KIND_CHAT}},
-        )
-        log = start_turn(
-            session,
-            org=org,
-            action=CHAT_ACTION,
-            input={"message": message, "worker": worker, "runKind": RUN_KIND_CHAT},
-            user_id=user_id,
-            prompt=None,  # written when the turn runs, so one turn's items never interleave another's
-        )
-        run = ChatRun.objects.create(organization=org, request=log.request, seat_id=worker, enqueued_at=timezone.now())
-        enqueue(CHAT_TASK, run.pk)
+    session_id = chat_session_id(worker, user_id)
+    input = {"message": message, "worker": worker, "runKind": RUN_KIND_CHAT}
+    if idempotency_key:
+        replayed = _replay(org, user_id, idempotency_key, session_id, input)
+        if replayed is not None:
+            return replayed
+    try:
+        with transaction.atomic():
+            session, _ = Session.objects.get_or_create(
+                organization=org,
+                session_id=session_id,
+                defaults={"flow_kind": CHAT_KIND, "user_id": user_id, "state": {"seat": worker, "runKind": RUN_KIND_CHAT}},
+            )
+            log = start_turn(
+                session,
+                org=org,
+                action=CHAT_ACTION,
+                input=input,
+                user_id=user_id,
+                prompt=None,  # written when the turn runs, so one turn's items never interleave another's
+                on_started=(lambda request: _keep_key(request, idempotency_key)) if idempotency_key else None,
+            )
+            run = ChatRun.objects.create(organization=org, request=log.request, seat_id=worker, enqueued_at=timezone.now())
+            enqueue(CHAT_TASK, run.pk)
+    except IntegrityError:
+        # A call with the same key committed first (its UPDATE below waited for it): its
+        # turn is the one, this one is rolled back whole.
+        replayed = _replay(org, user_id, idempotency_key, session_id, input) if idempotency_key else None
+        if replayed is None:
+            raise
+        return replayed
     return log.request
+
+
+def _keep_key(request: Request, key: str) -> None:
+    """Put the Idempotency-Key on the turn's request, inside the transaction that starts
+    it: the key's unique index (``request_unique_idempotency_key``) holds a second
+    caller's UPDATE until this one commits, then refuses it (IntegrityError)."""
+    request.idempotency_key = key
+    Request.objects.filter(pk=request.pk).update(idempotency_key=key)
+
+
+def _replay(org: Organization, user_id: str, key: str, session_id: str, input: dict) -> Request | None:
+    """The request a used ``key`` answers (``workforce.sessions``' rule), or None."""
+    existing = find_idempotent_request(org, user_id, key)
+    if existing is None:
+        return None
+    return check_idempotent_replay(existing, session_id=session_id, action=CHAT_ACTION, input=input)
 
 
 def _settle(run: ChatRun, token: str, error: Refusal | None) -> None:

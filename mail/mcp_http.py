@@ -20,7 +20,9 @@ sends no ``Origin`` and is not affected.
 
 The transport runs stateless with JSON answers: each POST is one JSON-RPC exchange with
 no session kept between requests, so nothing is held in memory per client and any web
-process can answer any request. The SDK's session manager needs its ``run()`` context
+process can answer any request. A ``tools/call`` that carries a ``progressToken`` is
+answered as an event stream instead (a second, streaming session manager): its progress
+notifications (``agent_chat`` waiting for the agent), then its result. The SDK's session manager needs its ``run()`` context
 for the life of the process: ``running()`` enters it from the ASGI lifespan; a process
 served without a lifespan starts it on the first request instead.
 """
@@ -31,14 +33,17 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workforce.api.outages import database_unavailable, database_unavailable_headers
@@ -47,7 +52,15 @@ from workforce.refusals import Refusal
 from .mcp_server import CALLER_SCOPE_KEY, McpCaller, http_caller, http_server
 
 MOUNT_PATH = "/mcp"
-CHALLENGE = b'Bearer realm="workforce", Token realm="workforce"'
+# RFC 9728's well-known path, and its form for the resource at MOUNT_PATH (the path
+# inserted after it), where MCP clients look for the mount's metadata.
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+TOKEN_CHALLENGE = b'Token realm="workforce"'
+# What the 401 says (RFC 6750 error_description: no quotes or backslashes in it).
+NO_SIGN_IN = (
+    "This server signs no one in (no OAuth authorization server): send your API token as "
+    "Authorization: Bearer <token>; python manage.py drf_create_token <username> makes one."
+)
 
 
 def is_mcp_path(path: str) -> bool:
@@ -98,11 +111,17 @@ class McpMount:
         self.server = server or http_server()
         # Builds the SDK's session manager (server.session_manager); its Starlette app is
         # not used: this mount hands each request to the manager itself.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.server.streamable_http_app(
             streamable_http_path=MOUNT_PATH,
             stateless_http=True,
             json_response=True,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            transport_security=security,
+        )
+        # A call that asks for progress (a progressToken) is answered as an event stream,
+        # its progress notifications then its result: a JSON answer has no room for them.
+        self.streaming = StreamableHTTPSessionManager(
+            app=self.server._lowlevel_server, json_response=False, stateless=True, security_settings=security
         )
         self._running = False
         self._starting = asyncio.Lock()
@@ -112,7 +131,7 @@ class McpMount:
     async def running(self) -> AsyncIterator[None]:
         """The session manager's ``run()`` context: enter it once, for the life of the
         process (the ASGI lifespan)."""
-        async with self.server.session_manager.run():
+        async with self.server.session_manager.run(), self.streaming.run():
             self._running = True
             try:
                 yield
@@ -143,7 +162,7 @@ class McpMount:
     async def __call__(self, scope, receive, send) -> None:
         verdict = await self.admit(scope)
         if isinstance(verdict, Refusal):
-            await self.refuse(send, verdict)
+            await self.refuse(send, verdict, scope)
             return
         await self.serve(scope, receive, send, verdict)
 
@@ -152,7 +171,7 @@ class McpMount:
         the method, then the credentials (a database read, in a worker thread). The web
         server (``workforce_project.asgi``) calls it before the request takes a stream
         place, so a request without credentials never holds one."""
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = _scope_headers(scope)
         domain, _port = split_domain_port(headers.get("host", ""))
         if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
             return Refusal("invalid-input", "Invalid Host header: add it to DJANGO_ALLOWED_HOSTS.")
@@ -174,25 +193,127 @@ class McpMount:
         except Refusal as refusal:
             return refusal
 
-    async def refuse(self, send, refusal: Refusal) -> None:
-        """Answer a refusal of ``admit`` (a 405 with ``Allow: POST``)."""
-        await _answer(send, refusal, allow=b"POST" if refusal.reason == "method-not-allowed" else None)
+    async def refuse(self, send, refusal: Refusal, scope: dict[str, Any] | None = None) -> None:
+        """Answer a refusal of ``admit`` for the request ``scope`` (a 405 with ``Allow:
+        POST``; a 401 with the challenges ``bearer_challenge`` makes of ``scope``)."""
+        challenges = None
+        if refusal.http_status == 401:
+            challenges = [bearer_challenge(scope or {}), TOKEN_CHALLENGE]
+        await _answer(send, refusal, allow=b"POST" if refusal.reason == "method-not-allowed" else None, challenges=challenges)
 
     async def serve(self, scope, receive, send, caller: McpCaller) -> None:
         """Hand an admitted request (``admit`` answered ``caller``) to the SDK."""
         if not self._running:
             await self._start_without_lifespan()
         scope = {**scope, CALLER_SCOPE_KEY: caller}
-        await self.server.session_manager.handle_request(scope, receive, send)
+        body = await _read_body(receive)
+        manager = self.streaming if asks_progress(body) else self.server.session_manager
+        await manager.handle_request(scope, _replay(body, receive), send)
 
 
-async def _answer(send, refusal: Refusal, *, allow: bytes | None = None) -> None:
+def asks_progress(body: bytes) -> bool:
+    """True for a JSON-RPC ``tools/call`` whose ``params._meta`` carries a
+    ``progressToken`` (the client wants progress notifications while it waits)."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return False
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and meta.get("progressToken") is not None
+
+
+async def _read_body(receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    """An ASGI ``receive`` that hands ``body`` over once, then defers to ``receive``."""
+    pending = True
+
+    async def again():
+        nonlocal pending
+        if pending:
+            pending = False
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return again
+
+
+def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def resource_url(scheme: str, host: str) -> str:
+    """The mount's own URL as a client dials it (``http://host:port/mcp``): the
+    ``resource`` of its metadata (RFC 9728)."""
+    return f"{scheme}://{host}{MOUNT_PATH}"
+
+
+def metadata_url(scheme: str, host: str) -> str:
+    """Where the mount's protected resource metadata is (RFC 9728 section 3.1: the
+    well-known path, then the resource's path)."""
+    return f"{scheme}://{host}{METADATA_PATH}{MOUNT_PATH}"
+
+
+def bearer_challenge(scope: dict[str, Any]) -> bytes:
+    """The ``WWW-Authenticate`` challenge of a 401 (RFC 6750, RFC 9728 section 5.1):
+    ``Bearer`` with ``resource_metadata`` (the document an MCP client reads to learn how
+    to sign in), ``error="invalid_token"`` when a credential was sent and refused, and
+    ``error_description`` saying that a token, not a sign-in, is what the server takes."""
+    headers = _scope_headers(scope)
+    host = headers.get("host", "")
+    params = [b'Bearer realm="workforce"']
+    if host:
+        params.append(f'resource_metadata="{metadata_url(scope.get("scheme", "http"), host)}"'.encode("latin-1"))
+    if headers.get("authorization", "").strip():
+        params.append(b'error="invalid_token"')
+    params.append(f'error_description="{NO_SIGN_IN}"'.encode())
+    return b", ".join(params)
+
+
+def protected_resource_metadata(request: HttpRequest) -> HttpResponse:
+    """``GET /.well-known/oauth-protected-resource[/mcp]``: the mount's protected resource
+    metadata (RFC 9728) with ``WORKFORCE_AUTH=token``, which says what is true: the
+    resource, a bearer token in the ``Authorization`` header, and no authorization
+    server (the member is left out: no OAuth sign-in is offered; an MCP client that can
+    only sign in by OAuth cannot configure itself here and is given a token by hand,
+    docs/mcp.md). 404 in development, where the mount takes no token."""
+    if settings.WORKFORCE_AUTH == "none":
+        return JsonResponse(
+            {"error": {"reason": "not-found", "message": "In development the MCP mount takes no token (?userId=)."}},
+            status=404,
+        )
+    host = request.get_host()
+    return JsonResponse(
+        {
+            "resource": resource_url(request.scheme or "http", host),
+            "bearer_methods_supported": ["header"],
+            "resource_name": "workforce MCP server",
+            "workforce_sign_in": NO_SIGN_IN,
+        }
+    )
+
+
+async def _answer(send, refusal: Refusal, *, allow: bytes | None = None, challenges: list[bytes] | None = None) -> None:
     """The REST API's error body for a request the mount refuses before the SDK sees it
-    (``allow``: the ``Allow`` header of a 405)."""
+    (``allow``: the ``Allow`` header of a 405; ``challenges``: a 401's
+    ``WWW-Authenticate`` headers, one each)."""
     body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if refusal.http_status == 401:
-        headers.append((b"www-authenticate", CHALLENGE))
+    for challenge in challenges or ():
+        headers.append((b"www-authenticate", challenge))
     if allow is not None:
         headers.append((b"allow", allow))
     if refusal.reason == "database-unavailable":

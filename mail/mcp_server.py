@@ -8,8 +8,10 @@ caller by the REST API's token auth (``http_caller``). Either way a tool runs as
 caller (``McpCaller``) with the REST API's rules and refusals: ``mail_send`` (``to``,
 ``body``, ``subject``; needs the ``mail.send`` permission with token auth, as ``POST
 /api/mail`` does: ``mail.services.do_send_person_mail``), ``agent_chat`` (``worker``,
-``message``: a chat turn, as ``POST /api/workers/{worker}/chat``, waited for up to the
-turn's deadline), and a mailbox's ``post``, ``read``, ``fileTask`` and ``readBoard``,
+``message``: a chat turn, as ``POST /api/workers/{worker}/chat``, waited for up to
+``WORKFORCE_MCP_CHAT_WAIT_SECONDS``, with progress notifications meanwhile; a turn still
+running then is answered as such, and ``agent_chat_reply`` (``requestId``) fetches its
+reply later; docs/mcp.md), and a mailbox's ``post``, ``read``, ``fileTask`` and ``readBoard``,
 each run as the flow action the HTTP contract runs (``workforce.sessions.do_run_action``),
 recorded as a request. A refusal is a tool error whose text is the SDK's ``Error
 executing tool <name>: `` and then the refusal's message (``"<reason>: <detail>"``). Each tool's JSON schema comes from its signature.
@@ -20,11 +22,13 @@ called from sync code, and each call closes that thread's connections when it en
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.from_thread
 from django.conf import settings
 from django.db import connections
 from mcp.server.mcpserver import Context, MCPServer
@@ -35,13 +39,21 @@ from rest_framework.exceptions import AuthenticationFailed
 from workforce.api.throttles import principal_wait, throttled
 from workforce.models import Request
 from workforce.principals import Principal, resolve_principal
+from workforce.queries import ACTIVE_STATUSES, access_request
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 
-from .chat import do_start_chat
+from .chat import CHAT_ACTION, do_start_chat
 from .queries import thread_wire
 from .services import do_send_person_mail
 
+logger = logging.getLogger(__name__)
+
+# The tool that fetches a chat turn's reply agent_chat answered unfinished.
+CHAT_REPLY_TOOL = "agent_chat_reply"
+# How often a waiting chat tool reports progress, and reads the turn's request (seconds).
+PROGRESS_SECONDS = 5.0
+POLL_SECONDS = 0.2
 # The key of the ASGI scope under which the HTTP mount leaves the request's caller.
 CALLER_SCOPE_KEY = "workforce.mcp_caller"
 # The schemes an Authorization header may name: DRF's ("Token <key>", as the REST API
@@ -144,6 +156,68 @@ def _action(principal: Principal, mailbox: str, action: str, input: dict) -> dic
     return {"requestId": row.request_id, "status": row.status, "output": row.output}
 
 
+def _idempotency_key(ctx: Context) -> str | None:
+    """The ``Idempotency-Key`` header of the HTTP request a tool call came in (the mount
+    answers one call per request), as the REST API reads it; None over stdio."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None)
+    key = headers.get("idempotency-key") if headers is not None else None
+    if key and len(key) > 255:
+        raise _refusal(Refusal("invalid-input", "Idempotency-Key is longer than 255 characters."))
+    return key or None
+
+
+def _progress(ctx: Context, progress: float, total: float, message: str) -> None:
+    """Report progress to the client (``notifications/progress``; nothing when its call
+    carried no ``progressToken``), from the worker thread the SDK runs a tool in."""
+    try:
+        anyio.from_thread.run(ctx.report_progress, progress, total, message)
+    except Exception:  # a client gone, or no event loop to report on: the wait goes on
+        logger.debug("could not report progress", exc_info=True)
+
+
+def _wait_for_turn(request: Request, ctx: Context, worker: str) -> Request:
+    """``request`` once its turn ended, or as it is after
+    ``WORKFORCE_MCP_CHAT_WAIT_SECONDS``: answered within the request timeouts common MCP
+    hosts keep (60 s in the TypeScript SDK). Meanwhile a progress notification every
+    ``PROGRESS_SECONDS`` (progress: seconds waited, of ``total`` seconds at most), which
+    keeps alive a client that resets its timeout on progress."""
+    wait = max(0.0, float(settings.WORKFORCE_MCP_CHAT_WAIT_SECONDS))
+    start = time.monotonic()
+    deadline = start + wait
+    next_progress = start + PROGRESS_SECONDS
+    while True:
+        request.refresh_from_db(fields=["status", "output", "error", "finished_at"])
+        now = time.monotonic()
+        if request.status not in ACTIVE_STATUSES or now >= deadline:
+            return request
+        if now >= next_progress:
+            _progress(ctx, round(now - start, 1), wait, f"waiting for {worker}'s reply")
+            next_progress = now + PROGRESS_SECONDS
+        time.sleep(min(POLL_SECONDS, deadline - now))
+
+
+def _chat_answer(request: Request) -> dict[str, Any]:
+    """What ``agent_chat`` and ``agent_chat_reply`` answer (see ``tool_server``); a failed
+    turn is a tool error with its message."""
+    if request.status == Request.Status.FAILED:
+        raise ToolError((request.error or {}).get("message") or "internal-error: the turn failed")
+    answer: dict[str, Any] = {
+        "requestId": request.request_id,
+        "sessionId": request.session.session_id,
+        "status": request.status,
+        "reply": (request.output or {}).get("reply") if request.status == Request.Status.COMPLETED else None,
+    }
+    if request.status in ACTIVE_STATUSES:
+        answer["next"] = {
+            "tool": CHAT_REPLY_TOOL,
+            "arguments": {"requestId": request.request_id},
+            "http": f"GET /api/requests/{request.request_id}?wait=30",
+            "message": "The agent is still answering: call the tool (or the URL) for its reply.",
+        }
+    return answer
+
+
 def _scope_caller(ctx: Context) -> McpCaller:
     """The caller the HTTP mount verified for the request this tool call came in."""
     request = ctx.request_context.request
@@ -174,7 +248,14 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
         answers the thread."""
         caller = counted(ctx)
         try:
-            thread = do_send_person_mail(caller.principal, caller.user, to=to.strip(), subject=subject, body=body)
+            thread = do_send_person_mail(
+                caller.principal,
+                caller.user,
+                to=to.strip(),
+                subject=subject,
+                body=body,
+                idempotency_key=_idempotency_key(ctx),
+            )
             return thread_wire(thread)
         except Refusal as refusal:
             raise _refusal(refusal) from None
@@ -182,25 +263,39 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
             connections.close_all()
 
     def agent_chat(worker: str, message: str, ctx: Context) -> dict:
-        """Chat with an agent (run kind chat): its reply, once its turn ran."""
-        principal = counted(ctx).principal
+        """Chat with an agent (run kind chat). Answers within WORKFORCE_MCP_CHAT_WAIT_SECONDS
+        (45 s): status "completed" with the agent's reply, or, while the agent is still
+        answering, status "pending" or "running" with reply null and "next": call
+        agent_chat_reply with this requestId for the reply."""
+        caller = counted(ctx)
+        principal = caller.principal
         try:
-            request = do_start_chat(principal.org, user_id=principal.user_id, worker=worker, message=message)
-            deadline = time.monotonic() + float(settings.WORKFORCE_TURN_TIMEOUT) + 5
-            while True:
-                request.refresh_from_db()
-                if request.status not in (Request.Status.PENDING, Request.Status.RUNNING) or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            session_id = request.session.session_id
+            request = do_start_chat(
+                principal.org,
+                user_id=principal.user_id,
+                worker=worker,
+                message=message,
+                idempotency_key=_idempotency_key(ctx),
+            )
+            return _chat_answer(_wait_for_turn(request, ctx, worker))
         except Refusal as refusal:
             raise _refusal(refusal) from None
         finally:
             connections.close_all()
-        if request.status == Request.Status.FAILED:
-            raise ToolError((request.error or {}).get("message") or "internal-error: the turn failed")
-        reply = (request.output or {}).get("reply")
-        return {"requestId": request.request_id, "sessionId": session_id, "status": request.status, "reply": reply}
+
+    def agent_chat_reply(requestId: str, ctx: Context) -> dict:  # noqa: N803  (the answers' key)
+        """The reply of a chat turn agent_chat answered unfinished (its requestId): waits
+        up to WORKFORCE_MCP_CHAT_WAIT_SECONDS for it, and answers as agent_chat does."""
+        principal = counted(ctx).principal
+        try:
+            request = access_request(principal.org, requestId, reader=principal.reader)
+            if request.action != CHAT_ACTION:
+                raise Refusal("request-not-found", f'No chat turn "{requestId}" exists.')
+            return _chat_answer(_wait_for_turn(request, ctx, str((request.input or {}).get("worker", "the agent"))))
+        except Refusal as refusal:
+            raise _refusal(refusal) from None
+        finally:
+            connections.close_all()
 
     def post(mailbox: str, body: str, ctx: Context, author: str | None = None) -> dict:
         """Post a line to a mailbox (author: an unverified member label)."""
@@ -223,6 +318,7 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
 
     server.add_tool(mail_send, name="mail_send")
     server.add_tool(agent_chat, name="agent_chat")
+    server.add_tool(agent_chat_reply, name=CHAT_REPLY_TOOL)
     server.add_tool(post, name="post")
     server.add_tool(read, name="read")
     server.add_tool(file_task, name="fileTask")

@@ -201,3 +201,27 @@ class VaultCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.organization_id}/{self.vault} at {self.commit[:12]}"
+
+
+class SendKey(models.Model):
+    """An ``Idempotency-Key`` a person sent a mail with (``POST /api/mail``, the MCP
+    tool ``mail_send``): the key of one send per person in an organization, as a
+    request's key is on the action endpoint (``workforce.models.Request``). ``input`` is
+    the send as asked (``{to, subject, body}``), compared on a retry; ``thread`` the
+    mail it sent. The row is written before the vault is, in the send's transaction, so
+    a second send with the key waits on its unique index and answers the first."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    user_id = models.CharField(max_length=200, help_text="The sender (the principal's user id).")
+    key = models.CharField(max_length=255)
+    input = models.JSONField(default=dict)
+    thread = models.ForeignKey(Thread, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "user_id", "key"], name="mail_send_key_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"send key {self.key!r} of {self.user_id}"

@@ -88,27 +88,36 @@ def _passed_over_unstorable(org_id: str, vault: str, issue: Issue, commit: str) 
     return True
 
 
-def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None) -> list[str]:
+def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None, unswept_only: bool = False) -> list[str]:
     """Tell the office of every issue a vault holds differently from the index (see the
     module docstring). ``now``: a Unix time (seconds; default the clock). Returns the
     threads repaired, ``<agent>:<number>``; a vault that cannot be read is logged and
     left for the next sweep, and a malformed issue (``StoreError``) is logged and
-    skipped, the others read."""
+    skipped, the others read.
+
+    ``unswept_only`` (``do_index_unswept_vaults``): only the vaults this database has no
+    cursor for, read up to their newest commit (no settling time)."""
     store = store or current_store()
     changes_since = getattr(store, "changes_since", None)
     if changes_since is None:
         return []
-    settled_before = (time.time() if now is None else now) - SETTLE_SECONDS
+    clock = time.time() if now is None else now
+    settled_before = clock + 1 if unswept_only else clock - SETTLE_SECONDS
     repaired: list[str] = []
     for org_id, vault in store.list_vaults():
         cursor = VaultCursor.objects.filter(organization_id=org_id, vault=vault).first()
+        if unswept_only and cursor is not None:
+            continue
         try:
             changes = changes_since(org_id, vault, cursor.commit if cursor else None, settled_before=settled_before)
             if changes.commit is None or (cursor is not None and changes.commit == cursor.commit):
                 continue
+            # A vault read from its start: every issue at once, one reading of its tree
+            # (an issue at a time would read the whole tree for each).
+            read = {i.number: i for i in store.list_issues(org_id, vault)} if cursor is None else {}
             for number in changes.changed:
                 try:
-                    issue = store.get_issue(org_id, vault, number)  # as the vault holds it now
+                    issue = read.get(number) or store.get_issue(org_id, vault, number)  # as the vault holds it now
                 except StoreError:
                     # One malformed issue (a hand-made folder) is left; the rest are read.
                     logger.exception("the vault sweep could not read issue #%s of %s in %s", number, vault, org_id)
@@ -133,3 +142,53 @@ def do_sweep_vaults(*, store: MailStore | None = None, now: float | None = None)
     if repaired:
         logger.warning("the vault sweep told the office of %s, which the index had missed", ", ".join(repaired))
     return repaired
+
+
+def do_index_unswept_vaults(*, store: MailStore | None = None) -> list[str]:
+    """Index now every vault under ``WORKFORCE_VAULT_DIR`` this database has never read
+    (no ``VaultCursor``): a database started on vaults another database wrote (README:
+    the second database indexes the same mail at its first start), or after the index
+    was lost. Run by ``serve`` before it answers and by the web app's start
+    (``workforce_project.asgi``), so a thread is there from the first request instead of
+    after the periodic sweep and its settling time. Each vault's issues are told to the
+    office as the sweep tells them (``do_sweep_vaults``; a ``mail:new`` one admits its
+    run once); vaults already read are left to the sweep. Returns the threads indexed;
+    one vault that cannot be read is logged and left for the sweep."""
+    return do_sweep_vaults(store=store, unswept_only=True)
+
+
+_indexed_at_start = False
+
+
+def index_unswept_vaults_once() -> list[str] | None:
+    """``do_index_unswept_vaults``, once per process: ``serve`` calls it before it
+    answers, and the web app's start (its ASGI lifespan) calls it again, which then does
+    nothing. Returns what it indexed, or None when it had run already."""
+    global _indexed_at_start
+    if _indexed_at_start:
+        return None
+    indexed = do_index_unswept_vaults()
+    _indexed_at_start = True
+    return indexed
+
+
+def do_pack_vaults(*, store: MailStore | None = None) -> dict[str, int]:
+    """Pack every embedded vault that holds ``WORKFORCE_VAULT_PACK_LOOSE`` loose objects
+    or more (``mail.vault.VaultStore.pack_vault``), run with the mail sweep. Returns
+    ``{"<org>/<agent>": objects packed}`` for the vaults it packed; a backend with no
+    loose objects (a forge) packs nothing, and a vault that cannot be packed is logged
+    and left for the next sweep."""
+    store = store or current_store()
+    pack_vault = getattr(store, "pack_vault", None)
+    if pack_vault is None:
+        return {}
+    packed: dict[str, int] = {}
+    for org_id, vault in store.list_vaults():
+        try:
+            count = pack_vault(org_id, vault)
+        except Exception:
+            logger.exception("could not pack the vault %s in %s", vault, org_id)
+            continue
+        if count:
+            packed[f"{org_id}/{vault}"] = count
+    return packed

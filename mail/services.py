@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from seats.models import Seat
@@ -42,7 +43,7 @@ from .constants import (
 from .header import Header, seal_comment, seal_issue, write_header
 from .index import index_issue
 from .ledger import OFFICE, ledger, recorded
-from .models import Thread
+from .models import SendKey, Thread
 from .queries import office_organization
 from .store import MailStore, StoreError, current_store
 
@@ -208,20 +209,73 @@ def person_sender(user, user_id: str) -> str:
     return human_principal(user_id)
 
 
-def do_send_person_mail(principal: Principal, user, *, to: str, body: str, subject: str | None = None) -> Thread:
+def do_send_person_mail(
+    principal: Principal,
+    user: Any,
+    *,
+    to: str,
+    body: str,
+    subject: str | None = None,
+    idempotency_key: str | None = None,
+) -> Thread:
     """A person's mail (``POST /api/mail`` and the MCP tool ``mail_send``; spec "How mail
     becomes work": "needs the mail.send permission"): with token auth ``user`` (the
     authenticated Django user) needs the ``mail.send`` permission; in development anyone
     may send. Then ``do_send_mail`` from ``person_sender(user, principal.user_id)``.
 
+    With ``idempotency_key`` (the caller's ``Idempotency-Key``, at most 255 characters;
+    one key space per person in the organization, as the action endpoint's) the send is
+    made once: a retry with the same key and the same ``to``, ``subject`` and ``body``
+    answers the first send's thread (``replayed`` set on it) and writes nothing, also
+    when both arrive at once (the key's row is written before the vault, and its unique
+    index holds the second send until the first commits).
+
     Raises:
         Refusal("mail-send-not-permitted"): token auth and no ``mail.send`` permission.
+        Refusal("idempotency-key-reused"): the key was used for another mail.
         Refusal("invalid-input"), Refusal("recipient-not-found"), Refusal("vault-unavailable"):
             as ``do_send_mail``.
     """
     if settings.WORKFORCE_AUTH != "none" and (user is None or not user.has_perm(SEND_PERMISSION)):
         raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
-    return do_send_mail(principal.org, sender=person_sender(user, principal.user_id), to=to, subject=subject, body=body)
+    org, sender = principal.org, person_sender(user, principal.user_id)
+    if not idempotency_key:
+        return do_send_mail(org, sender=sender, to=to, subject=subject, body=body)
+    asked = {"to": to, "subject": subject, "body": body}
+    replayed = _replayed_send(org, principal.user_id, idempotency_key, asked)
+    if replayed is not None:
+        return replayed
+    send = _check_send(org, sender=sender, to=to, body=body, subject=subject, hops=0, in_reply_to="")
+    store = current_store()
+    try:
+        with transaction.atomic():
+            # The key first: a second send with it waits here until this one commits.
+            claim = SendKey.objects.create(organization=org, user_id=principal.user_id, key=idempotency_key, input=asked)
+            thread = _write_send(org, send, store)
+            SendKey.objects.filter(pk=claim.pk).update(thread=thread)
+            return thread
+    except IntegrityError:
+        replayed = _replayed_send(org, principal.user_id, idempotency_key, asked)
+        if replayed is None:
+            raise
+        return replayed
+
+
+def _replayed_send(org: Organization, user_id: str, key: str, asked: dict[str, Any]) -> Thread | None:
+    """The thread a used send ``key`` answers (marked ``replayed``), or None when the key
+    is new. Raises Refusal("idempotency-key-reused") when it sent another mail."""
+    used = SendKey.objects.select_related("thread").filter(organization=org, user_id=user_id, key=key).first()
+    if used is None or used.thread is None:
+        return None
+    if used.input != asked:
+        raise Refusal(
+            "idempotency-key-reused",
+            f"This Idempotency-Key was already used to send {used.thread.thread_id}; "
+            "a retry must repeat the same to, subject and body.",
+        )
+    thread = used.thread
+    thread.replayed = True  # type: ignore[attr-defined]
+    return thread
 
 
 def _check_own(thread: Thread, slug: str) -> None:

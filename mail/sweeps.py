@@ -1,6 +1,6 @@
 """The ``mail`` sweep (``workforce.sweepers``): mail runs and chat turns a crashed worker
-or a lossy broker dropped, and mail the office was never told of (a vault ahead of the
-index: ``mail.repair``)."""
+or a lossy broker dropped, mail the office was never told of (a vault ahead of the
+index: ``mail.repair``), and the embedded vaults' loose objects packed as they grow."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from .chat import do_sweep_chats
 from .forge_repair import do_sweep_forge
-from .repair import do_sweep_vaults
+from .repair import do_pack_vaults, do_sweep_vaults
 from .runs import do_sweep_mail
 
 
@@ -29,6 +29,9 @@ class MailSweep:
 
 def do_sweep_mail_and_chats() -> MailSweep:
     """Run ``mail.repair.do_sweep_vaults`` and ``mail.forge_repair.do_sweep_forge``
-    (first, so a mail they index is admitted now), ``mail.runs.do_sweep_mail`` and ``mail.chat.do_sweep_chats``."""
+    (first, so a mail they index is admitted now), ``mail.repair.do_pack_vaults``,
+    ``mail.runs.do_sweep_mail`` and ``mail.chat.do_sweep_chats``."""
     vaults = do_sweep_vaults() + do_sweep_forge()
+    # Packed after the repair: the repair reads the history the packer compacts.
+    do_pack_vaults()
     return MailSweep(vaults=vaults, mail=do_sweep_mail(), chat=do_sweep_chats())

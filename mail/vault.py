@@ -75,8 +75,14 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 _NUMBER = re.compile(r"[0-9]{1,9}")
 # The file in each vault every writer holds a shared flock on while it writes.
 WRITERS_FILE = "workforce-writers"
+# The packer's gate: held exclusively while a packer waits for the writers flock.
+PACKER_FILE = "workforce-packer"
 # A dulwich lock file this old (seconds), with no writer at work, is one a killed writer left.
 STALE_LOCK_SECONDS = 2.0
+# Packing: past this many packs a vault's packs are merged into one (``pack_vault``), and
+# the packer waits up to PACK_WAIT_SECONDS for the office's readers and writers to let go.
+MAX_PACKS = 16
+PACK_WAIT_SECONDS = 1.0
 
 
 def vault_dir() -> Path:
@@ -152,13 +158,51 @@ class _VaultWrite:
 
 @contextmanager
 def _writing(path: Path) -> Iterator[_VaultWrite]:
-    """Hold the vault's writers flock, shared, for the duration of one write."""
-    fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold the vault's writers flock, shared, for the duration of one write (or read).
+    It is taken through the packer's gate (``PACKER_FILE``, held shared for a moment):
+    while a packer waits for the office's readers and writers to let go, no new one
+    begins, so a busy vault is still packed (``_exclusive``)."""
+    gate = os.open(path / PACKER_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(gate, fcntl.LOCK_SH)
+        fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    finally:
+        os.close(gate)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         yield _VaultWrite(path, fd)
     finally:
         os.close(fd)
+
+
+def _take(fd: int, deadline: float) -> bool:
+    """``flock(fd, LOCK_EX)``, tried until ``deadline`` (a ``time.monotonic()``)."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+
+@contextmanager
+def _exclusive(path: Path, *, wait: float) -> Iterator[bool]:
+    """Hold the vault's writers flock exclusively (no office reader or writer at work in
+    any process), tried for up to ``wait`` seconds: the packer's gate first
+    (``PACKER_FILE``), which stops new readers and writers from beginning, then the
+    writers flock, once those at work let go. Yields whether it was taken."""
+    gate = os.open(path / PACKER_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path / WRITERS_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + wait
+            yield _take(gate, deadline) and _take(fd, deadline)
+        finally:
+            os.close(fd)  # lets go of the flock
+    finally:
+        os.close(gate)
 
 
 def _add_object(repo: Repo, obj, write: _VaultWrite | None = None) -> None:
@@ -511,9 +555,10 @@ class VaultStore:
         (``Issue.by_office``). Raises StoreError for a missing or malformed issue."""
         repo = self._repo(org_id, vault, create=False)
         try:
-            tip = self._tip(repo)
-            files = self._files(repo, tip)
-            return self._read_issue(files, number, vault, self._office_wrote(repo, tip, files, [number]))
+            with _writing(Path(repo.path)):  # no packer deletes an object this reads
+                tip = self._tip(repo)
+                files = self._files(repo, tip)
+                return self._read_issue(files, number, vault, self._office_wrote(repo, tip, files, [number]))
         finally:
             repo.close()
 
@@ -522,17 +567,20 @@ class VaultStore:
         is logged and left out, so one hand-made folder does not hide the others."""
         repo = self._repo(org_id, vault, create=False)
         try:
-            tip = self._tip(repo)
-            files = self._files(repo, tip)
-            numbers = _numbers(files.names("issues/"))
-            writers = self._office_wrote(repo, tip, files, numbers)
-            issues = []
-            for n in numbers:
-                try:
-                    issues.append(self._read_issue(files, n, vault, writers))
-                except StoreError:
-                    logger.warning("left out issue #%s of the vault %s in %s: it is malformed", n, vault, org_id, exc_info=True)
-            return issues
+            with _writing(Path(repo.path)):  # no packer deletes an object this reads
+                tip = self._tip(repo)
+                files = self._files(repo, tip)
+                numbers = _numbers(files.names("issues/"))
+                writers = self._office_wrote(repo, tip, files, numbers)
+                issues = []
+                for n in numbers:
+                    try:
+                        issues.append(self._read_issue(files, n, vault, writers))
+                    except StoreError:
+                        logger.warning(
+                            "left out issue #%s of the vault %s in %s: it is malformed", n, vault, org_id, exc_info=True
+                        )
+                return issues
         finally:
             repo.close()
 
@@ -557,46 +605,81 @@ class VaultStore:
         One tree comparison, whatever the number of commits in between."""
         repo = self._repo(org_id, vault, create=False)
         try:
-            settled = None
-            at = self._tip(repo)
-            while at is not None:  # the branch is linear: each commit has one parent
-                commit = repo.object_store[at]
-                if commit.commit_time < settled_before:
-                    settled = commit
-                    break
-                at = commit.parents[0] if commit.parents else None
-            if settled is None:
-                return VaultChanges(commit=None)
-            base = None
-            if since and since.encode() != settled.id:
-                try:
-                    base = repo.object_store[since.encode()]
-                except (KeyError, ValueError):
-                    base = None
-            elif since:
-                return VaultChanges(commit=since)
-            old_tree = base.tree if isinstance(base, Commit) else None
-            changed: set[int] = set()
-            opened: set[int] = set()
-            for change in repo.object_store.tree_changes(old_tree, settled.tree):
-                (old_path, new_path) = change[0]
-                path = (new_path or old_path or b"").decode()
-                parts = path.split("/")
-                if len(parts) < 3 or parts[0] != "issues" or not _NUMBER.fullmatch(parts[1]):
-                    continue
-                changed.add(int(parts[1]))
-                if parts[2] == "meta.json" and old_path is None:
-                    opened.add(int(parts[1]))
-            return VaultChanges(commit=settled.id.decode(), changed=sorted(changed), opened=sorted(opened))
+            with _writing(Path(repo.path)):  # no packer deletes an object this reads
+                return self._changes_since(repo, since, settled_before)
         finally:
             repo.close()
+
+    def _changes_since(self, repo: Repo, since: str | None, settled_before: float) -> VaultChanges:
+        """``changes_since`` on an open repository, its flock held."""
+        settled = None
+        at = self._tip(repo)
+        while at is not None:  # the branch is linear: each commit has one parent
+            commit = repo.object_store[at]
+            if commit.commit_time < settled_before:
+                settled = commit
+                break
+            at = commit.parents[0] if commit.parents else None
+        if settled is None:
+            return VaultChanges(commit=None)
+        base = None
+        if since and since.encode() != settled.id:
+            try:
+                base = repo.object_store[since.encode()]
+            except (KeyError, ValueError):
+                base = None
+        elif since:
+            return VaultChanges(commit=since)
+        old_tree = base.tree if isinstance(base, Commit) else None
+        changed: set[int] = set()
+        opened: set[int] = set()
+        for change in repo.object_store.tree_changes(old_tree, settled.tree):
+            (old_path, new_path) = change[0]
+            path = (new_path or old_path or b"").decode()
+            parts = path.split("/")
+            if len(parts) < 3 or parts[0] != "issues" or not _NUMBER.fullmatch(parts[1]):
+                continue
+            changed.add(int(parts[1]))
+            if parts[2] == "meta.json" and old_path is None:
+                opened.add(int(parts[1]))
+        return VaultChanges(commit=settled.id.decode(), changed=sorted(changed), opened=sorted(opened))
 
     def commits(self, org_id: str, vault: str) -> int:
         """How many commits the branch has (for tests and the admin)."""
         repo = self._repo(org_id, vault, create=False)
         try:
-            tip = self._tip(repo)
-            return 0 if tip is None else sum(1 for _ in repo.get_walker(include=[tip]))
+            with _writing(Path(repo.path)):
+                tip = self._tip(repo)
+                return 0 if tip is None else sum(1 for _ in repo.get_walker(include=[tip]))
+        finally:
+            repo.close()
+
+    def pack_vault(self, org_id: str, vault: str, *, threshold: int | None = None) -> int:
+        """Pack the vault's loose objects into one git pack when it holds at least
+        ``threshold`` of them (default ``WORKFORCE_VAULT_PACK_LOOSE``; 0 or less: never),
+        and merge its packs into one once it has more than ``MAX_PACKS``: dulwich's
+        ``pack_loose_objects`` and ``repack``, under the vault's writers flock held
+        exclusively, so no office writer adds an object and no office reader looks for
+        one the packer is moving (every office read holds the flock shared). Waits up to
+        ``PACK_WAIT_SECONDS`` for them; a vault that stays busy is packed by a later
+        call. Returns the number of objects packed (0: under the threshold, or busy).
+        Raises StoreError for a vault that does not exist."""
+        threshold = int(settings.WORKFORCE_VAULT_PACK_LOOSE) if threshold is None else threshold
+        if threshold <= 0:
+            return 0
+        repo = self._repo(org_id, vault, create=False)
+        try:
+            objects = repo.object_store
+            if objects.count_loose_objects() < threshold:
+                return 0
+            with _exclusive(Path(repo.path), wait=PACK_WAIT_SECONDS) as held:
+                if not held or objects.count_loose_objects() < threshold:  # busy, or packed meanwhile
+                    return 0
+                packed = objects.pack_loose_objects()
+                if len(objects.packs) > MAX_PACKS:
+                    objects.repack()
+            logger.info("packed %s loose objects of the vault %s in %s", packed, vault, org_id)
+            return packed
         finally:
             repo.close()
 

@@ -517,6 +517,23 @@ def _insert_request(request: Request, session: Session) -> None:
         rows.insert(request)
 
 
+def find_idempotent_request(org: Organization, user_id: str, key: str) -> Request | None:
+    """The request ``user_id`` made in ``org`` with Idempotency-Key ``key`` (any
+    endpoint that records a request under the key: an action, a chat turn), or None."""
+    return _find_idempotent(org, user_id, key)
+
+
+def check_idempotent_replay(existing: Request, *, session_id: str, action: str, input: Any) -> Request:
+    """``existing`` (``find_idempotent_request``'s answer), marked ``replayed``, when the
+    retry asks for the same ``action`` on the same ``session_id`` with the same
+    ``input`` (a dict, as stored); the action endpoint's rule for a key used again.
+
+    Raises:
+        Refusal("idempotency-key-reused"): the key was used for a different call.
+    """
+    return _check_replay(existing, session_id, action, input)
+
+
 def _find_idempotent(org: Organization, user_id: str, key: str) -> Request | None:
     return Request.objects.select_related("session").filter(organization=org, user_id=user_id, idempotency_key=key).first()
 

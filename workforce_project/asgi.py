@@ -37,6 +37,7 @@ import contextlib
 import contextvars
 import io
 import json
+import logging
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -53,10 +54,12 @@ from django.core import signals  # noqa: E402
 from django.core.exceptions import RequestAborted  # noqa: E402
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix  # noqa: E402
 from django.core.handlers.base import BaseHandler  # noqa: E402
+from django.db import connections  # noqa: E402
 from django.http import FileResponse  # noqa: E402
 from django.urls import set_script_prefix  # noqa: E402
 
 from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402
+from mail.repair import index_unswept_vaults_once  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 from workforce_project import admission  # noqa: E402
@@ -66,6 +69,8 @@ from workforce_project import admission  # noqa: E402
 STREAM_PATH = re.compile(r"^/api/sessions/[^/]+/stream$|^/(mailboxes|boards|sessions|projects)/[^/]+/events$")
 REQUEST_PATH = re.compile(r"^/api/requests/[^/]+$")
 STREAM_RETRY_AFTER_SECONDS = 5
+
+logger = logging.getLogger(__name__)
 
 
 class _Server:
@@ -138,7 +143,7 @@ async def _long_lived(scope, receive, send, mcp: bool) -> None:
         mount = mcp_mount()
         verdict = await mount.admit(scope)
         if isinstance(verdict, Refusal):
-            await mount.refuse(send, verdict)
+            await mount.refuse(send, verdict, scope)
             return
 
         async def run(scope, receive, send):
@@ -246,6 +251,7 @@ async def _lifespan(receive, send) -> None:
     shutdown. A new mount each time, as a manager runs once (a process may run several
     servers one after another: tests)."""
     await receive()  # lifespan.startup
+    await sync_to_async(_index_vaults, thread_sensitive=False)()
     async with contextlib.AsyncExitStack() as stack:
         try:
             _server.mcp = McpMount()
@@ -263,6 +269,18 @@ async def _lifespan(receive, send) -> None:
             return
         _server.mcp = None
     await send({"type": "lifespan.shutdown.complete"})
+
+
+def _index_vaults() -> None:
+    """Before the first request: the vaults this database never read are indexed
+    (``mail.repair.index_unswept_vaults_once``; ``serve`` did it already). A failure
+    (the database down) is logged and left to the periodic sweep: the server starts."""
+    try:
+        index_unswept_vaults_once()
+    except Exception:
+        logger.exception("indexing the vaults at start failed; the mail sweep will index them")
+    finally:
+        connections.close_all()
 
 
 def is_long_lived(scope) -> bool:

@@ -243,6 +243,13 @@ WORKFORCE_COORDINATOR_DELEGATE_FLOWS = ["agent"]
 # mail.store.MailStore; default the embedded git vaults) and where the vaults live.
 WORKFORCE_MAIL_STORE = os.environ.get("WORKFORCE_MAIL_STORE", "mail.vault.embedded_store")
 WORKFORCE_VAULT_DIR = os.environ.get("WORKFORCE_VAULT_DIR", str(VAR_DIR / "vaults"))
+# How long the MCP tools agent_chat and agent_chat_reply wait for the agent's reply
+# before answering it unfinished (seconds): under the 60 s request timeout of hosts built
+# on the TypeScript SDK (mail.mcp_server; docs/mcp.md).
+WORKFORCE_MCP_CHAT_WAIT_SECONDS = _env_number("WORKFORCE_MCP_CHAT_WAIT_SECONDS", 45, float)
+# The vault sweep packs an embedded vault's loose objects (about 37 a mail) into a git
+# pack once it holds this many (mail.vault.VaultStore.pack_vault; 0 never packs).
+WORKFORCE_VAULT_PACK_LOOSE = _env_number("WORKFORCE_VAULT_PACK_LOOSE", 1024, int)
 # The forgejo backend (WORKFORCE_MAIL_STORE=mail.forgejo.forgejo_store): a Forgejo or Gitea
 # server, the office's token, the vault naming rule (owner/repository), and the issue
 # webhook's shared secret (empty: every webhook call is refused).

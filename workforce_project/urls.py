@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from boards.api import BoardTasksView
 from coordinators.api import WorkerSessionsView
 from mail.api import MailLedgerView, MailThreadView, MailView, WorkerChatView
+from mail.mcp_http import protected_resource_metadata
 from mail.webhook import forge_webhook
 from mailboxes.api import (
     BoardListView,
@@ -32,6 +33,9 @@ from workforce.api.views import (
 from workforce.logins import throttled_login
 
 urlpatterns = [
+    # RFC 9728: the MCP mount's metadata, at the well-known path and its form for /mcp.
+    path(".well-known/oauth-protected-resource", protected_resource_metadata, name="mcp-resource-metadata"),
+    path(".well-known/oauth-protected-resource/mcp", protected_resource_metadata),
     path("api/", ApiIndexView.as_view(), name="api-index"),
     path("api/boards", BoardListView.as_view(), name="boards"),
     path("api/flows/<str:kind>/<str:session_id>/actions/<str:action>", FlowActionView.as_view(), name="flow-action"),

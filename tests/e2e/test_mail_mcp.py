@@ -55,7 +55,7 @@ def test_an_mcp_client_lists_the_tools_and_sends_a_mail(tmp_path, start_server):
         )
     )
     by_name = {tool.name: tool for tool in tools.tools}
-    assert sorted(by_name) == ["agent_chat", "fileTask", "mail_send", "post", "read", "readBoard"]
+    assert sorted(by_name) == ["agent_chat", "agent_chat_reply", "fileTask", "mail_send", "post", "read", "readBoard"]
     schema = by_name["mail_send"].input_schema
     assert schema["type"] == "object" and set(schema["required"]) == {"to", "body"} and "subject" in schema["properties"]
     assert not sent.is_error and '"thread":"eng.alpha:1"' in text(sent).replace(" ", "")
@@ -116,7 +116,7 @@ def test_an_mcp_client_reaches_the_http_mount_of_serve_with_a_token(tmp_path, st
         )
     )
     by_name = {tool.name: tool for tool in tools.tools}
-    assert sorted(by_name) == ["agent_chat", "fileTask", "mail_send", "post", "read", "readBoard"]
+    assert sorted(by_name) == ["agent_chat", "agent_chat_reply", "fileTask", "mail_send", "post", "read", "readBoard"]
     assert all(tool.input_schema["type"] == "object" for tool in tools.tools)
     assert not sent.is_error and '"thread":"eng.alpha:1"' in text(sent).replace(" ", "")
     assert nobody.is_error and "recipient-not-found: " in text(nobody)

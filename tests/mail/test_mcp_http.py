@@ -30,7 +30,7 @@ from workforce.sessions import ensure_organization
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOLS = ["agent_chat", "fileTask", "mail_send", "post", "read", "readBoard"]
+TOOLS = ["agent_chat", "agent_chat_reply", "fileTask", "mail_send", "post", "read", "readBoard"]
 
 
 @pytest.fixture(params=["on", "off"], ids=["lifespan", "no-lifespan"])
@@ -169,6 +169,61 @@ def test_without_a_valid_token_the_mount_answers_401_with_a_challenge(mcp_url, o
     with pytest.raises(Exception):  # noqa: B017  the SDK's client gives up on a 401
         session(mcp_url)
     assert raw_post(mcp_url, {"Authorization": f"Bearer {key}"}).status_code == 200
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_the_401_names_the_resource_metadata_which_says_a_token_not_a_sign_in(mcp_url, org):
+    """RFC 9728 and the MCP authorization spec: the 401's Bearer challenge carries
+    ``resource_metadata``; the document there names the resource as dialed and a bearer
+    token in the header, and no authorization server (none is offered); the challenge's
+    ``error_description`` says how to use a token instead."""
+    base = mcp_url.removesuffix("/mcp")
+    for headers, error in (({}, None), ({"Authorization": "Bearer not-a-token"}, "invalid_token")):
+        answer = raw_post(mcp_url, headers)
+        assert answer.status_code == 401
+        bearer, token = answer.headers.get_list("www-authenticate")
+        assert token == 'Token realm="workforce"'
+        assert f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"' in bearer
+        assert ('error="invalid_token"' in bearer) == (error is not None)
+        assert 'error_description="This server signs no one in (no OAuth authorization server): ' in bearer
+        assert "Authorization: Bearer <token>" in bearer
+    for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+        document = httpx2.get(base + path, timeout=30)
+        assert document.status_code == 200 and document.headers["content-type"] == "application/json"
+        metadata = document.json()
+        assert metadata["resource"] == mcp_url
+        assert metadata["bearer_methods_supported"] == ["header"]
+        assert "authorization_servers" not in metadata
+        assert "drf_create_token" in metadata["workforce_sign_in"]
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_mail_send_takes_the_requests_idempotency_key(mcp_url, agents, org):
+    """One tool call per HTTP request: its Idempotency-Key is the call's, as on ``POST
+    /api/mail`` (the same arguments answer the first thread; others are refused)."""
+    agents()
+    key = person(org, "ann")
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": "once"}
+
+    async def calls():
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            async with Client(streamable_http_client(mcp_url, http_client=http)) as client:
+                send = {"to": "eng.idle", "body": "only once"}
+                return [
+                    await client.call_tool("mail_send", send),
+                    await client.call_tool("mail_send", send),
+                    await client.call_tool("mail_send", {**send, "body": "another"}),
+                ]
+
+    first, again, other = asyncio.run(calls())
+    assert json.loads(text(first))["thread"] == json.loads(text(again))["thread"] == "eng.idle:1"
+    assert reason_of(other) == "idempotency-key-reused"
+    assert Thread.objects.count() == 1 and LedgerEntry.objects.filter(event="mail.sent").count() == 1
+
+
+def test_in_development_there_is_no_resource_metadata(mcp_url, org):
+    answer = httpx2.get(mcp_url.removesuffix("/mcp") + "/.well-known/oauth-protected-resource/mcp", timeout=30)
+    assert answer.status_code == 404
 
 
 @pytest.mark.parametrize("auth", ["token", "none"])

@@ -155,6 +155,18 @@ def request_links(request_row, *, http_request: HttpRequest, location: str) -> d
     }
 
 
+def idempotency_key_of(request: HttpRequest) -> str | None:
+    """The request's ``Idempotency-Key`` header (None when absent or empty).
+
+    Raises:
+        Refusal("invalid-input"): longer than 255 characters (what a request keeps).
+    """
+    key = request.headers.get("Idempotency-Key") or None
+    if key is not None and len(key) > 255:
+        raise Refusal("invalid-input", "Idempotency-Key is longer than 255 characters.")
+    return key
+
+
 class FlowActionView(APIView):
     """Run an action of a flow kind on a session."""
 
@@ -183,9 +195,10 @@ class FlowActionView(APIView):
         if unknown:
             return refusal_response(Refusal("invalid-input", f"Unknown body keys: {', '.join(unknown)}; send userId and input."))
         principal = resolve_principal(request, body.get("userId"))
-        key = request.headers.get("Idempotency-Key") or None
-        if key is not None and len(key) > 255:
-            return refusal_response(Refusal("invalid-input", "Idempotency-Key is longer than 255 characters."))
+        try:
+            key = idempotency_key_of(request)
+        except Refusal as refusal:
+            return refusal_response(refusal)
         row = do_run_action(
             org=principal.org,
             kind=kind,

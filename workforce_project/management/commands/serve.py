@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from mail.repair import index_unswept_vaults_once
 from mailboxes.checks import BOARD_CHECK_IDS
 from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
@@ -184,6 +185,11 @@ class Command(BaseCommand):
                 self.stdout.write(f"warning: {outcome.drift_warning}")
         for warning in board_warnings():  # a board nobody drains, a drain of a board nobody holds
             self.stdout.write(f"warning: {warning.message}")
+        # Mail in vaults this database never read (a second database on the same vault
+        # folder, a lost index) is indexed before the first request, not a sweep later.
+        indexed = index_unswept_vaults_once()
+        if indexed:
+            self.stdout.write(f"mail: indexed {len(indexed)} threads from vaults this database had not read")
         # From here a client's connection waits for uvicorn instead of being refused; and
         # before the cluster starts, so a refusal here leaves no cluster behind.
         _listen(listeners, host, port)
