@@ -168,7 +168,7 @@ def bind_roster(
             elif key not in DECLARABLE_KEYS:
                 found.append(
                     f'"{key}" is not a mailbox key{did_you_mean(key, DECLARABLE_KEYS)}; '
-                    f'the declarable keys are {", ".join(DECLARABLE_KEYS)}'
+                    f"the declarable keys are {', '.join(DECLARABLE_KEYS)}"
                 )
         description = declared.get("description")
         if not isinstance(description, str) or not description.strip():

@@ -36,7 +36,9 @@ def check_workers(app_configs=None, **kwargs):
     # Each problem names the file to fix (a worker id alone leaves the person to find it).
     files = {w.id: f"{w.path}/WORKER.md" for w in workers}
     found.extend(
-        checks.Error(f"{files[worker]}: worker {worker}: {message}" if worker in files else f"worker {worker}: {message}", id="seats.E002")
+        checks.Error(
+            f"{files[worker]}: worker {worker}: {message}" if worker in files else f"worker {worker}: {message}", id="seats.E002"
+        )
         for worker, message in hire_problems(workers)
     )
     return found

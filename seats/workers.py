@@ -226,7 +226,7 @@ def check_worker_declared(declared: dict, body: str, folder_rel: str, file_rel: 
         if key not in WORKER_KEYS:
             bad(
                 f'declares "{key}", which a worker cannot declare{did_you_mean(key, WORKER_KEYS)}; '
-                f'the keys are {", ".join(WORKER_KEYS)}',
+                f"the keys are {', '.join(WORKER_KEYS)}",
                 REFUSED_DECLARATION,
             )
     if "description" in declared:

@@ -20,7 +20,9 @@ MIGRATE = "python manage.py migrate"
 # (a failed connection carries none).
 _NO_DATABASE = re.compile(r'database "(?P<name>[^"]+)" does not exist')
 _NO_TABLE = re.compile(r"no such table: \S+|relation \"[^\"]+\" does not exist")
-_UNREACHABLE = re.compile(r"connection refused|could not connect|connection failed|timeout expired|unable to open database file", re.I)
+_UNREACHABLE = re.compile(
+    r"connection refused|could not connect|connection failed|timeout expired|unable to open database file", re.I
+)
 
 
 def _chain(exc: BaseException) -> list[BaseException]:

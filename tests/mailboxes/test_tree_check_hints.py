@@ -63,11 +63,15 @@ def test_a_misspelled_worker_key_and_a_worker_that_cannot_be_hired_name_their_fi
     )
     messages = [e.msg for e in check_workers()]
     assert any(
-        m.startswith('teams/eng/workers/lead: [refused-declaration] teams/eng/workers/lead/WORKER.md: declares "tool", '
-                     "which a worker cannot declare (did you mean `tools`?); the keys are description,")
+        m.startswith(
+            'teams/eng/workers/lead: [refused-declaration] teams/eng/workers/lead/WORKER.md: declares "tool", '
+            "which a worker cannot declare (did you mean `tools`?); the keys are description,"
+        )
         for m in messages
     ), messages
-    assert any(m.startswith('teams/eng/workers/scout/WORKER.md: worker eng.scout: tools: names "send-email"') for m in messages), messages
+    assert any(
+        m.startswith('teams/eng/workers/scout/WORKER.md: worker eng.scout: tools: names "send-email"') for m in messages
+    ), messages
 
 
 def routed_tree(make_tree, *, beta: str, routing: bool = True):
@@ -111,6 +115,5 @@ def test_manage_py_check_prints_the_warning_and_the_errors_together(make_tree, s
     text = str(failed.value)
     assert "(mailboxes.W004) teams/eng/mailboxes/desk/MAILBOX.md: eng.desk routes each post" in text
     assert (
-        'teams/eng/workers/gamma/WORKER.md: declares "descripton", which a worker cannot declare '
-        "(did you mean `description`?)"
+        'teams/eng/workers/gamma/WORKER.md: declares "descripton", which a worker cannot declare (did you mean `description`?)'
     ) in text

@@ -101,7 +101,12 @@ def test_a_postgresql_database_that_does_not_exist_is_one_line_naming_it(tmp_pat
         pytest.skip("needs a PostgreSQL server (DATABASE_URL)")
     name = f"wf_first_missing_{uuid.uuid4().hex[:8]}"
     env = {"WORKFORCE_VAR_DIR": str(tmp_path / "var"), "DATABASE_URL": urlunsplit(urlsplit(url)._replace(path=f"/{name}"))}
-    for command in (["open_mailboxes"], ["migrate"], ["serve", "--addr", "127.0.0.1:0"], ["serve", "--addr", "127.0.0.1:0", "--no-cluster"]):
+    for command in (
+        ["open_mailboxes"],
+        ["migrate"],
+        ["serve", "--addr", "127.0.0.1:0"],
+        ["serve", "--addr", "127.0.0.1:0", "--no-cluster"],
+    ):
         done = manage(env, *command)
         assert done.returncode == 1, done.stdout + done.stderr
         line = one_line(done)

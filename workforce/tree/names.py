@@ -12,7 +12,6 @@ worker) or ``<team>.<name>``, each part following the same rule.
 from __future__ import annotations
 
 import difflib
-
 import re
 
 __all__ = [

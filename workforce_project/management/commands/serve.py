@@ -31,7 +31,6 @@ from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 from workforce_project.cluster_guard import wait_for_no_cluster
 from workforce_project.database_errors import explain_database_error, unapplied_migrations
-from workforce_project.migrating import migrate
 from workforce_project.deployment import (
     BrokerUnreachable,
     describe_broker,
@@ -40,6 +39,7 @@ from workforce_project.deployment import (
     is_loopback,
     ping_broker,
 )
+from workforce_project.migrating import migrate
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -232,6 +232,7 @@ class Command(BaseCommand):
             if cluster is not None:
                 self._say(f"task cluster started (pid {cluster.pid})")
                 threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True).start()
+
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
         # default SIGTERM action that would kill this process before the cluster is
         # stopped, so SIGTERM raises SystemExit and stops the cluster below, as Ctrl-C does.
