@@ -1,4 +1,4 @@
-"""``manage.py check`` validates the tree's workers too (README "Commands"): a worker that
+"""``manage.py check`` validates the tree's workers too (docs/running.md "Commands"): a worker that
 fails to load or cannot be hired stops ``serve`` at start-up, every problem named; and
 the turn deadline must fit inside the task cluster's ``timeout``."""
 

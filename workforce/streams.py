@@ -1,4 +1,4 @@
-"""Live items: a session's items as server-sent events (README "Watching a session live").
+"""Live items: a session's items as server-sent events (docs/api.md "Watching a session live").
 
 Every item is stored by ``workforce.sessions.emit_item``. On PostgreSQL that one place
 also notes the item (``note_item_stored``) and, once the transaction has committed,
