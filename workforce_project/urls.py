@@ -1,4 +1,4 @@
-"""URL map: the HTTP contract (docs/api.md "Posting, refusals and who you are"), the schema, and the admin."""
+"""URL map: the HTTP contract (docs/api.md), the schema, and the admin."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path

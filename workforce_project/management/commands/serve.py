@@ -1,4 +1,4 @@
-"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (docs/api.md "Posting, refusals and who you are").
+"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (docs/running.md "The first start", "Commands").
 
 Migrates, checks and opens the workforce tree, then runs the web server (uvicorn, in
 this process) and the django-q2 cluster (a child process) together until interrupted.
