@@ -194,12 +194,13 @@ class Command(BaseCommand):
     def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
         port = listeners[0].getsockname()[1]  # the one the system picked for port 0
         self._migrate()
-        self._say(f"opening the workforce tree {settings.WORKFORCE_ROOT} (hiring its workers, opening its mailboxes)")
+        self._say(f"reading the workforce tree {settings.WORKFORCE_ROOT} and hiring its workers")
         try:
-            outcomes = open_roster(boot(settings.WORKFORCE_ROOT, log_board_warnings=False))
+            roster = boot(settings.WORKFORCE_ROOT, log_board_warnings=False)
+            self._say(f"opening {len(roster.mailboxes)} mailbox(es)")
+            outcomes = open_roster(roster)
         except (TreeError, WorkforceRootError, OpenRefused, WorkerTreeError, HireRefused) as exc:
             raise CommandError(str(exc)) from None
-        self._say(f"{len(outcomes)} mailbox(es) open")
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
             if outcome.drift_warning:  # its file changed after it was opened
