@@ -1,4 +1,4 @@
-"""Mail as the pages read it (README "The pages"): the agent kind's ``MAIL_READER`` facet
+"""Mail as the pages read it (docs/pages.md "The pages"): the agent kind's ``MAIL_READER`` facet
 (``workforce.facets.MailReader``), set in ``MailConfig.ready()``. The web app may not
 import this app (docs/architecture.md "Apps": the top apps are independent), so it reads
 mail through this facet, in the mail API's wire shape."""

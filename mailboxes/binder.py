@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from boards.naming import RESERVED_BOARD_NAMES, board_id_for, board_name_problem, tool_suffix  # noqa: F401
-from workforce.tree import NAME_RULE, is_seat_id, name_problem
+from workforce.tree import NAME_RULE, did_you_mean, is_seat_id, name_problem
 
 from .reader import MailboxManifest
 from .templates import ResourceDeclaration
@@ -94,17 +94,31 @@ class Roster:
         return next((t for t in self.templates if t.collection == collection), None)
 
 
+def mailbox_file(mailbox_id: str) -> str:
+    """The file a mailbox id is declared in, relative to the tree's root:
+    ``"eng.standup"`` -> ``"teams/eng/mailboxes/standup/MAILBOX.md"``."""
+    team, _, name = mailbox_id.partition(".")
+    return f"teams/{team}/mailboxes/{name}/MAILBOX.md"
+
+
 class RosterRefused(Exception):
     """The roster was refused; ``problems`` lists ``(site, sentence)`` for every problem
     found, the site being a mailbox id or a resource file's path. The message reads
-    ``refused N of M declarations`` and then each problem."""
+    ``refused N of M declarations`` and then one line per problem, naming its file
+    (``  teams/eng/mailboxes/standup/MAILBOX.md: eng.standup: <sentence>``)."""
 
     def __init__(self, problems: list[tuple[str, str]], total: int):
         self.problems = problems
         self.total = total
         refused = len({mailbox_id for mailbox_id, _ in problems})
-        lines = [f"  {mailbox_id}: {message}" for mailbox_id, message in problems]
+        lines = [f"  {_where(site)}: {message}" for site, message in problems]
         super().__init__(f"refused {refused} of {total} declarations\n" + "\n".join(lines))
+
+
+def _where(site: str) -> str:
+    """A problem's site as its line names it: a file's path as it is, a mailbox id with
+    the file that declares it."""
+    return site if "/" in site else f"{mailbox_file(site)}: {site}"
 
 
 def bind_roster(
@@ -152,7 +166,10 @@ def bind_roster(
             elif key == "system":
                 found.append("system: is not declarable: the charter is the file's body (or instructions:)")
             elif key not in DECLARABLE_KEYS:
-                found.append(f'"{key}" is not a mailbox key; the declarable keys are {", ".join(DECLARABLE_KEYS)}')
+                found.append(
+                    f'"{key}" is not a mailbox key{did_you_mean(key, DECLARABLE_KEYS)}; '
+                    f"the declarable keys are {', '.join(DECLARABLE_KEYS)}"
+                )
         description = declared.get("description")
         if not isinstance(description, str) or not description.strip():
             found.append("description: must be text")

@@ -11,6 +11,7 @@ from seats.models import Seat
 from seats.workers import read_workforce
 from workforce.tree import WorkforceRootError
 
+from .binder import mailbox_file
 from .roster import TreeError, load_roster
 
 # The board warnings ``serve`` prints after hiring (it silences these ids in its own check).
@@ -60,3 +61,35 @@ def check_boards(app_configs=None, **kwargs):
     held = [m.board_id(b) for m in roster.mailboxes for b in m.boards]
     seats = [Seat(seat_id=w.id, scope=Seat.Scope.SHARED, kind=w.flow, config=w.config) for w in workers]
     return [checks.Warning(warning.message, id=BOARD_CHECK_IDS[warning.code]) for warning in board_problems(seats, held)]
+
+
+@checks.register("workforce")
+def check_routed_members(app_configs=None, **kwargs):
+    """A member of a mailbox that declares ``routing:`` whose ``WORKER.md`` has no
+    ``description:`` is never chosen by the route (it picks among the members'
+    descriptions), silently: a warning per such member, naming both files. Says nothing
+    when the tree does not load (the other checks' errors)."""
+    root = settings.WORKFORCE_ROOT
+    try:
+        roster = load_roster(root)
+        workers, _ = read_workforce(root)
+    except (WorkforceRootError, TreeError):
+        return []
+    by_id = {w.id: w for w in workers}
+    warnings = []
+    for mailbox in roster.mailboxes:
+        if mailbox.routing is None:
+            continue
+        for member in mailbox.members:
+            worker = by_id.get(member)
+            if worker is None or worker.description.strip():
+                continue
+            warnings.append(
+                checks.Warning(
+                    f"{mailbox_file(mailbox.id)}: {mailbox.id} routes each post to one member (routing:), but its "
+                    f"member {member} has no description: in {worker.path}/WORKER.md, so the route never chooses it.",
+                    hint=f"Add a description: line to {worker.path}/WORKER.md saying what {member} answers.",
+                    id="mailboxes.W004",
+                )
+            )
+    return warnings

@@ -81,6 +81,9 @@ def do_register_inventory(
             defaults={"kind": seat.kind if seat else "", "hired": seat is not None},
         )
     existing = set(InventoryMembership.objects.filter(organization=org, mailbox_id=mailbox.id).values_list("seat_id", flat=True))
+    gone = existing - set(members)  # members an applied file dropped (open_mailboxes --apply)
+    if gone:
+        InventoryMembership.objects.filter(organization=org, mailbox_id=mailbox.id, seat_id__in=gone).delete()
     InventoryMembership.objects.bulk_create(
         [InventoryMembership(organization=org, seat_id=s, mailbox_id=mailbox.id) for s in members if s not in existing],
         ignore_conflicts=True,
@@ -90,7 +93,8 @@ def do_register_inventory(
         mailbox_id=mailbox.id,
         defaults={"kind": mailbox.kind, "members": list(members), "description": description, "opened_at": now_ms()},
     )
-    if not created and (row.retired_at is not None or row.members != list(members) or row.kind != mailbox.kind):
+    changed = row.members != list(members) or row.kind != mailbox.kind or row.description != description
+    if not created and (row.retired_at is not None or changed):
         row.retired_at = None
         row.members = list(members)
         row.kind = mailbox.kind

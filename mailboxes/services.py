@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -12,7 +13,7 @@ from workforce.contracts import in_callers_transaction
 from workforce.facets import NOTIFY, ROUTE
 from workforce.models import Organization, Session
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, now_ms
+from workforce.sessions import ActionContext, emit_item, now_ms
 
 from .binder import BoundMailbox
 from .inventory import do_register_inventory, do_retire_templates
@@ -23,14 +24,23 @@ from .queries import access_mailbox_state, is_mailbox_state
 OLD_KIND = "channel"
 
 
+# The item an applied file leaves on the mailbox's session (``do_open_mailboxes(apply=True)``):
+# a record of the change beside the lines, never a line itself (the transcript is the
+# mailbox-post items and nothing else), as a route decision is a mailbox-route item.
+APPLIED_ITEM = "mailbox-applied"
+APPLIED = "applied"
+
+
 @dataclass(frozen=True)
 class OpenOutcome:
-    """What ``do_open_mailboxes`` did with one record: ``opened``, ``already open`` or
-    ``adopted`` (an empty session a premature post created, now bound).
+    """What ``do_open_mailboxes`` did with one record: ``opened``, ``already open``,
+    ``adopted`` (an empty session a premature post created, now bound) or ``applied``
+    (an open mailbox given its file's members, charter and description, on request).
 
     ``drift`` names how an ``already open`` mailbox's file differs from what it was
-    opened with (``members (the file adds x; drops y)``, ``charter``, ``description``);
-    empty when it doesn't. The mailbox keeps what it was opened with (spec "Opening it").
+    opened with (``members (the file adds x; drops y)``, ``charter``, ``description``),
+    or, for ``applied``, what was rewritten; empty when nothing differs. Without
+    ``apply`` the mailbox keeps what it was opened with (spec "Opening it").
     """
 
     mailbox_id: str
@@ -39,14 +49,16 @@ class OpenOutcome:
 
     @property
     def drift_warning(self) -> str | None:
-        """The sentence ``open_mailboxes`` and ``serve`` print for a drifted mailbox, or None."""
-        if not self.drift:
+        """The sentence ``open_mailboxes`` and ``serve`` print for a drifted mailbox that
+        was left alone, or None."""
+        if not self.drift or self.outcome == APPLIED:
             return None
         return (
             f"mailbox {self.mailbox_id}'s MAILBOX.md differs from what it was opened with: {', '.join(self.drift)}. "
             "An open mailbox keeps the members, charter and description it was opened with. To serve the file's, "
-            "open a fresh mailbox: give it a new id (rename its folder; the old transcript stays under the old id), "
-            "or start from an empty database."
+            "run `python manage.py open_mailboxes --apply` (its lines are kept; the change is recorded on it as a "
+            "mailbox-applied item), or open a fresh mailbox: give it a new id (rename its folder; the old transcript "
+            "stays under the old id)."
         )
 
 
@@ -107,12 +119,23 @@ def _occupant_problem(session: Session, mailbox: BoundMailbox, user_id: str) -> 
 
 
 def do_open_mailboxes(
-    org: Organization, mailboxes: list[BoundMailbox], *, user_id: str, template_ids: list[str] | tuple[str, ...] = ()
+    org: Organization,
+    mailboxes: list[BoundMailbox],
+    *,
+    user_id: str,
+    template_ids: list[str] | tuple[str, ...] = (),
+    apply: bool = False,
 ) -> list[OpenOutcome]:
     """Open one session per bound record, at the record's id (spec "Opening it").
 
     Idempotent: an open mailbox is left alone (members, charter and description keep
-    what they were opened with); its outcome's ``drift`` names what its file changed. An empty session on the mailbox's kind (a premature
+    what they were opened with); its outcome's ``drift`` names what its file changed.
+    With ``apply``, an open mailbox whose file differs is given the file's members,
+    charter and description instead (outcome ``applied``): its lines, counters and
+    route ledger are kept, its inventory rows follow, and one ``mailbox-applied`` item
+    on its session records what changed (``{"changed": [...], "before": {...},
+    "after": {...}, "appliedBy": user_id, "appliedAt": ms}``); it is never a line, so
+    it wakes nobody. An empty session on the mailbox's kind (a premature
     post, by whichever user) is adopted and from then on owned by ``user_id``. Each
     opened mailbox gets its inventory rows (``mailboxes.inventory``: memberships first,
     the mailbox row last), with what it was opened with; the rows of ``template_ids``
@@ -145,7 +168,11 @@ def do_open_mailboxes(
                 if problem:
                     raise OpenRefused(mailbox.id, problem)
         for mailbox in mailboxes:
-            state = {"members": list(mailbox.members), "charter": mailbox.charter, "description": mailbox.description}
+            state: dict[str, Any] = {
+                "members": list(mailbox.members),
+                "charter": mailbox.charter,
+                "description": mailbox.description,
+            }
             session = existing.get(mailbox.id)
             if session is None:
                 Session.objects.create(
@@ -158,9 +185,13 @@ def do_open_mailboxes(
                 session.save(update_fields=["state", "user_id", "updated_at"])
                 outcome = "adopted"
             else:
-                outcome = "already open"
                 drift = mailbox_drift(session.state, mailbox)
-                state = session.state
+                if apply and drift:
+                    _apply_file(session, state, drift, user_id=user_id)
+                    outcome = APPLIED
+                else:
+                    outcome = "already open"
+                    state = session.state
             do_register_inventory(
                 org,
                 mailbox,
@@ -169,8 +200,23 @@ def do_open_mailboxes(
                 opened_by=user_id,
                 template_ids=template_ids,
             )
-            outcomes.append(OpenOutcome(mailbox.id, outcome, drift if outcome == "already open" else ()))
+            outcomes.append(OpenOutcome(mailbox.id, outcome, drift if outcome in ("already open", APPLIED) else ()))
     return outcomes
+
+
+def _apply_file(session: Session, state: dict, drift: tuple[str, ...], *, user_id: str) -> None:
+    """Rewrite an open mailbox's members, charter and description with ``state`` (the
+    file's), keeping every other key of its state, and record the change as one
+    ``mailbox-applied`` item. Inside ``do_open_mailboxes``' transaction, the session
+    row locked."""
+    before = {key: session.state.get(key) for key in ("members", "charter", "description")}
+    session.state = {**session.state, **state}
+    session.save(update_fields=["state", "updated_at"])
+    emit_item(
+        session,
+        APPLIED_ITEM,
+        {"changed": list(drift), "before": before, "after": dict(state), "appliedBy": user_id, "appliedAt": now_ms()},
+    )
 
 
 @in_callers_transaction

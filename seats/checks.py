@@ -1,4 +1,4 @@
-"""``manage.py check`` validates the tree's workers too (README "Commands"): a worker that
+"""``manage.py check`` validates the tree's workers too (docs/running.md "Commands"): a worker that
 fails to load or cannot be hired stops ``serve`` at start-up, every problem named; and
 the turn deadline must fit inside the task cluster's ``timeout``."""
 
@@ -33,7 +33,14 @@ def check_workers(app_configs=None, **kwargs):
         for e in errors
         if not _reported_by_mailboxes(e)
     ]
-    found.extend(checks.Error(f"worker {worker}: {message}", id="seats.E002") for worker, message in hire_problems(workers))
+    # Each problem names the file to fix (a worker id alone leaves the person to find it).
+    files = {w.id: f"{w.path}/WORKER.md" for w in workers}
+    found.extend(
+        checks.Error(
+            f"{files[worker]}: worker {worker}: {message}" if worker in files else f"worker {worker}: {message}", id="seats.E002"
+        )
+        for worker, message in hire_problems(workers)
+    )
     return found
 
 

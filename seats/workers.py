@@ -31,6 +31,7 @@ from workforce.tree import (
     UNREADABLE_SLOT,
     LoadError,
     RecordError,
+    did_you_mean,
     folder_name_error,
     is_seat_id,
     linked_folder_error,
@@ -223,7 +224,11 @@ def check_worker_declared(declared: dict, body: str, folder_rel: str, file_rel: 
 
     for key in declared:
         if key not in WORKER_KEYS:
-            bad(f'declares "{key}", which a worker cannot declare; the keys are {", ".join(WORKER_KEYS)}', REFUSED_DECLARATION)
+            bad(
+                f'declares "{key}", which a worker cannot declare{did_you_mean(key, WORKER_KEYS)}; '
+                f"the keys are {', '.join(WORKER_KEYS)}",
+                REFUSED_DECLARATION,
+            )
     if "description" in declared:
         description = declared["description"]
         if not isinstance(description, str) or not description.strip():

@@ -1,4 +1,4 @@
-"""The pages' actions (README "The pages", "Acting from the pages"): one form, one
+"""The pages' actions (docs/pages.md "The pages", "Acting from the pages"): one form, one
 service call, the same one the API makes (``do_*``), with the API's refusal shown
 beside the field it is about (``web.forms``). An object of another organization, or one
 the person may not read, is 404, as on the API and the pages that show it.

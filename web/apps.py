@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class WebConfig(AppConfig):
-    """The server-rendered pages (README "The pages"): templates with htmx and its SSE
+    """The server-rendered pages (docs/pages.md "The pages"): templates with htmx and its SSE
     extension, live over server-sent events. A top app: it reads ``mailboxes`` and the
     layers below it, and never ``coordinators`` or ``mail``."""
 

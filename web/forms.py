@@ -1,4 +1,4 @@
-"""The pages' forms (README "The pages", "Forms"): what a person typed, the refusal
+"""The pages' forms (docs/pages.md "The pages", "Forms"): what a person typed, the refusal
 shown beside the field it is about, and the one response shape every form action has.
 
 Every form works without JavaScript: a plain POST answers a redirect back to its page

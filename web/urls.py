@@ -1,4 +1,4 @@
-"""The pages' URLs (README "The pages"), mounted at the site's root."""
+"""The pages' URLs (docs/pages.md "The pages"), mounted at the site's root."""
 
 from django.contrib.auth import views as auth_views
 from django.urls import path

@@ -1,4 +1,4 @@
-"""The pages (README "The pages"): thin views over the kernel's and the apps' reads and
+"""The pages (docs/pages.md "The pages"): thin views over the kernel's and the apps' reads and
 the one way an action runs (``workforce.sessions.do_run_action``).
 
 Who is acting: with ``WORKFORCE_AUTH=token`` the logged-in user (Django's login at
@@ -375,7 +375,7 @@ def _project(principal: Principal, project_id: str):
 @require_GET
 @page
 def room(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
-    """A project's room (README "Projects and rooms"): its title, brief, members, charter
+    """A project's room (docs/rooms.md "Projects and rooms"): its title, brief, members, charter
     and seats, its lines (each under its author: the person, or the seat that answered),
     live, and a post form. Members only."""
     project = _project(principal, project_id)

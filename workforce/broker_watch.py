@@ -1,5 +1,5 @@
 """Noticing that the Redis broker lost its queue, and recovering at once (issue 22,
-item 11; README "Workers and seats").
+item 11; docs/workers.md "Workers and seats").
 
 The Redis broker keeps no receipts and, restarted without persistence or flushed, forgets
 every task it held. The sweeps would find that work only after their backoff

@@ -1,5 +1,5 @@
 """Who holds a claim, and freeing what a dead or interrupted holder held at once
-(README "Workers and seats"; issue 22, item 11).
+(docs/workers.md "Workers and seats"; issue 22, item 11).
 
 Every hold on a row of work (a lease on a ``LeasedWork`` row, a board row's claim, a
 seat's turn slot) is a token the holder minted with ``new_token()``: 32 hex digits, the

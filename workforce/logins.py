@@ -1,4 +1,4 @@
-"""Throttling failed logins (issue 22 item 13; README "Limits"): the admin's login and the
+"""Throttling failed logins (issue 22 item 13; docs/api.md "Limits"): the admin's login and the
 pages' ``/accounts/login/``.
 
 Every failed ``django.contrib.auth.authenticate`` (Django's ``user_login_failed``

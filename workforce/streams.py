@@ -1,4 +1,4 @@
-"""Live items: a session's items as server-sent events (README "Watching a session live").
+"""Live items: a session's items as server-sent events (docs/api.md "Watching a session live").
 
 Every item is stored by ``workforce.sessions.emit_item`` (or ``mailboxes.lines`` for a
 post's line). On PostgreSQL the statement that stores it also sends ``pg_notify(

@@ -4,7 +4,7 @@ and PostgreSQL alike, never a database error (PostgreSQL's text and JSON refuse 
 UTF-8 cannot encode a lone surrogate, Python's json reads ``1e400`` as infinity, deep
 nesting overflows the stack).
 
-Where it is applied (README "Input the server refuses"): every JSON body the API parses
+Where it is applied (docs/api.md "Input the server refuses"): every JSON body the API parses
 (``workforce.api.parsers``: values and keys, however deep), every URL path and query and
 every page form field (``workforce.api.middleware``), every action's input however it
 arrives (``workforce.sessions.do_run_action``: HTTP, pages, MCP, dispatch, a seat's tool

@@ -1,6 +1,6 @@
 """What the web server (``workforce_project.asgi``) checks before a request takes one of
 its ``WORKFORCE_WEB_CONCURRENCY`` slots or a ``WORKFORCE_STREAM_LIMIT`` place, so that
-no client can hold either without having sent its whole request (README "Limits of the
+no client can hold either without having sent its whole request (docs/api.md "Limits of the
 web server"):
 
 - the body: refused with 413 ``payload-too-large`` by its ``Content-Length`` before a

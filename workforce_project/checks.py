@@ -74,7 +74,7 @@ def check_web_limits(app_configs=None, **kwargs):
             errors.append(
                 checks.Error(
                     f"{name} ({value!r}) must be a {kind}.",
-                    hint='README "Limits of the web server".',
+                    hint='docs/api.md "Limits of the web server".',
                     id="workforce_project.E020",
                 )
             )

@@ -1,5 +1,5 @@
 """One task cluster per database, and a cluster that ends with the ``serve`` that started it
-(README "Run it"; ``serve`` and ``serve_qcluster``).
+(docs/running.md "Commands"; ``serve`` and ``serve_qcluster``).
 
 **One cluster per database.** The cluster ``serve`` starts holds the cluster lock of its
 database for its whole life (``ClusterLock``): on PostgreSQL a session advisory lock on its

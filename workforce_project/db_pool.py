@@ -1,5 +1,5 @@
 """The web process's PostgreSQL connection pool, which answers at once while the database
-is down (``deployment.enable_web_pool``; README "Settings", ``WORKFORCE_DB_POOL``).
+is down (``deployment.enable_web_pool``; docs/running.md "Settings (environment)", ``WORKFORCE_DB_POOL``).
 
 psycopg's pool, as Django builds it, hands out a pooled connection the database has
 already closed (a restart, ``pg_terminate_backend``): the request's first query fails and

@@ -98,7 +98,7 @@ INSTALLED_APPS = [
     "seats",
     "coordinators",
     "mail",
-    "web",  # the pages (README "The pages")
+    "web",  # the pages (docs/pages.md "The pages")
     "django_htmx",
     "workforce_project",  # the composition root: boot and the serve command
 ]
@@ -312,7 +312,7 @@ else:
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).
     Q_CLUSTER["broker_class"] = "workforce.broker.ListeningORM"
 
-# Throttling (workforce.api.throttles; README "Limits"): calls per user and per organization,
+# Throttling (workforce.api.throttles; docs/api.md "Limits"): calls per user and per organization,
 # "<count>/<period>" (s, min, hour, day) over a sliding window; empty turns one off. Writes
 # (any method but GET/HEAD/OPTIONS: posts, actions, mail, chat) and, looser, reads.
 WORKFORCE_THROTTLE_USER = _env_rate("WORKFORCE_THROTTLE_USER", "60/min")

@@ -1,4 +1,4 @@
-"""URL map: the HTTP contract (README "Run it"), the schema, and the admin."""
+"""URL map: the HTTP contract (docs/api.md), the schema, and the admin."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
@@ -67,10 +67,13 @@ urlpatterns = [
     # The admin's login, throttled per username and per address (workforce.logins), ahead of the admin's own route.
     path("admin/login/", throttled_login(admin.site.login)),
     path("admin/", admin.site.urls),
-    path("", include("web.urls")),  # the pages (README "The pages")
+    path("", include("web.urls")),  # the pages (docs/pages.md "The pages")
     # Last: any other /api/ path answers a JSON 404, never Django's HTML page.
     re_path(r"^api/", api_not_found),
 ]
 
 # An unhandled error on an /api/ path answers JSON too (Django's HTML page elsewhere).
 handler500 = "workforce.api.errors.server_error"
+# Not found and not allowed: the site's styled pages, JSON on /api/ (workforce_project.errors).
+handler404 = "workforce_project.errors.page_not_found"
+handler403 = "workforce_project.errors.permission_denied"

@@ -1,4 +1,4 @@
-"""One read rule for every session read (README "HTTP"): a private
+"""One read rule for every session read (docs/api.md "Endpoints"): a private
 conversation (a coordinator's) and every session under it are their owner's; a mailbox,
 and what hangs under it, is readable by its organization; another organization's
 objects are not found. Each endpoint is read by the owner, a member of the same

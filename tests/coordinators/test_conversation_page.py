@@ -1,4 +1,4 @@
-"""A coordinator conversation on the pages (README "The pages"): its owner reads it, with
+"""A coordinator conversation on the pages (docs/pages.md "The pages"): its owner reads it, with
 each answer under its delegate's name and the route notes apart; another user's
 conversation is 404, as it is over the API. The live page in a browser is in
 ``tests/e2e/test_web_browser.py``."""

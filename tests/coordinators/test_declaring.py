@@ -127,7 +127,7 @@ def test_manage_py_check_names_a_coordinator_it_cant_hire(make_tree, settings, d
     settings.WORKFORCE_ROOT = str(make_tree(desk_tree(rounds=4, routing="smart")))
     messages = [e.msg for e in check_workers() if e.id == "seats.E002"]
     assert messages == [
-        'worker support.help: routing: "smart" is not a routing the coordinator knows; it is judgment, best-fit, '
-        "round-robin or everyone",
-        "worker support.help: rounds: 4 is above 3; rounds can be at most 3",
+        'teams/support/workers/help/WORKER.md: worker support.help: routing: "smart" is not a routing the coordinator '
+        "knows; it is judgment, best-fit, round-robin or everyone",
+        "teams/support/workers/help/WORKER.md: worker support.help: rounds: 4 is above 3; rounds can be at most 3",
     ]

@@ -1,4 +1,4 @@
-"""Live streams on a real ``serve`` (README "Watching a session live"): a session's items
+"""Live streams on a real ``serve`` (docs/api.md "Watching a session live"): a session's items
 as server-sent events, from any process, resumable with ``Last-Event-ID``, bounded apart
 from the web concurrency limit, and ended promptly when ``serve`` stops. Runs on SQLite
 (a short poll) and on PostgreSQL (LISTEN/NOTIFY) alike."""

@@ -1,6 +1,6 @@
 """Every page passes axe-core (``tests/e2e/vendor/axe-4.14.1.min.js``) with no serious or
 critical violation, in Debian's ``chromium`` against a real ``serve``: the pages as a
-person first sees them and with a refusal shown beside a field."""
+person first sees them, with a refusal shown beside a field, and the 404 and 403 pages."""
 
 from __future__ import annotations
 
@@ -78,6 +78,23 @@ def test_every_page_has_no_serious_accessibility_violation(start_server, tmp_pat
     page.goto(server.base + "/boards/eng.triage.queue/")
     page.click(".task summary")
     found["/boards/… (a card's actions open)"] = violations(page)
+    # The styled error pages: a path nothing answers (404) and a form sent without its
+    # CSRF token (403), each with the site's navigation.
+    answer = page.goto(server.base + "/no/such/page/")
+    assert answer is not None and answer.status == 404
+    page.wait_for_selector("#not-found")
+    found["/no/such/page/ (404)"] = violations(page)
+    page.goto(server.base + "/")
+    page.evaluate(
+        "() => { const f = document.createElement('form'); f.method = 'post'; f.action = '/mailboxes/eng.triage/post';"
+        " document.body.appendChild(f); f.submit(); }"
+    )
+    page.wait_for_selector("#forbidden")
+    found["/mailboxes/eng.triage/post without its CSRF token (403)"] = violations(page)
+    # The browser logs each error page's own status once (the point of these two); any
+    # other failed load (a stylesheet of the error page, say) stays and fails the test.
+    for status in ("404 (Not Found)", "403 (Forbidden)"):
+        page.errors.remove(f"Failed to load resource: the server responded with a status of {status}")
     assert {path: v for path, v in found.items() if v} == {}
     page.evaluate("document.querySelector('main').insertAdjacentHTML('beforeend', '<input name=unlabelled>')")
     assert any(v.startswith("label (critical)") for v in violations(page))  # the check does find one

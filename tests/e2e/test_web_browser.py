@@ -1,4 +1,4 @@
-"""The pages in a real browser (README "The pages"): Debian's ``chromium`` driven by
+"""The pages in a real browser (docs/pages.md "The pages"): Debian's ``chromium`` driven by
 Playwright (``executable_path``; no browser is downloaded) against a real ``serve`` and
 cluster. The mailbox page posts through its form and shows the seat's answer with no
 reload; the board page shows a row move to completed; the room page shows the seats' answers

@@ -1,4 +1,4 @@
-"""The pages' actions in a real browser (README "The pages", "Acting from the pages"):
+"""The pages' actions in a real browser (docs/pages.md "The pages", "Acting from the pages"):
 Debian's ``chromium`` driven by Playwright against a real ``serve`` and cluster. Each
 form's success and a refusal shown beside its field with what was typed kept, through
 htmx (the page is never reloaded). The plain (no-script) path, CSRF and other

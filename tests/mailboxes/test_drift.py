@@ -15,8 +15,9 @@ from workforce.models import Session
 
 ADVICE = (
     "An open mailbox keeps the members, charter and description it was opened with. To serve the file's, "
-    "open a fresh mailbox: give it a new id (rename its folder; the old transcript stays under the old id), "
-    "or start from an empty database."
+    "run `python manage.py open_mailboxes --apply` (its lines are kept; the change is recorded on it as a "
+    "mailbox-applied item), or open a fresh mailbox: give it a new id (rename its folder; the old transcript "
+    "stays under the old id)."
 )
 
 

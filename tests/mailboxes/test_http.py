@@ -1,4 +1,4 @@
-"""The HTTP contract (README "Run it") over DRF's APIClient."""
+"""The HTTP contract (docs/api.md "Posting, refusals and who you are") over DRF's APIClient."""
 
 from __future__ import annotations
 

@@ -125,7 +125,10 @@ def test_every_problem_is_reported_at_once_as_declarations():
     )
     text = str(exc)
     assert text.startswith("refused 3 of 4 declarations\n")
-    assert f"  {PROJECTS_FILE}: " in text and "  eng.room: " in text and "  ops.bad: " in text
+    assert f"  {PROJECTS_FILE}: " in text
+    assert (
+        "  teams/eng/mailboxes/room/MAILBOX.md: eng.room: " in text and "  teams/ops/mailboxes/bad/MAILBOX.md: ops.bad: " in text
+    )
     assert "'a.b.c'" in text and "boards:" in text and "'Chief Of Staff'" in text and "charter:" in text
 
 

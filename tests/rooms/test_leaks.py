@@ -1,5 +1,5 @@
 """What a room and a project tell someone who is not in them (spec "A room per project";
-README "HTTP": another user's or organization's object answers as an unknown one):
+docs/api.md "Endpoints": another user's or organization's object answers as an unknown one):
 
 - creating a project with an id a project you are not in holds answers what ``GET`` of
   that id answers you (404 ``no-such-project``), not a 409 that says it exists;

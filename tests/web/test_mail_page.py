@@ -1,4 +1,4 @@
-"""The Mail page in process (README "The pages", "Agent mail"): the organization's
+"""The Mail page in process (docs/pages.md "The pages", "Agent mail"): the organization's
 threads, each thread with its messages and ledger, each agent's desk by state; another
 organization's thread is 404; bodies escaped. The web app reads mail through the agent
 kind's ``MAIL_READER`` facet, never by importing the mail app."""

@@ -1,4 +1,4 @@
-"""The pages' actions in process (README "The pages", "Acting from the pages"): each form
+"""The pages' actions in process (docs/pages.md "The pages", "Acting from the pages"): each form
 runs the service the API runs, a refusal is shown beside its field with what was typed
 kept, the plain (no-script) path is a POST and a redirect, htmx gets the form's fragment,
 CSRF is checked, and another organization's object is 404. In a real browser:

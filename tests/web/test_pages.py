@@ -1,4 +1,4 @@
-"""The pages in process (README "The pages"): who is acting, what each page lists and
+"""The pages in process (docs/pages.md "The pages"): who is acting, what each page lists and
 refuses, and the post form. The same pages in a real browser, live, are in
 ``tests/e2e/test_web_browser.py``."""
 

@@ -1,4 +1,4 @@
-"""The room page in process (README "The pages", "Projects and rooms"): what it shows,
+"""The room page in process (docs/pages.md "The pages", "Projects and rooms"): what it shows,
 who may open it (members only; anyone else, or another organization, is 404), the post
 form through the person's own talk session (joined first when they have none), and
 bodies escaped."""

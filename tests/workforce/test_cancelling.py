@@ -1,4 +1,4 @@
-"""``POST /api/requests/{id}/cancel`` (README "Cancelling"): a running request ends
+"""``POST /api/requests/{id}/cancel`` (docs/api.md "Cancelling"): a running request ends
 ``aborted`` at once, its owner only (anyone else: 404, word for word as an id that does
 not exist), a finished one is refused with 409 ``request-finished``, a second cancel
 changes nothing; the endpoint is in the OpenAPI schema."""

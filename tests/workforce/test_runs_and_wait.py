@@ -1,4 +1,4 @@
-"""Busy runs and waiting (README "Following what a post started"):
+"""Busy runs and waiting (docs/api.md "Following what a post started"):
 ``GET /api/sessions/{id}/runs?status=active``, ``GET /api/requests/{id}?wait=S`` and
 the links of a 202. The runs of a real seat's turn are in
 ``tests/seats/test_active_runs.py``; a wait over a real cluster in

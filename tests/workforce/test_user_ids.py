@@ -1,4 +1,4 @@
-"""A caller's ``userId`` (README "HTTP"; spec "Which organization a mailbox runs in"):
+"""A caller's ``userId`` (docs/api.md "Endpoints"; spec "Which organization a mailbox runs in"):
 read in one place (``workforce.principals.resolve_principal``) and held to one rule,
 ``USER_ID_RULE``, on every path that takes one: flow actions, reads, streams, the
 projects and workers APIs, the pages' ``/who``, and the MCP server. A user id that breaks

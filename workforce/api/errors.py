@@ -1,4 +1,4 @@
-"""Refusals and DRF errors rendered as the contract's error payload (README "Run it")."""
+"""Refusals and DRF errors rendered as the contract's error payload (docs/api.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Throttling the API per user and per organization (README "Limits"; docs/architecture.md
+"""Throttling the API per user and per organization (docs/api.md "Limits"; docs/architecture.md
 "Settings and reason codes").
 
 Two DRF throttles run on every API view (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``):

@@ -1,4 +1,4 @@
-"""The kernel's HTTP contract (README "Run it"): thin views, one service call each."""
+"""The kernel's HTTP contract (docs/api.md): thin views, one service call each."""
 
 from __future__ import annotations
 

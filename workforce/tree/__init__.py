@@ -27,7 +27,7 @@ from .errors import (
     WorkforceRootError,
 )
 from .frontmatter import FrontmatterError, StrictSafeLoader, split_frontmatter, strict_yaml_load
-from .names import NAME_MAX_LENGTH, NAME_RULE, RESERVED_NAMES, is_seat_id, is_valid_name, name_problem
+from .names import NAME_MAX_LENGTH, NAME_RULE, RESERVED_NAMES, did_you_mean, is_seat_id, is_valid_name, name_problem
 from .walk import (
     LINK_ADVICE,
     Entry,
@@ -59,6 +59,7 @@ __all__ = [
     "RecordError",
     "StrictSafeLoader",
     "WorkforceRootError",
+    "did_you_mean",
     "exists_nofollow",
     "folder_name_error",
     "is_dropping",

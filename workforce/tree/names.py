@@ -11,6 +11,7 @@ worker) or ``<team>.<name>``, each part following the same rule.
 
 from __future__ import annotations
 
+import difflib
 import re
 
 __all__ = [
@@ -75,3 +76,16 @@ def is_seat_id(value: object) -> bool:
     if len(parts) > 2:
         return False
     return all(is_valid_name(part) for part in parts)
+
+
+def did_you_mean(key: object, known: tuple[str, ...] | list[str]) -> str:
+    """``" (did you mean `members`?)"`` when ``key`` is close to one of ``known`` (difflib,
+    a ratio of at least 0.6, or the same word in another case), else ``""``: the hint a
+    refusal of an unknown key ends with."""
+    if not isinstance(key, str):
+        return ""
+    folded = {k.lower(): k for k in known}
+    if key.lower() in folded:
+        return f" (did you mean `{folded[key.lower()]}`?)"
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""

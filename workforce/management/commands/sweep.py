@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from workforce.runtime import ensure_booted
 from workforce.sweepers import registered_sweeps, run_sweep
@@ -55,6 +56,8 @@ class Command(BaseCommand):
         # configures (the hired seats' board drains).
         try:
             ensure_booted()
+        except DatabaseError:
+            raise  # manage.py says in one line what is wrong with the database
         except Exception as exc:
             raise CommandError(f"booting failed: {exc}") from exc
         failed = []

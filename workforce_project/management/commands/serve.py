@@ -1,4 +1,4 @@
-"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (README "Run it").
+"""``manage.py serve [--addr HOST:PORT] [--root PATH]``: the main job (docs/running.md "The first start", "Commands").
 
 Migrates, checks and opens the workforce tree, then runs the web server (uvicorn, in
 this process) and the django-q2 cluster (a child process) together until interrupted.
@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -30,6 +31,7 @@ from workforce.streams import stop_streams
 from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
 from workforce_project.cluster_guard import wait_for_no_cluster
+from workforce_project.database_errors import explain_database_error, unapplied_migrations
 from workforce_project.deployment import (
     BrokerUnreachable,
     describe_broker,
@@ -38,6 +40,7 @@ from workforce_project.deployment import (
     is_loopback,
     ping_broker,
 )
+from workforce_project.migrating import migrate
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -116,6 +119,22 @@ class Command(BaseCommand):
             for sock in listeners:  # uvicorn closed them if it ran; a refusal above did not
                 sock.close()
 
+    def _say(self, line: str) -> None:
+        self.stdout.write(line)
+        self.stdout.flush()
+
+    def _migrate(self) -> None:
+        """Apply the migrations the database lacks, saying so first; an empty database
+        the fast way (``workforce_project.migrating``)."""
+        unapplied, total = unapplied_migrations()
+        if not unapplied:
+            return
+        self._say(f"migrating the database ({unapplied} of {total} migrations to apply)")
+        started = time.monotonic()
+        fast = migrate()
+        how = ": a new database, its tables made from the models" if fast else ""
+        self._say(f"migrated in {time.monotonic() - started:.1f}s{how}")
+
     def _no_other_cluster(self) -> None:
         """Wait a while for a task cluster already running on this database to stop (that
         of a serve killed a moment ago stops within WORKFORCE_STOP_SECONDS), then refuse:
@@ -133,8 +152,9 @@ class Command(BaseCommand):
 
         try:
             holder = wait_for_no_cluster(seconds, say=say)
-        except Exception as exc:  # noqa: BLE001  (the database did not answer: say so, as migrate would)
-            raise CommandError(f"cannot reach the database ({describe_database()}): {exc}") from None
+        except Exception as exc:  # noqa: BLE001  (the database did not answer: say so in one line)
+            explained = explain_database_error(exc)
+            raise CommandError(explained or f"cannot reach the database ({describe_database()}): {exc}") from None
         if holder is not None:
             raise CommandError(
                 f"a task cluster is already running on this database ({describe_database()}): {holder}. "
@@ -174,9 +194,12 @@ class Command(BaseCommand):
 
     def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
         port = listeners[0].getsockname()[1]  # the one the system picked for port 0
-        call_command("migrate", interactive=False, verbosity=0)
+        self._migrate()
+        self._say(f"reading the workforce tree {settings.WORKFORCE_ROOT} and hiring its workers")
         try:
-            outcomes = open_roster(boot(settings.WORKFORCE_ROOT, log_board_warnings=False))
+            roster = boot(settings.WORKFORCE_ROOT, log_board_warnings=False)
+            self._say(f"opening {len(roster.mailboxes)} mailbox(es)")
+            outcomes = open_roster(roster)
         except (TreeError, WorkforceRootError, OpenRefused, WorkerTreeError, HireRefused) as exc:
             raise CommandError(str(exc)) from None
         for outcome in outcomes:
@@ -194,9 +217,6 @@ class Command(BaseCommand):
         # before the cluster starts, so a refusal here leaves no cluster behind.
         _listen(listeners, host, port)
         self._alive: list[int] = []  # the write ends of the pipes the clusters watch
-        cluster = None if no_cluster else self._start_cluster()
-        if cluster is not None:
-            self.stdout.write(f"task cluster started (pid {cluster.pid})")
         if enable_web_pool():
             self.stdout.write(f"web connections: pooled, at most {settings.WORKFORCE_WEB_CONCURRENCY}")
         self.stdout.write(
@@ -204,10 +224,22 @@ class Command(BaseCommand):
             f"(the API's index at /api/, its docs at /api/docs/, its schema at /api/schema/, the admin at /admin/)"
         )
         self.stdout.write(f"open the pages at http://{_url_host(host)}:{port}/")
+        if not no_cluster:
+            self.stdout.write("starting the task cluster once the web server answers")
         self.stdout.flush()
-        stopper = _Stopper(cluster, float(settings.WORKFORCE_STOP_SECONDS))
-        if cluster is not None:
-            threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True).start()
+        stopper = _Stopper(None, float(settings.WORKFORCE_STOP_SECONDS))
+
+        def start_cluster() -> None:
+            """The cluster starts once the web server answers: its processes would
+            otherwise take the CPU the web server needs to start (on two cores, about
+            2 s of a first start), and a post made meanwhile waits as a row for it."""
+            if no_cluster:
+                return
+            cluster = stopper.adopt(self._start_cluster)
+            if cluster is not None:
+                self._say(f"task cluster started (pid {cluster.pid})")
+                threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True).start()
+
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
         # default SIGTERM action that would kill this process before the cluster is
         # stopped, so SIGTERM raises SystemExit and stops the cluster below, as Ctrl-C does.
@@ -226,7 +258,7 @@ class Command(BaseCommand):
             timeout_graceful_shutdown=max(1, int(stopper.seconds * 0.8)),
         )
         try:
-            _Server(config, on_exit=stopper.begin).run(sockets=listeners)
+            _Server(config, on_exit=stopper.begin, on_started=start_cluster).run(sockets=listeners)
         except SystemExit as stop:  # SIGTERM, re-raised by uvicorn once it has shut down
             stopper.finish()
             _exit_now(stop.code if isinstance(stop.code, int) else 1)
@@ -311,9 +343,15 @@ class _Server(uvicorn.Server):
     cluster stops while the web server drains instead of after it, and ending the open
     live streams, which would otherwise hold the stop until the graceful timeout."""
 
-    def __init__(self, config: uvicorn.Config, *, on_exit):
+    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None], on_started: Callable[[], None]):
         super().__init__(config)
         self._on_exit = on_exit
+        self._on_started = on_started
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if not self.should_exit:
+            self._on_started()
 
     def handle_exit(self, sig, frame):
         self._on_exit()
@@ -352,7 +390,16 @@ class _Stopper:
             if self.cluster is not None and self.cluster.poll() is None:
                 self.cluster.send_signal(signal.SIGTERM)
 
-    def keep(self, start) -> None:
+    def adopt(self, start: Callable[[], subprocess.Popen]) -> subprocess.Popen | None:
+        """Start serve's first cluster with ``start()`` and make it the one this stops;
+        None, starting nothing, when the stop has begun already."""
+        with self.lock:
+            if self.deadline is not None:
+                return None
+            self.cluster = start()
+            return self.cluster
+
+    def keep(self, start: Callable[[], subprocess.Popen]) -> None:
         """Run on a thread of its own for serve's life: when the cluster ends while serve
         is not stopping (its main process killed, a crash), end what is left of its
         process group and start another with ``start()`` (a new ``subprocess.Popen``),
@@ -362,6 +409,8 @@ class _Stopper:
         failures = 0
         while True:
             cluster, started = self.cluster, time.monotonic()
+            if cluster is None:  # kept only once a cluster was adopted
+                return
             cluster.wait()
             with self.lock:
                 if self.deadline is not None:
@@ -379,29 +428,32 @@ class _Stopper:
             with self.lock:
                 if self.deadline is not None:
                     return
-                self.cluster = start()
-                sys.stderr.write(f"task cluster started again (pid {self.cluster.pid})\n")
+                self.cluster = again = start()
+                sys.stderr.write(f"task cluster started again (pid {again.pid})\n")
                 sys.stderr.flush()
 
     def finish(self) -> None:
         self.begin()  # the web server stopped for another reason: stop the cluster too
-        if self.cluster is None:
+        cluster, deadline = self.cluster, self.deadline
+        if cluster is None or deadline is None:
             return
-        if self.cluster.poll() is not None:
+        if cluster.poll() is not None:
             # Its main process is gone (killed on its own): its workers may still run in
             # its process group, re-parented to init. They go with serve.
             self._kill_group()
             return
         try:
-            self.cluster.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+            cluster.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._kill_group()
-            self.cluster.wait()
+            cluster.wait()
             sys.stderr.write(f"task cluster killed after {self.seconds:g}s; unfinished work is left to its leases\n")
             return
         self._kill_group()  # a worker its main process left behind
 
     def _kill_group(self) -> None:
+        if self.cluster is None:
+            return
         try:
             os.killpg(self.cluster.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
