@@ -200,9 +200,14 @@ class MailReader(Protocol):
 
 
 class RequestOnFinished(Protocol):
-    """Called when a request of the kind ends (``workforce.delegation``)."""
+    """A worker kind's ``request_on_finished`` (the spec's ``request.onFinished``;
+    ``workforce.delegation.delegated_post_on_finished`` is the built-in one): asked,
+    with how a delegated run ended (``"cancelled"``), whether the coordinator hears of
+    it at once (True) or its round waits for its deadline (False). Called by
+    ``workforce.delegation.reports_cancellation``, inside the transaction that settles
+    the run's delivery: it must not write."""
 
-    def __call__(self, request: Request) -> Any: ...
+    def __call__(self, outcome: str) -> bool: ...
 
 
 # ----------------------------------------------------------------------------- the facets
