@@ -168,13 +168,13 @@ def registered_holds() -> list[Holds]:
 def _lapse_tokens(tokens: set[str] | None, *, now: datetime, dead_only: bool) -> dict[str, int]:
     released: dict[str, int] = {}
     for holds in _holds.values():
-        rows = holds.model.objects.filter(holds.held)
+        rows = holds.model._default_manager.filter(holds.held)
         if tokens is not None:
             rows = rows.filter(**{f"{holds.token}__in": tokens})
         found = set(rows.values_list(holds.token, flat=True))
         gone = {t for t in found if holder_alive(t) is False} if dead_only else found
         if gone:
-            count = holds.lapse(holds.model.objects.filter(holds.held).filter(**{f"{holds.token}__in": gone}), now)
+            count = holds.lapse(holds.model._default_manager.filter(holds.held).filter(**{f"{holds.token}__in": gone}), now)
             if count:
                 released[holds.model._meta.label] = count
     return released
@@ -257,7 +257,7 @@ def outage_safe(task: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             deadline = time.monotonic() + outage_budget()
             while True:
                 outer = getattr(_local, "ledger", None)
-                _local.ledger = ledger = set()
+                _local.ledger = ledger = set[str]()
                 try:
                     return body(*args)
                 except Exception as exc:

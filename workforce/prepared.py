@@ -23,7 +23,12 @@ from typing import Any
 
 from django.db import connection, models
 from django.db.models import QuerySet
-from django.db.models.query import ModelIterable, get_related_populators
+from django.db.models.query import (  # type: ignore[attr-defined]  # private Django API, not in the stubs (issue 23 item 3 removes it)
+    ModelIterable,
+    get_related_populators,
+)
+
+from .rows import column_field
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,8 @@ def _update_sql(
     model: type[models.Model], vendor: str, names: tuple[str, ...], where: tuple[str, ...]
 ) -> tuple[str, tuple, tuple]:
     quote = connection.ops.quote_name
-    sets = tuple(model._meta.get_field(name) for name in names)
-    conditions = tuple(model._meta.get_field(name) for name in where)
+    sets = tuple(column_field(model, name) for name in names)
+    conditions = tuple(column_field(model, name) for name in where)
     sql = (
         f"UPDATE {quote(model._meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in sets)} "
         f"WHERE {' AND '.join(f'{quote(f.column)} = %s' for f in conditions)}"

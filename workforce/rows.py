@@ -39,6 +39,19 @@ def _quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+def column_field(model: type[models.Model], name: str) -> models.Field:
+    """``model``'s field ``name``, which has a column of its own.
+
+    Raises:
+        FieldDoesNotExist: ``model`` has no field ``name``.
+        ValueError: it has no column (a relation's reverse side, a generic key).
+    """
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise ValueError(f"{model.__name__}.{name} has no column")
+    return field
+
+
 @cache
 def _select_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple[str, ...], tuple]:
     fields = model._meta.concrete_fields
@@ -142,7 +155,7 @@ def insert_many(objs: Sequence[models.Model]) -> None:
 
 @cache
 def _update_parts(model: type[models.Model], vendor: str, names: tuple[str, ...]) -> tuple[str, tuple]:
-    fields = tuple(model._meta.get_field(name) for name in names)
+    fields = tuple(column_field(model, name) for name in names)
     sets = ", ".join(f"{_quote(f.column)} = %s" for f in fields)
     pk = model._meta.pk
     return f"UPDATE {_quote(model._meta.db_table)} SET {sets} WHERE {_quote(pk.column)} = %s", fields

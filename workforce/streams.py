@@ -77,8 +77,9 @@ def note_item_stored(session_pk: int, seq: int) -> None:
     # One hook per transaction sends every note it holds. When this transaction holds no
     # hook yet (none registered, or the one registered went with a rolled-back savepoint),
     # the notes left are of work that never committed: start afresh.
-    hooked = notes is not None and any(func is send_item_notes for _sids, func, _robust in conn.run_on_commit)
-    if not hooked:
+    # (An entry of run_on_commit is (savepoint ids, func, robust); its second is the hook.)
+    hooked = notes is not None and any(entry[1] is send_item_notes for entry in conn.run_on_commit)
+    if notes is None or not hooked:
         notes = _pending.notes = {}
     notes[session_pk] = max(seq, notes.get(session_pk, 0))
     if not hooked:
