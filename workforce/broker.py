@@ -37,8 +37,8 @@ import multiprocessing
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 from time import sleep
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction

@@ -80,7 +80,6 @@ class Action:
         return dict(validated)
 
 
-
 _VALIDATORS: dict[type[serializers.Serializer], serializers.Serializer] = {}
 
 

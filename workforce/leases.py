@@ -228,7 +228,9 @@ def cluster_quiet(*, now: datetime) -> bool:
     ``requeue_grace_seconds()``: a task the cluster already took from the broker (its
     workers prefetch a few) would have started by then."""
     since = now - timedelta(seconds=requeue_grace_seconds())
-    return not any(model._default_manager.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values())
+    return not any(
+        model._default_manager.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values()
+    )
 
 
 def orm_broker() -> bool:

@@ -503,9 +503,7 @@ def _open_session(
     return _check_session(session, org=org, kind=kind, session_id=session_id, user_id=user_id, internal=internal, missing=missing)
 
 
-def _check_session(
-    session: Session, *, kind: str, session_id: str, user_id: str, internal: bool, missing: str, **_
-) -> Session:
+def _check_session(session: Session, *, kind: str, session_id: str, user_id: str, internal: bool, missing: str, **_) -> Session:
     """``session`` when the call may run on it; else the refusal (nothing recorded)."""
     if not internal and not may_read(session, user_id):
         # Another user's conversation, or a session under one: not found, and

@@ -53,7 +53,11 @@ def exception_handler(exc, context):
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         denied = drf_exception_handler(exc, context)
         if denied is not None:  # always, for an APIException
-            denied.data = {"requestId": None, "status": "failed", "error": Refusal("not-authenticated", str(exc.detail)).as_error()}
+            denied.data = {
+                "requestId": None,
+                "status": "failed",
+                "error": Refusal("not-authenticated", str(exc.detail)).as_error(),
+            }
         return denied
     handled = drf_exception_handler(exc, context)
     if handled is not None and isinstance(exc, exceptions.APIException):
