@@ -141,7 +141,7 @@ def bind_roster(
             )
         problems.extend((resource.site, message) for message in found)
     for record in records:
-        found: list[str] = []
+        found = []
         if record.id in seen:
             found.append(f'the mailbox id "{record.id}" is declared twice')
         seen.add(record.id)

@@ -80,13 +80,14 @@ def do_deliver(delivery_id: int) -> str:
     try:
         with transaction.atomic():
             token, delivery = _claim(delivery_id, now)
-            if token is None:
+            if token is None or delivery is None:
                 return "not-claimed"
-            if delivery.turn_request_id and (delivery.turn_request.error or {}).get("reason") == CANCELLED:
+            turn_request = delivery.turn_request  # (no query when it has none)
+            if turn_request is not None and (turn_request.error or {}).get("reason") == CANCELLED:
                 # Its turn was cancelled and its worker stopped before settling: the cancel holds.
                 _settle(delivery, token, error=cancelled_refusal())
                 return "failed"
-            if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
+            if delivery.turn_request_id and turn_request is not None and turn_request.status == Request.Status.RUNNING:
                 do_abort_request(
                     delivery.turn_request_id,
                     "the task running this turn stopped before it finished; the post was delivered again.",
@@ -134,7 +135,7 @@ def _record_bug(delivery_id: int, token: str | None, exc: Exception) -> str:
     return "failed"
 
 
-def _claimed_delivery_query(delivery_id: int):
+def _claimed_delivery_query(delivery_id: int | RawSQL):
     conversation = Session.objects.filter(
         organization_id=OuterRef("organization_id"),
         session_id=Concat(OuterRef("mailbox__session_id"), Value(CHILD_SEPARATOR), OuterRef("seat__seat_id")),
@@ -147,7 +148,8 @@ def _claimed_delivery_query(delivery_id: int):
             known_conversation=Subquery(conversation, output_field=JSONField()),
             post_request_pk=post_request_of(),  # a mailbox line's or a room line's
         )
-        .filter(pk=delivery_id)
+        # The ignore: the django-stubs plugin takes no expression as a lookup's value; Django does.
+        .filter(pk=delivery_id)  # type: ignore[misc]
     )
 
 
@@ -233,7 +235,7 @@ def _claimed_delivery(delivery_id: int) -> Delivery:
 def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
     """The seat's conversation as ``_claimed_delivery`` read it, or found or created
     (``ensure_conversation``) when it was not there or runs on another kind."""
-    known = delivery.known_conversation
+    known = vars(delivery)["known_conversation"]  # annotated by the claim's query, not a column
     if isinstance(known, str):  # a backend that hands JSON back as text
         known = json.loads(known)
     if not known or known.get("kind") != seat.kind:
@@ -295,7 +297,8 @@ def _begin_wake(delivery: Delivery, token: str) -> _Begun | str | None:
 
     # The turn was started by the post: its runs are listed under the post's request
     # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
-    parent = Request(pk=delivery.post_request_pk) if delivery.post_request_pk else None
+    post_request_pk = vars(delivery)["post_request_pk"]  # annotated by the claim's query, not a column
+    parent = Request(pk=post_request_pk) if post_request_pk else None
     started = begin(
         seat=seat,
         mailbox=delivery.mailbox,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -144,7 +145,11 @@ def do_open_mailboxes(
                 if problem:
                     raise OpenRefused(mailbox.id, problem)
         for mailbox in mailboxes:
-            state = {"members": list(mailbox.members), "charter": mailbox.charter, "description": mailbox.description}
+            state: dict[str, Any] = {
+                "members": list(mailbox.members),
+                "charter": mailbox.charter,
+                "description": mailbox.description,
+            }
             session = existing.get(mailbox.id)
             if session is None:
                 Session.objects.create(

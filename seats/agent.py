@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any, cast
 
 from django.db import transaction
 from django.utils import timezone
 
 from boards.models import BoardTask
 from workforce.delegation import DELEGATED_POST_ENTRY, delegated_post_entry, delegated_post_on_finished
-from workforce.dispatch import dispatch, dispatch_once
+from workforce.dispatch import DispatchCall, dispatch, dispatch_once
 from workforce.facets import (
     BOARD_ROW_TURN,
     CAPABILITIES,
@@ -44,7 +45,7 @@ from workforce.facets import (
 )
 from workforce.flows import Action, FlowKind, registry
 from workforce.models import Organization, Request, Session
-from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, recent_text, turn_text
+from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, NotifyInput, recent_text, turn_text
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext
 
@@ -70,12 +71,12 @@ def agent_tools(seat: Seat) -> list:
 # ----------------------------------------------------------------------------- a mailbox post
 
 
-def _post_prompt(text: str, notify_input: dict) -> dict:
+def _post_prompt(text: str, notify_input: NotifyInput) -> dict:
     return {"role": "user", "text": text, "postId": notify_input["postId"], "mailboxId": notify_input["mailboxId"]}
 
 
-def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None) -> dict:
-    extras = {"post_id": notify_input["postId"], "mailbox_id": notify_input["mailboxId"]}
+def _post_extras(notify_input: NotifyInput, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None) -> dict:
+    extras: dict[str, Any] = {"post_id": notify_input["postId"], "mailbox_id": notify_input["mailboxId"]}
     if mailbox is not None:
         extras[MAILBOX_EXTRA] = mailbox
     if key:
@@ -96,7 +97,7 @@ class StartedPostTurn:
     text: str
     history: list[dict]
     extras: dict
-    notify_input: dict
+    notify_input: NotifyInput
     answer: AnswerSlot | None
 
     def run(self) -> TurnResult:
@@ -122,7 +123,7 @@ def begin_post_turn(
     seat: Seat,
     mailbox: Session,
     conversation: Session,
-    notify_input: dict,
+    notify_input: NotifyInput,
     key: str,
     answer: AnswerSlot | None,
     on_started,
@@ -177,7 +178,7 @@ class HearPost:
         seat: Seat,
         mailbox: Session,
         conversation: Session,
-        notify_input: dict,
+        notify_input: NotifyInput,
         key: str,
         answer: AnswerSlot | None,
         on_started,
@@ -225,24 +226,26 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     session = ctx.session
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
     seat = access_seat(ctx.org, session.user_id, seat_id)
-    text = turn_text(data)
-    if data.get("answerToken"):  # a room's post: the answer hands the seat's token back
-        answer = AnswerSlot(postId=data["postId"], token=data["answerToken"])
+    notify_input = cast(NotifyInput, data)  # validated by its input serializer, MailboxNotifyInput
+    text = turn_text(notify_input)
+    answer: AnswerSlot | None
+    if notify_input.get("answerToken"):  # a room's post: the answer hands the seat's token back
+        answer = AnswerSlot(postId=notify_input["postId"], token=notify_input["answerToken"])
     else:
-        answer = AnswerSlot(postId=data["postId"], token="") if data.get("routed") else None
+        answer = AnswerSlot(postId=notify_input["postId"], token="") if notify_input.get("routed") else None
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-    log = adopt_turn(ctx, prompt=_post_prompt(text, data))
+    log = adopt_turn(ctx, prompt=_post_prompt(text, notify_input))
     result = run_turn(
         seat,
         log,
         text=text,
         history=history,
         tools=agent_tools(seat),
-        extras=_post_extras(data, answer, None),
-        context=routed_context(data) if answer else None,
+        extras=_post_extras(notify_input, answer, None),
+        context=routed_context(notify_input) if answer else None,
     )
     if answer is not None:
-        mailbox = Session.objects.filter(organization=ctx.org, session_id=data["mailboxId"]).first()
+        mailbox = Session.objects.filter(organization=ctx.org, session_id=notify_input["mailboxId"]).first()
         _answers_routed_post(result, seat, mailbox, answer)
     if result.error is not None:
         raise result.error
@@ -250,7 +253,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     return result.default_output()
 
 
-def routed_context(notify_input: dict) -> list[dict]:
+def routed_context(notify_input: NotifyInput) -> list[dict]:
     """What a routed member's model sees with the post, for that one answer (spec "What
     the member sees when it answers"): one message listing the mailbox's last lines
     before the post. Never stored in the member's conversation."""
@@ -304,7 +307,7 @@ def hand_over_answer(
     session and the seat is not told. ``token`` is the delivery's answer token, handed
     back with the answer (a room checks it: spec "A room per project"). Returns the
     mailbox's request, or None when the dispatch itself was refused (logged)."""
-    kwargs = dict(
+    kwargs = DispatchCall(
         org=org,
         kind=mailbox.flow_kind,
         session_id=mailbox.session_id,

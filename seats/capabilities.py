@@ -21,7 +21,7 @@ dispatch. Answers:
 
 from __future__ import annotations
 
-from workforce.dispatch import dispatch, dispatch_once, external_dispatcher
+from workforce.dispatch import DispatchCall, dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
@@ -95,7 +95,7 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
             ctx.extras["post_count"] = count
             key = f"{prefix}:{POST_TO_MAILBOX}:{count}"
             action, payload = "seatPost", {"body": body, "author": ctx.seat_id}
-        kwargs = dict(
+        kwargs = DispatchCall(
             org=ctx.org,
             kind=MAILBOX_KIND,
             session_id=mailbox_id,

@@ -46,7 +46,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -95,7 +95,7 @@ def max_steps() -> int:
     return int(settings.WORKFORCE_TURN_MAX_STEPS)
 
 
-def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: list[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:
+def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: Sequence[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:
     """The tools a seat's model is offered: the catalog's tools its ``tools:`` names, in
     that order, then what each capability always gives. A tool the worker does not
     name is never offered."""
@@ -136,7 +136,7 @@ def take_turn_slot(
     seat_id: str,
     *,
     wake: Wake,
-    on_wait: Callable[[], None] | None = None,
+    on_wait: Callable[[], object] | None = None,
     now: datetime | None = None,
 ) -> str | None:
     """Take seat ``seat_id``'s turn slot in ``session`` for one turn, or leave a wait,
@@ -154,7 +154,7 @@ def take_slot(
     seat_id: str,
     *,
     wake: Wake,
-    on_wait: Callable[[], None] | None = None,
+    on_wait: Callable[[], object] | None = None,
     now: datetime | None = None,
 ) -> str | None:
     """Take seat ``seat_id``'s turn slot in ``session`` inside the caller's transaction
@@ -279,7 +279,7 @@ def _wake_next(slot: TurnSlot) -> TurnWait | None:
 
 
 @contextmanager
-def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[], None] | None = None) -> Iterator[str | None]:
+def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[], object] | None = None) -> Iterator[str | None]:
     """``with turn_slot(session, seat_id, wake=...) as token:`` run the turn when
     ``token`` is set; when it is None the slot is taken and ``wake`` waits (see
     ``take_turn_slot``). The hold is freed when the block ends, however it ends; a
@@ -365,7 +365,7 @@ def start_turn(
     session: Session,
     *,
     action: str,
-    input: dict,
+    input: Mapping[str, Any],
     user_id: str,
     prompt: dict | None,
     org: Organization | None = None,
@@ -420,7 +420,7 @@ class TurnResult:
     transaction.
     """
 
-    log: TurnLog | None = None
+    log: TurnLog
     reply: str = ""
     tool_calls: list[dict] = field(default_factory=list)
     error: Refusal | None = None
@@ -431,9 +431,9 @@ class TurnResult:
     after: list[Callable[[TurnResult], None]] = field(default_factory=list)
 
     @property
-    def request(self) -> Request | None:
+    def request(self) -> Request:
         """The turn's request."""
-        return self.log.request if self.log is not None else None
+        return self.log.request
 
     def default_output(self) -> dict:
         """``{"reply", "toolCalls": [names]}`` plus what the caller set in ``output``."""

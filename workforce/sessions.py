@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import Any, TypedDict
@@ -556,7 +556,7 @@ def do_record_request(
     session: Session,
     *,
     action: str,
-    input: dict,
+    input: Mapping[str, Any],
     user_id: str,
     output: Any = None,
     error: dict | None = None,
