@@ -116,7 +116,7 @@ def _finish(run: ChatRun, token: str, request: Request, result, error: Refusal |
     with transaction.atomic():
         if result is not None:
             result.finish()
-        else:
+        elif error is not None:  # no turn ran: it failed before, with error
             Request.objects.filter(pk=request.pk).update(
                 status=Request.Status.FAILED, error=error.as_error(), finished_at=timezone.now()
             )
