@@ -153,6 +153,8 @@ def _refused(refusal: Refusal) -> dict:
 def _delegate_tool(change: str):
     def call(ctx: ToolContext, args: dict) -> dict:
         try:
+            if ctx.session is None:  # a coordinator's tools run in its conversation's turn
+                raise Refusal("session-not-found", "this tool runs in a coordinator's conversation only.")
             with transaction.atomic():
                 return do_change_delegates(ctx.org, ctx.session, ctx.session.user_id, change, args)
         except Refusal as refusal:
@@ -173,10 +175,10 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
         return _refused(Refusal("invalid-input", "handOff takes {worker}: the id of one of your delegates."))
     conv = Conversation.objects.select_related("session").get(pk=state["conversation"])
     if worker not in {d.worker for d in list_delegates(conv)}:
-        problem = not_a_delegate_to_hand(worker)
-        if not any(e["worker"] == worker and e.get("reason") == problem for e in state["skipped"]):
-            state["skipped"].append(entry(worker, "skipped", problem))
-        return _refused(Refusal(NOT_A_DELEGATE, problem))
+        stranger = not_a_delegate_to_hand(worker)
+        if not any(e["worker"] == worker and e.get("reason") == stranger for e in state["skipped"]):
+            state["skipped"].append(entry(worker, "skipped", stranger))
+        return _refused(Refusal(NOT_A_DELEGATE, stranger))
     number = state["round"]
     seat = reachable_seats(conv.session.organization_id, conv.session.user_id, [worker]).get(worker)
     problem = delegate_problem(worker, seat, state["setup"])
