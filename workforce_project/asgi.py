@@ -224,9 +224,12 @@ class OneHopHandler(ASGIHandler):
         request, response = self.create_request(scope, body_file)
         if request is not None:
             response = self.get_response(request)
-            response._handler_class = self.__class__
+            # As Django's ASGIHandler does (private API the stubs leave out; issue 23 item 3).
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
+        if response is None:  # create_request gives a request or its refusal
+            raise RuntimeError("create_request gave neither a request nor a response")
         if not response.streaming:
             response.close()
         return response

@@ -356,6 +356,8 @@ class _Stopper:
         failures = 0
         while True:
             cluster, started = self.cluster, time.monotonic()
+            if cluster is None:  # serve runs no cluster (an external one): nothing to keep
+                return
             cluster.wait()
             with self.lock:
                 if self.deadline is not None:
@@ -373,29 +375,32 @@ class _Stopper:
             with self.lock:
                 if self.deadline is not None:
                     return
-                self.cluster = start()
-                sys.stderr.write(f"task cluster started again (pid {self.cluster.pid})\n")
+                self.cluster = cluster = start()
+                sys.stderr.write(f"task cluster started again (pid {cluster.pid})\n")
                 sys.stderr.flush()
 
     def finish(self) -> None:
         self.begin()  # the web server stopped for another reason: stop the cluster too
-        if self.cluster is None:
+        cluster, deadline = self.cluster, self.deadline
+        if cluster is None or deadline is None:  # (begin() set the deadline)
             return
-        if self.cluster.poll() is not None:
+        if cluster.poll() is not None:
             # Its main process is gone (killed on its own): its workers may still run in
             # its process group, re-parented to init. They go with serve.
             self._kill_group()
             return
         try:
-            self.cluster.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+            cluster.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self._kill_group()
-            self.cluster.wait()
+            cluster.wait()
             sys.stderr.write(f"task cluster killed after {self.seconds:g}s; unfinished work is left to its leases\n")
             return
         self._kill_group()  # a worker its main process left behind
 
     def _kill_group(self) -> None:
+        if self.cluster is None:
+            return
         try:
             os.killpg(self.cluster.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
