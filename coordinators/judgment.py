@@ -17,6 +17,7 @@ any transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from django.db import transaction
 
@@ -49,7 +50,7 @@ from .models import Answer, Conversation, DelegatedPost, Post
 from .policies import delegate_problem, entry, passing_on
 from .queries import list_delegates, round_answers
 
-STATE = "coordinator"
+STATE: Final = "coordinator"
 
 
 @dataclass

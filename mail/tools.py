@@ -14,6 +14,8 @@ Tools answer ``{"ok": true, "thread": ...}`` or ``{"ok": false, "reason", "error
 
 from __future__ import annotations
 
+from typing import Final
+
 from seats.workers import MAIL_SEND, worker_capability
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext
@@ -24,7 +26,7 @@ from .queries import access_thread
 from .services import agent_principal, do_close_mail, do_reply_mail, do_send_mail
 
 # The mail a run is for, in ToolContext.extras.
-THREAD_EXTRA = "mail_thread"
+THREAD_EXTRA: Final = "mail_thread"
 
 
 def call_key(ctx: ToolContext, tool: str) -> str | None:
@@ -34,8 +36,8 @@ def call_key(ctx: ToolContext, tool: str) -> str | None:
     prefix = ctx.extras.get("idempotency_prefix")
     if not prefix:
         return None
-    count = ctx.extras.get(f"{tool}_count", 0) + 1
-    ctx.extras[f"{tool}_count"] = count
+    counts = ctx.extras.setdefault("call_counts", {})
+    count = counts[tool] = counts.get(tool, 0) + 1
     return f"{prefix}:{tool}:{count}"
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -33,6 +33,7 @@ from django.utils import timezone
 from boards.models import BoardTask
 from workforce.delegation import DELEGATED_POST_ENTRY, delegated_post_entry, delegated_post_on_finished
 from workforce.dispatch import DispatchCall, dispatch, dispatch_once
+from workforce.extras import TurnExtras
 from workforce.facets import (
     BOARD_ROW_TURN,
     CAPABILITIES,
@@ -75,14 +76,16 @@ def _post_prompt(text: str, notify_input: NotifyInput) -> dict:
     return {"role": "user", "text": text, "postId": notify_input["postId"], "mailboxId": notify_input["mailboxId"]}
 
 
-def _post_extras(notify_input: NotifyInput, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None) -> dict:
-    extras: dict[str, Any] = {"post_id": notify_input["postId"], "mailbox_id": notify_input["mailboxId"]}
+def _post_extras(
+    notify_input: NotifyInput, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None
+) -> TurnExtras:
+    extras = TurnExtras(post_id=notify_input["postId"], mailbox_id=notify_input["mailboxId"])
     if mailbox is not None:
         extras[MAILBOX_EXTRA] = mailbox
     if key:
         extras["idempotency_prefix"] = key
     if answer is not None:
-        extras[ANSWER_EXTRA] = dict(answer)
+        extras[ANSWER_EXTRA] = AnswerSlot(postId=answer["postId"], token=answer["token"])  # a copy
     return extras
 
 
@@ -96,7 +99,7 @@ class StartedPostTurn:
     log: TurnLog
     text: str
     history: list[dict]
-    extras: dict
+    extras: TurnExtras
     notify_input: NotifyInput
     answer: AnswerSlot | None
 
@@ -398,9 +401,18 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     session = ctx.session
     seat = access_seat(ctx.org, session.user_id, (session.state or {}).get("seat") or "")
     text = data["message"]
-    delegated = dict(ctx.extras.get("delegated") or {})
+    delegated = ctx.extras.get("delegated")
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-    context = {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated}
+    context = (
+        {
+            "postId": delegated["postId"],
+            "round": delegated["round"],
+            "coordinator": delegated["coordinator"],
+            "filingSessionId": delegated["filingSessionId"],
+        }
+        if delegated
+        else {}
+    )
     log = adopt_turn(ctx, prompt={"role": "user", "text": text, **context})
     result = run_turn(
         seat,
@@ -408,7 +420,7 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
         text=text,
         history=history,
         tools=agent_tools(seat),
-        extras={"idempotency_prefix": delegated.get("idempotencyPrefix") or ctx.request.request_id},
+        extras=TurnExtras(idempotency_prefix=(delegated["idempotencyPrefix"] if delegated else "") or ctx.request.request_id),
     )
     if result.error is None and not result.reply.strip():
         result.error = Refusal("empty-reply", f"{seat.seat_id} answered the delegated post with nothing; nothing is answered.")

@@ -21,6 +21,8 @@ dispatch. Answers:
 
 from __future__ import annotations
 
+from typing import Final
+
 from workforce.dispatch import DispatchCall, dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
 from workforce.refusals import Refusal
@@ -34,10 +36,10 @@ MAILBOX_KIND = "mailbox"
 POST_TO_MAILBOX = "post-to-mailbox"
 # The turn's answer slot (``workforce.facets.AnswerSlot``) in ``ToolContext.extras``: set
 # when the turn's reply answers a post (a routed mailbox post).
-ANSWER_EXTRA = "answer"
+ANSWER_EXTRA: Final = "answer"
 # The mailbox session a woken turn was delivered from (``ToolContext.extras``), as read
 # with the delivery: a post back into it needs no read of its own.
-MAILBOX_EXTRA = "mailbox_session"
+MAILBOX_EXTRA: Final = "mailbox_session"
 
 
 def refused(refusal: Refusal) -> dict:

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -60,6 +60,7 @@ from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.dispatch import enqueue
+from workforce.extras import TurnExtras
 from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
@@ -75,7 +76,7 @@ from .models import Seat, TurnSlot, TurnWait
 logger = logging.getLogger(__name__)
 
 MESSAGE = "message"
-SEAT_EXTRA = "seat"  # ToolContext.extras: the Seat whose turn calls the tool
+SEAT_EXTRA: Final = "seat"  # ToolContext.extras: the Seat whose turn calls the tool
 TOOL_CALL = "tool-call"
 
 
@@ -424,7 +425,7 @@ class TurnResult:
     reply: str = ""
     tool_calls: list[dict] = field(default_factory=list)
     error: Refusal | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: TurnExtras = field(default_factory=lambda: TurnExtras())
     agent_name: str = ""
     reply_data: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] | None = None
@@ -483,7 +484,7 @@ def run_turn(
     text: str,
     history: list[dict],
     tools: list[Tool],
-    extras: dict | None = None,
+    extras: TurnExtras | None = None,
     timeout: float | None = None,
     context: list[dict] | None = None,
     agent_name: str | None = None,
@@ -511,7 +512,7 @@ def run_turn(
         TurnResult; ``error`` is set (reason ``model-error``, ``turn-timeout``,
         ``turn-step-limit``, ``empty-reply``) when the turn failed.
     """
-    extras = {} if extras is None else extras
+    extras = TurnExtras() if extras is None else extras
     result = TurnResult(
         log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
     )

@@ -13,6 +13,7 @@ from typing import Any, NotRequired, TypedDict, Unpack
 from django.conf import settings
 from django.db import transaction
 
+from .extras import ActionExtras
 from .models import Organization, Request, Session
 from .refusals import Refusal
 from .sessions import do_run_action
@@ -38,7 +39,7 @@ class DispatchCall(TypedDict):
     user_id: str
     parent_request: NotRequired[Request | None]
     parent_session: NotRequired[Session | None]
-    extras: NotRequired[dict[str, Any] | None]
+    extras: NotRequired[ActionExtras | None]
 
 
 def dispatch(
@@ -51,7 +52,7 @@ def dispatch(
     user_id: str,
     parent_request: Request | None = None,
     parent_session: Session | None = None,
-    extras: dict[str, Any] | None = None,
+    extras: ActionExtras | None = None,
 ) -> Request:
     """Run ``kind.action`` on ``session_id`` in this process, as a flow (internal
     actions reachable), and return its recorded Request.

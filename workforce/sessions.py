@@ -23,6 +23,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from . import rows
+from .extras import ActionExtras
 from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session
@@ -68,7 +69,7 @@ class ActionContext:
     request: Request
     user_id: str
     flow: FlowKind
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: ActionExtras = field(default_factory=lambda: ActionExtras())
     locked: bool = False
     settled: bool = False
 
@@ -292,7 +293,7 @@ def do_run_action(
     idempotency_key: str | None = None,
     parent_request: Request | None = None,
     parent_session: Session | None = None,
-    extras: dict[str, Any] | None = None,
+    extras: ActionExtras | None = None,
 ) -> Request:
     """Run ``action`` of ``kind`` on session ``session_id`` and record it as a Request.
 
@@ -377,7 +378,7 @@ def do_run_action(
                 request=request,
                 user_id=user_id,
                 flow=flow,
-                extras=extras or {},
+                extras=extras or ActionExtras(),
                 locked=act.locks_session,
             )
             try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from .extras import TurnExtras
 from .models import Organization, Request, Session
 
 
@@ -23,14 +23,15 @@ class ToolContext:
         seat_id: the calling seat's id (the name a mailbox's ``members:`` lists).
         session: the seat's own conversation session.
         request: the request the seat's turn runs in, when there is one.
-        extras: turn-scoped facts (e.g. the routed post this turn answers).
+        extras: turn-scoped facts (``workforce.extras.TurnExtras``: e.g. the routed post
+            this turn answers).
     """
 
     org: Organization
     seat_id: str
     session: Session | None = None
     request: Request | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: TurnExtras = field(default_factory=lambda: TurnExtras())
 
 
 @dataclass(frozen=True)
