@@ -18,7 +18,7 @@ from typing import Final
 
 from seats.workers import MAIL_SEND, worker_capability
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, ToolRefusal, ToolResult, tool_refusal
 
 from .constants import MAIL_CLOSE_TOOL, MAIL_REPLY_TOOL, MAIL_SEND_TOOL, RUN_DENIED
 from .ledger import ledger
@@ -41,8 +41,8 @@ def call_key(ctx: ToolContext, tool: str) -> str | None:
     return f"{prefix}:{tool}:{count}"
 
 
-def _refused(refusal: Refusal) -> dict:
-    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+def _refused(refusal: Refusal) -> ToolRefusal:
+    return tool_refusal(refusal)
 
 
 def _exact(args: object, tool: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
@@ -64,7 +64,7 @@ def mail_send_tool(recipients: list[str]) -> Tool:
     """``mail_send`` for a seat allowed to write to ``recipients`` (``["*"]``: anyone)."""
     allowed = set(recipients)
 
-    def mail_send(ctx: ToolContext, args: dict) -> dict:
+    def mail_send(ctx: ToolContext, args: dict) -> ToolResult:
         try:
             args = _exact(args, MAIL_SEND_TOOL, ("to", "body"), ("subject",))
             to = args["to"].strip()
@@ -128,7 +128,7 @@ def _thread(ctx: ToolContext, args: dict):
     return access_thread(ctx.org, thread_id)
 
 
-def mail_reply(ctx: ToolContext, args: dict) -> dict:
+def mail_reply(ctx: ToolContext, args: dict) -> ToolResult:
     """``mail_reply``: see the module docstring."""
     try:
         args = _exact(args, MAIL_REPLY_TOOL, ("body",), ("thread",))
@@ -144,7 +144,7 @@ def mail_reply(ctx: ToolContext, args: dict) -> dict:
     return answer
 
 
-def mail_close(ctx: ToolContext, args: dict) -> dict:
+def mail_close(ctx: ToolContext, args: dict) -> ToolResult:
     """``mail_close``: see the module docstring."""
     try:
         args = _exact(args, MAIL_CLOSE_TOOL, (), ("thread",))

@@ -26,7 +26,7 @@ from workforce.flows import registry
 from workforce.models import Organization
 from workforce.refusals import Refusal
 from workforce.sessions import now_ms
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, ToolResult
 
 from .binder import BoundMailbox
 from .models import InventoryMailbox, InventoryMembership, InventorySeat
@@ -140,7 +140,7 @@ def access_inventory_seat(org: Organization, seat_id: str, *, reader: str) -> di
 # ----------------------------------------------------------------------------- discover: [mailboxes]
 
 
-def list_mailboxes_tool(ctx: ToolContext, args: dict) -> dict:
+def list_mailboxes_tool(ctx: ToolContext, args: dict) -> ToolResult:
     """The ``list-mailboxes`` tool: ``{"mailboxes": [{id, description, members}]}``, the
     mailboxes the calling seat is a member of, from the inventory. Takes no input."""
     if args:

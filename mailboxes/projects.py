@@ -23,7 +23,7 @@ from workforce.flows import registry
 from workforce.models import Membership, Organization, Session
 from workforce.principals import check_user_id
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, ToolResult, tool_refusal
 from workforce.tree import name_problem
 from workforce.wire import check_storable
 
@@ -237,7 +237,7 @@ def do_add_project_member(org: Organization, project_id: str, *, user_id: str, b
 # ----------------------------------------------------------------------------- the tool
 
 
-def create_project_tool(ctx: ToolContext, args: dict) -> dict:
+def create_project_tool(ctx: ToolContext, args: dict) -> ToolResult:
     """The ``create-project`` tool (``{title, brief?}``): a project created from inside a
     flow turn, owned by the person the turn runs for (the conversation's owner). When a
     room template is in place, that person's talk session is readied in the same
@@ -254,7 +254,7 @@ def create_project_tool(ctx: ToolContext, args: dict) -> dict:
             ready_talk=current_roster().room_template() is not None,
         )
     except Refusal as refusal:
-        return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+        return tool_refusal(refusal)
     answer = {"ok": True, "projectId": project.project_id}
     if session is not None:
         answer["talkSessionId"] = session.session_id

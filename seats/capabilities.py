@@ -26,7 +26,7 @@ from typing import Final
 from workforce.dispatch import DispatchCall, dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, ToolRefusal, ToolResult, tool_refusal
 
 from .models import Seat
 from .queries import reachable_seats
@@ -42,12 +42,12 @@ ANSWER_EXTRA: Final = "answer"
 MAILBOX_EXTRA: Final = "mailbox_session"
 
 
-def refused(refusal: Refusal) -> dict:
-    """A tool's answer for a call that failed by name."""
-    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+def refused(refusal: Refusal) -> ToolRefusal:
+    """A tool's answer for a call that failed by name (``workforce.tools.tool_refusal``)."""
+    return tool_refusal(refusal)
 
 
-def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
+def post_to_mailbox(ctx: ToolContext, args: dict) -> ToolResult:
     """The ``post-to-mailbox`` tool: see the module docstring.
 
     ``ctx.extras`` may carry ``idempotency_prefix`` (a delivery's key): the n-th call

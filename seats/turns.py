@@ -68,7 +68,7 @@ from workforce.models import Item, Organization, Request, Session
 from workforce.prepared import update_rows, update_statement
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
-from workforce.tools import Tool, ToolContext
+from workforce.tools import Tool, ToolContext, ToolRefusal, ToolResult
 from workforce.wire import check_storable
 
 from .models import Seat, TurnSlot, TurnWait
@@ -559,7 +559,7 @@ def run_turn(
                     outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
                     record = {"name": call.name, "arguments": call.arguments, "result": outcome}
                 else:  # refused, and recorded without the text the store cannot keep
-                    outcome = {"ok": False, "reason": "invalid-input", "error": problem}
+                    outcome = ToolRefusal(ok=False, reason="invalid-input", error=problem)
                     record = {"name": _UNSTORABLE_NAME, "arguments": None, "result": outcome}
                 result.tool_calls.append(record)
                 log.tool_call(record)
@@ -625,11 +625,11 @@ def _unstorable_call(name: str, arguments: dict | None) -> str | None:
     return None
 
 
-def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> dict:
+def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> ToolResult:
     if tool is None:
-        return {"ok": False, "reason": "tool-not-offered", "error": f'tool-not-offered: "{name}" is not one of your tools.'}
+        return ToolRefusal(ok=False, reason="tool-not-offered", error=f'tool-not-offered: "{name}" is not one of your tools.')
     if arguments is None:
-        return {"ok": False, "reason": "invalid-input", "error": f"invalid-input: {name} takes a JSON object."}
+        return ToolRefusal(ok=False, reason="invalid-input", error=f"invalid-input: {name} takes a JSON object.")
     try:
         return tool.call(ctx, arguments)
     except Exception as exc:  # a tool must not take the turn down with it
@@ -638,4 +638,4 @@ def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolCo
             # back (workforce.holders.outage_safe), not on as if the tool had answered.
             raise
         logger.exception("tool %s failed for %s", name, ctx.seat_id)
-        return {"ok": False, "reason": "internal-error", "error": f"internal-error: {type(exc).__name__}: {exc}"}
+        return ToolRefusal(ok=False, reason="internal-error", error=f"internal-error: {type(exc).__name__}: {exc}")
