@@ -126,8 +126,8 @@ def do_deliver_delegated(delivery_id: int) -> str:
     delivery = DelegatedPost.objects.select_related("conversation__session__organization", "post__request", "turn_request").get(
         pk=delivery_id
     )
-    if delivery.turn_request_id and delivery.turn_request.status == Request.Status.RUNNING:
-        do_abort_request(delivery.turn_request_id, "the task running this delegated turn stopped; the post was delivered again.")
+    if delivery.turn_request is not None and delivery.turn_request.status == Request.Status.RUNNING:
+        do_abort_request(delivery.turn_request.pk, "the task running this delegated turn stopped; the post was delivered again.")
     try:
         return _run(delivery, token)
     except LeaseLost:
@@ -175,17 +175,18 @@ def _run(delivery: DelegatedPost, token: str) -> str:
     conv_session = delivery.conversation.session
     setup = current_setup(conv_session.flow_kind)
     seat = reachable_seats(conv_session.organization_id, conv_session.user_id, [delivery.worker]).get(delivery.worker)
-    problem = None
+    problem: Refusal | None = None
+    session: Session | None = None
     if seat is None:
         problem = Refusal("delegate-fired", no_worker_on_roster(delivery.worker))
     elif not takes_posts(seat.kind, setup):
         problem = Refusal("delegate-cannot-take-post", cannot_take_post(delivery.worker, seat.kind))
-    if problem is None:
+    else:
         try:
             session = ensure_delegate_session(delivery, seat)
         except Refusal as refusal:
             problem = refusal
-    if problem is not None:
+    if problem is not None or seat is None or session is None:  # (a problem is set whenever one is None)
         with transaction.atomic():
             _report(delivery, token, "failed", error=problem)
         return "failed"

@@ -51,7 +51,7 @@ class JobLeaseLost(Exception):
 
 def handing_of(job: Job) -> Handing:
     """What the job places: the person's post (round 0) or the answer it routes on."""
-    if job.source_id is not None:
+    if job.source is not None:
         return policies.handing_for_answer(job.source)
     return policies.handing_for_post(job.post)
 
@@ -165,10 +165,12 @@ def _record(job: Job, token: str, pick, outcome: TurnOutcome | None) -> str:
         handing = handing_of(job)
         if pick is not None and pick.worker is not None:
             record = policies.record_pick(desk, handing, pick)
-        else:
+        elif outcome is not None:
             record = record_turn(
                 desk, job, outcome, skipped=list(pick.skipped) if pick is not None else [], best_fit=pick is not None
             )
+        else:  # run_job records a pick, or runs the turn first
+            raise ValueError(f"job {job.pk}: neither a pick nor a turn to record")
         Job.objects.filter(pk=job.pk).update(request=request)
         if outcome is None:
             Request.objects.filter(pk=request.pk).update(output=record.as_item())
@@ -204,7 +206,7 @@ def record_turn(desk, job: Job, outcome: TurnOutcome, *, skipped: list[dict], be
         handing = policies.handing_for_post(post) if number == 0 else policies.passing_on(post, number, answers, worker)
         seat = reachable_seats(desk.conv.session.organization_id, desk.owner, [worker]).get(worker)
         problem = policies.delegate_problem(worker, seat, desk.setup) if handing is not None else None
-        if handing is None or problem:
+        if handing is None or problem or seat is None:
             entries.append(entry(worker, "skipped", problem or "It has nothing to get."))
             continue
         seats_rows.append(policies.deliver(desk, handing, worker, seat, entries)[1])

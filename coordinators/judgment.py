@@ -17,6 +17,7 @@ any transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
 from django.db import transaction
 
@@ -49,7 +50,7 @@ from .models import Answer, Conversation, DelegatedPost, Post
 from .policies import delegate_problem, entry, passing_on
 from .queries import list_delegates, round_answers
 
-STATE = "coordinator"
+STATE: Final = "coordinator"
 
 
 @dataclass
@@ -149,6 +150,8 @@ def run_own_turn(
 def _delegate_tool(change: str):
     def call(ctx: ToolContext, args: dict) -> dict:
         try:
+            if ctx.session is None:  # a coordinator's tools run in its conversation's turn
+                raise Refusal("session-not-found", "this tool runs in a coordinator's conversation only.")
             with transaction.atomic():
                 return do_change_delegates(ctx.org, ctx.session, ctx.session.user_id, change, args)
         except Refusal as refusal:

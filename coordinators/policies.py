@@ -21,6 +21,7 @@ leaves one ``coordinator-route`` item (``Record``). Everything here except
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -307,13 +308,13 @@ def offer(desk: Desk, handing: Handing, worker: str, seat: Seat | None, entries:
     """``deliver`` to ``worker`` when it can take the post (``delegate_problem``);
     else append its ``skipped`` entry, with why, to ``entries`` and return None."""
     problem = delegate_problem(worker, seat, desk.setup)
-    if problem:
+    if problem or seat is None:  # (a seat that is None is a problem)
         entries.append(entry(worker, SKIPPED, problem))
         return None
     return deliver(desk, handing, worker, seat, entries)
 
 
-def note_for(rounds: list[Round]) -> str | None:
+def note_for(rounds: Sequence[Round | None]) -> str | None:
     """The record's note when any round it delivered into wasn't opened."""
     unopened = [r for r in rounds if r is not None and r.status == Round.Status.UNOPENED]
     return rounds_full_note(unopened[0].number) if unopened else None
@@ -345,7 +346,7 @@ def round_robin(desk: Desk, handing: Handing) -> Record:
     delegates = [d.worker for d in list_delegates(conv)]
     seats = reachable_seats(conv.session.organization_id, desk.owner, delegates)
     entries: list[dict] = []
-    rounds: list[Round] = []
+    rounds: list[Round | None] = []
     count = len(delegates)
     person = handing.round == 0
     if not person and handing.writer in delegates:
@@ -382,7 +383,7 @@ def everyone(desk: Desk, handing: Handing) -> Record:
     delegates = [d.worker for d in list_delegates(desk.conv)]
     seats = reachable_seats(desk.conv.session.organization_id, desk.owner, delegates)
     entries: list[dict] = []
-    rounds: list[Round] = []
+    rounds: list[Round | None] = []
     for worker in delegates:
         if worker in handing.exclude:
             continue
@@ -417,7 +418,7 @@ def everyone_pass_on(desk: Desk, post: Post, closed_round: int) -> Record | None
     delegates = [d.worker for d in list_delegates(desk.conv)]
     seats = reachable_seats(desk.conv.session.organization_id, desk.owner, delegates)
     entries: list[dict] = []
-    rounds: list[Round] = []
+    rounds: list[Round | None] = []
     for worker in delegates:
         handing = passing_on(post, next_round, answers, worker)
         if handing is None:
@@ -452,7 +453,7 @@ def hold(desk: Desk, handing: Handing) -> Record | None:
     if not working or worker not in {d.worker for d in list_delegates(conv)}:
         return None
     seat = reachable_seats(conv.session.organization_id, desk.owner, [worker]).get(worker)
-    if delegate_problem(worker, seat, desk.setup):
+    if delegate_problem(worker, seat, desk.setup) or seat is None:
         return None
     entries: list[dict] = []
     delivered, round_row = deliver(desk, handing, worker, seat, entries)
@@ -500,7 +501,7 @@ def best_fit_pick(conv: Conversation, setup: CoordinatorSetup, handing: Handing)
             continue
         seat = seats.get(delegate.worker)
         problem = delegate_problem(delegate.worker, seat, setup)
-        if problem:
+        if problem or seat is None:
             skipped.append(entry(delegate.worker, SKIPPED, problem))
             continue
         usable.add(delegate.worker)
@@ -550,14 +551,17 @@ def best_fit_pick(conv: Conversation, setup: CoordinatorSetup, handing: Handing)
 @in_callers_transaction
 def record_pick(desk: Desk, handing: Handing, pick: Pick) -> Record:
     """Deliver best fit's pick and record it (inside the transaction)."""
+    worker = pick.worker
+    if worker is None:  # a pick of nobody is recorded with the turn (coordinators.jobs)
+        raise ValueError("record_pick takes a pick of a worker")
     entries = list(pick.skipped)
-    seat = reachable_seats(desk.conv.session.organization_id, desk.owner, [pick.worker]).get(pick.worker)
-    problem = delegate_problem(pick.worker, seat, desk.setup)
-    rounds: list[Round] = []
-    if problem:
-        entries.append(entry(pick.worker, SKIPPED, problem))
+    seat = reachable_seats(desk.conv.session.organization_id, desk.owner, [worker]).get(worker)
+    problem = delegate_problem(worker, seat, desk.setup)
+    rounds: list[Round | None] = []
+    if problem or seat is None:
+        entries.append(entry(worker, SKIPPED, problem))
     else:
-        rounds.append(deliver(desk, handing, pick.worker, seat, entries)[1])
+        rounds.append(deliver(desk, handing, worker, seat, entries)[1])
     record = Record(handing.post.post_id, handing.round, desk.policy, pick.by, entries, note=note_for(rounds))
     if not record.delivered():
         record.none = NOBODY_REACHABLE

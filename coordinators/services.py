@@ -19,6 +19,7 @@ Every one of them holds the conversation session's row lock while it writes.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -410,7 +411,7 @@ def do_sweep(*, now=None) -> dict:
             model,
             lost=lost,
             waiting=Q(status="pending") | waiting_again,
-            send=lambda pk, task=task: enqueue(task, pk),
+            send=partial(enqueue, task),
             task=task,
             now=now,
         ).all

@@ -45,9 +45,9 @@ def do_handle_store_event(event: StoreEvent) -> None:
             event.issue.number,
         )
         with transaction.atomic():
-            thread = Thread.objects.filter(organization_id=event.org_id, recipient=event.vault, number=event.issue.number)
-            if thread.filter(edited=False).update(edited=True):
-                Message.objects.filter(thread__in=thread, position=0).update(edited=True)
+            threads = Thread.objects.filter(organization_id=event.org_id, recipient=event.vault, number=event.issue.number)
+            if threads.filter(edited=False).update(edited=True):
+                Message.objects.filter(thread__in=threads, position=0).update(edited=True)
         return
     org = ensure_organization(event.org_id)
     with transaction.atomic():

@@ -25,7 +25,7 @@ from .events import do_handle_store_event
 from .index import state_of
 from .models import Message, Thread, VaultCursor
 from .queries import office_organization
-from .store import MailStore, StoreError, StoreEvent, current_store
+from .store import MailStore, SharedStore, StoreError, StoreEvent, current_store
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ def do_sweep_forge(*, store: MailStore | None = None, now: datetime | None = Non
     for org_id, vault in vaults:
         try:
             org = office_organization(org_id)
-            if org is None or not store.is_vault(org_id, vault):
+            if org is None or (isinstance(store, SharedStore) and not store.is_vault(org_id, vault)):
                 continue
             cursor = VaultCursor.objects.filter(organization=org, vault=vault).first()
             since = _since(cursor.commit) if cursor else None

@@ -238,7 +238,7 @@ class ForgejoStore:
         Raises:
             StoreError: the forge still does not carry ``labels`` after the retry.
         """
-        if answered is not None and sorted(label.get("name") for label in answered) == sorted(labels):
+        if answered is not None and sorted(str(label.get("name")) for label in answered) == sorted(labels):
             return
         self._forget_labels(org_id, vault)
         repo = self.repo(org_id, vault)

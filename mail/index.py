@@ -81,6 +81,7 @@ def _record_without_row(org: Organization, vault: str, issue: Issue, header: Hea
     """The record of a mail the index has no row for, and whether the issue is edited."""
     entry = _recorded_send(org, vault, issue.number)
     subject = issue.title[:SUBJECT_MAX]
+    signed = header if sealed else None  # a header is read only when sealed
     if entry is not None:
         data = entry.data if isinstance(entry.data, dict) else {}
         record = _Record(
@@ -88,11 +89,11 @@ def _record_without_row(org: Organization, vault: str, issue: Issue, header: Hea
             subject=subject,
             hops=int(data.get("hops") or 0),
             in_reply_to=str(data.get("inReplyTo") or ""),
-            sent_at=header.sent if sealed else issue.created_at,
+            sent_at=signed.sent if signed is not None else issue.created_at,
         )
-        return record, not (sealed and _agrees(header, record))
-    if sealed:
-        return _Record(header.sender, subject, header.hops, header.in_reply_to, header.sent), False
+        return record, not (signed is not None and _agrees(signed, record))
+    if signed is not None:
+        return _Record(signed.sender, subject, signed.hops, signed.in_reply_to, signed.sent), False
     return _Record(UNKNOWN_SENDER, subject, 0, "", issue.created_at), True
 
 
@@ -109,12 +110,13 @@ def _comment_message(thread: Thread, vault: str, comment: Comment, existing: Mes
         agrees = header is not None and header.sender == existing.author and header.sent == existing.sent_at
         return existing, existing.edited or not (agrees and _same_text(text, existing.body))
     sealed = comment_sealed(header, text, org_id=thread.organization_id, vault=vault, number=thread.number)
+    signed = header if sealed else None  # a header is read only when sealed
     message = Message(
         thread=thread,
         position=comment.id,
-        author=header.sender if sealed else UNKNOWN_SENDER,
+        author=signed.sender if signed is not None else UNKNOWN_SENDER,
         body=text,
-        sent_at=header.sent if sealed else comment.created_at,
+        sent_at=signed.sent if signed is not None else comment.created_at,
         edited=not sealed,
     )
     return message, not sealed

@@ -168,9 +168,9 @@ def do_run_mail(run_pk: int) -> str:
     if token is None:
         return "not-claimed"
     run = MailRun.objects.select_related("thread", "organization", "request").get(pk=run_pk)
-    if run.request_id and run.request.status == Request.Status.RUNNING:
+    if run.request is not None and run.request.status == Request.Status.RUNNING:
         do_abort_request(
-            run.request_id, "the task running this mail stopped before it finished; the mail was run again.", now=now
+            run.request.pk, "the task running this mail stopped before it finished; the mail was run again.", now=now
         )
     thread, org = run.thread, run.organization
     try:

@@ -45,7 +45,7 @@ from .index import index_issue
 from .ledger import OFFICE, ledger, recorded
 from .models import SendKey, Thread
 from .queries import office_organization
-from .store import MailStore, StoreError, current_store
+from .store import MailStore, SharedStore, StoreError, current_store
 
 SUBJECT_MAX = 200
 
@@ -162,7 +162,7 @@ def do_send_mail(
     *,
     sender: str,
     to: str,
-    body: str,
+    body: object,  # what the caller sent: refused unless non-empty text (_body)
     subject: str | None = None,
     hops: int = 0,
     in_reply_to: str = "",
@@ -406,12 +406,12 @@ def do_reindex_mail(*, store: MailStore | None = None) -> Reindexed:
     """
     store = store or current_store()
     done = Reindexed()
-    shared = getattr(store, "shared", False)
+    shared = store if isinstance(store, SharedStore) and store.shared else None
     for org_id, vault in _store_call(store.list_vaults):
         try:
-            if shared:
+            if shared is not None:
                 org = office_organization(org_id)
-                if org is None or not store.is_vault(org_id, vault):
+                if org is None or not shared.is_vault(org_id, vault):
                     logger.info("reindex_mail left out %s/%s: not one of the office's vaults", org_id, vault)
                     continue
             else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -107,6 +107,17 @@ class MailStore(Protocol):
 
     def list_vaults(self) -> list[tuple[str, str]]:
         """Every vault the backend holds, as ``(org_id, vault)`` pairs."""
+
+
+@runtime_checkable
+class SharedStore(Protocol):
+    """A backend whose token sees repositories that are not the office's vaults (a
+    forge: ``mail.forgejo.ForgejoStore``, ``shared`` True): ``is_vault`` says which are."""
+
+    shared: bool
+
+    def is_vault(self, org_id: str, vault: str) -> bool:
+        """True when ``org_id``'s repository ``vault`` is one of the office's vaults."""
 
 
 class StoreError(Exception):

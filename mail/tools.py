@@ -14,6 +14,8 @@ Tools answer ``{"ok": true, "thread": ...}`` or ``{"ok": false, "reason", "error
 
 from __future__ import annotations
 
+from typing import Final
+
 from seats.workers import MAIL_SEND, worker_capability
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext, refused
@@ -24,7 +26,7 @@ from .queries import access_thread
 from .services import agent_principal, do_close_mail, do_reply_mail, do_send_mail
 
 # The mail a run is for, in ToolContext.extras.
-THREAD_EXTRA = "mail_thread"
+THREAD_EXTRA: Final = "mail_thread"
 
 
 def call_key(ctx: ToolContext, tool: str) -> str | None:
@@ -34,8 +36,8 @@ def call_key(ctx: ToolContext, tool: str) -> str | None:
     prefix = ctx.extras.get("idempotency_prefix")
     if not prefix:
         return None
-    count = ctx.extras.get(f"{tool}_count", 0) + 1
-    ctx.extras[f"{tool}_count"] = count
+    counts = ctx.extras.setdefault("call_counts", {})
+    count = counts[tool] = counts.get(tool, 0) + 1
     return f"{prefix}:{tool}:{count}"
 
 
@@ -58,7 +60,7 @@ def mail_send_tool(recipients: list[str]) -> Tool:
     """``mail_send`` for a seat allowed to write to ``recipients`` (``["*"]``: anyone)."""
     allowed = set(recipients)
 
-    def mail_send(ctx: ToolContext, args: dict) -> dict:
+    def mail_send(ctx: ToolContext, args: dict) -> ToolResult:
         try:
             args = _exact(args, MAIL_SEND_TOOL, ("to", "body"), ("subject",))
             to = args["to"].strip()
@@ -122,7 +124,7 @@ def _thread(ctx: ToolContext, args: dict):
     return access_thread(ctx.org, thread_id)
 
 
-def mail_reply(ctx: ToolContext, args: dict) -> dict:
+def mail_reply(ctx: ToolContext, args: dict) -> ToolResult:
     """``mail_reply``: see the module docstring."""
     try:
         args = _exact(args, MAIL_REPLY_TOOL, ("body",), ("thread",))
@@ -138,7 +140,7 @@ def mail_reply(ctx: ToolContext, args: dict) -> dict:
     return answer
 
 
-def mail_close(ctx: ToolContext, args: dict) -> dict:
+def mail_close(ctx: ToolContext, args: dict) -> ToolResult:
     """``mail_close``: see the module docstring."""
     try:
         args = _exact(args, MAIL_CLOSE_TOOL, (), ("thread",))

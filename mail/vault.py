@@ -42,19 +42,20 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import transaction
 from dulwich.file import FileLocked
 from dulwich.index import commit_tree
 from dulwich.object_store import tree_lookup_path
-from dulwich.objects import Blob, Commit, Tree
+from dulwich.objects import Blob, Commit, ObjectID, RawObjectID, ShaFile, Tree
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from workforce.wire import check_storable
@@ -64,7 +65,7 @@ from .store import Comment, Issue, StoreError, StoreEvent, tell_office
 
 logger = logging.getLogger(__name__)
 
-BRANCH = b"refs/heads/main"
+BRANCH = Ref(b"refs/heads/main")
 OFFICE = b"Workforce Office <office@workforce.invalid>"
 FILE_MODE = 0o100644
 # A writer that keeps losing the race gives up after this many tries.
@@ -221,20 +222,34 @@ def _add_object(repo: Repo, obj, write: _VaultWrite | None = None) -> None:
     raise StoreError(f"the object {obj.id.decode()} stayed locked")
 
 
+_Object = TypeVar("_Object", bound=ShaFile)
+
+
+def _read(repo: Repo, sha: ObjectID, kind: type[_Object]) -> _Object:
+    """The object ``sha`` of ``repo``, which must be a ``kind`` (a Commit, Tree, Blob).
+
+    Raises:
+        KeyError: no such object. StoreError: it is another kind (a damaged vault).
+    """
+    obj = repo.object_store[sha]
+    if not isinstance(obj, kind):
+        raise StoreError(f"the object {sha.decode()} is a {type(obj).__name__}, not a {kind.__name__}")
+    return obj
+
+
 class _Files:
     """The branch tip's tree as a flat ``{path: (mode, sha)}`` map, read lazily, plus
     what a change writes."""
 
-    def __init__(self, repo: Repo, tree_id: bytes | None, write: _VaultWrite | None = None):
+    def __init__(self, repo: Repo, tree_id: ObjectID | None, write: _VaultWrite | None = None):
         self.repo = repo
         self.write = write
-        self.entries: dict[bytes, tuple[int, bytes]] = {}
+        self.entries: dict[bytes, tuple[int, ObjectID]] = {}
         if tree_id is not None:
             self._walk(tree_id, b"")
 
-    def _walk(self, tree_id: bytes, prefix: bytes) -> None:
-        tree = self.repo.object_store[tree_id]
-        assert isinstance(tree, Tree)
+    def _walk(self, tree_id: ObjectID, prefix: bytes) -> None:
+        tree = _read(self.repo, tree_id, Tree)
         for entry in tree.items():
             path = prefix + entry.path
             if entry.mode & 0o170000 == 0o040000:
@@ -244,7 +259,7 @@ class _Files:
 
     def get(self, path: str) -> bytes | None:
         found = self.entries.get(path.encode())
-        return None if found is None else self.repo.object_store[found[1]].data
+        return None if found is None else _read(self.repo, found[1], Blob).data
 
     def get_json(self, path: str) -> Any:
         data = self.get(path)
@@ -262,7 +277,7 @@ class _Files:
         start = prefix.encode()
         return sorted({p[len(start) :].split(b"/")[0].decode() for p in self.entries if p.startswith(start)})
 
-    def tree(self) -> bytes:
+    def tree(self) -> ObjectID:
         return commit_tree(
             _LockTolerantStore(self.repo, self.write), [(p, sha, mode) for p, (mode, sha) in sorted(self.entries.items())]
         )
@@ -275,8 +290,28 @@ class _LockTolerantStore:
         self.repo = repo
         self.write = write
 
-    def add_object(self, obj) -> None:
+    max_tree_depth: int | None = None
+
+    def add_object(self, obj: ShaFile) -> None:
         _add_object(self.repo, obj, self.write)
+
+    # The rest of dulwich's ObjectContainer (commit_tree asks for one; it only adds):
+    # the repository's own store answers.
+    def add_objects(self, objects: Sequence[tuple[ShaFile, str | None]], progress: Callable[..., None] | None = None) -> None:
+        for obj, _path in objects:
+            self.add_object(obj)
+
+    def __contains__(self, sha1: ObjectID) -> bool:
+        return sha1 in self.repo.object_store
+
+    def __getitem__(self, sha1: ObjectID | RawObjectID) -> ShaFile:
+        return self.repo.object_store[sha1]
+
+    def peel(self, sha: ObjectID | RawObjectID) -> tuple[ShaFile, ShaFile]:
+        return self.repo.object_store.peel(sha)
+
+    def get_commit_graph(self) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -323,7 +358,7 @@ class VaultStore:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}"
             repo = Repo.init_bare(str(tmp), mkdir=True)
-            repo.refs.set_symbolic_ref(b"HEAD", BRANCH)
+            repo.refs.set_symbolic_ref(Ref(b"HEAD"), BRANCH)
             repo.close()
             try:
                 os.rename(tmp, path)
@@ -333,14 +368,14 @@ class VaultStore:
                     raise
         return Repo(str(path))
 
-    def _tip(self, repo: Repo) -> bytes | None:
+    def _tip(self, repo: Repo) -> ObjectID | None:
         try:
             return repo.refs[BRANCH]
         except KeyError:
             return None
 
-    def _files(self, repo: Repo, tip: bytes | None) -> _Files:
-        return _Files(repo, repo.object_store[tip].tree if tip is not None else None)
+    def _files(self, repo: Repo, tip: ObjectID | None) -> _Files:
+        return _Files(repo, _read(repo, tip, Commit).tree if tip is not None else None)
 
     def _change(self, org_id: str, vault: str, message: str, mutate: Callable[[_Files], Any]) -> tuple[Any, bytes]:
         """Apply ``mutate`` to the branch tip as one commit, moved in by
@@ -433,7 +468,7 @@ class VaultStore:
             # json.JSONDecodeError is a ValueError.
             raise StoreError(f"{where} is malformed ({type(exc).__name__}: {exc})") from exc
 
-    def _office_wrote(self, repo: Repo, tip: bytes | None, files: _Files, numbers: list[int]) -> dict[bytes, bool]:
+    def _office_wrote(self, repo: Repo, tip: ObjectID | None, files: _Files, numbers: list[int]) -> dict[bytes, bool]:
         """For each text of issues ``numbers`` on ``tip`` (the body and each comment):
         whether the commit that gave it its present content is the office's
         (``OFFICE``, the committer every change this class makes carries). The office
@@ -449,9 +484,9 @@ class VaultStore:
         found: dict[bytes, bool] = {}
         at = tip
         while at is not None and len(found) < len(wanted):
-            commit = repo.object_store[at]
+            commit = _read(repo, at, Commit)
             parent = commit.parents[0] if commit.parents else None
-            parent_tree = repo.object_store[parent].tree if parent is not None else None
+            parent_tree = _read(repo, parent, Commit).tree if parent is not None else None
             for path, sha in wanted.items():
                 if path in found:
                     continue
@@ -586,7 +621,7 @@ class VaultStore:
 
     def list_vaults(self) -> list[tuple[str, str]]:
         """Every ``(org id, agent slug)`` with a vault under the root, sorted."""
-        found = []
+        found: list[tuple[str, str]] = []
         if not self.root.is_dir():
             return found
         for org in sorted(self.root.iterdir()):

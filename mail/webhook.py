@@ -30,7 +30,7 @@ from workforce.refusals import Refusal
 from .events import do_handle_store_event
 from .models import WebhookDelivery
 from .queries import office_organization
-from .store import StoreError, StoreEvent, current_store
+from .store import SharedStore, StoreError, StoreEvent, current_store
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def do_take_webhook(*, body: bytes, event: str, delivery: str) -> str:
     if kind is None or vault is None:
         return "ignored"
     org_id, slug = vault
-    if getattr(store, "shared", False):
+    if isinstance(store, SharedStore) and store.shared:
         # On a shared forge only the office's vaults are vaults (mail.services.do_reindex_mail).
         try:
             if office_organization(org_id) is None or not store.is_vault(org_id, slug):
@@ -156,4 +156,6 @@ def forge_webhook(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": outcome}, status=200 if outcome != "ignored" else 202)
 
 
-forge_webhook.http_methods = ["POST"]  # for the API index (a plain view's methods can't be read)
+# For the API index (a plain view's methods can't be read): the attribute
+# workforce.api.index reads off the view function.
+forge_webhook.__dict__["http_methods"] = ["POST"]

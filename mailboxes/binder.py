@@ -148,14 +148,14 @@ def bind_roster(
     seen: set[str] = set()
     for resource in resources:
         found = _resource_problems(resource, kinds.get(BUILTIN_KIND))
-        if not found:
-            talk = resource.declared["talk"]  # type: ignore[index]
+        # (_resource_problems finds none only for a mapping with a talk: mapping.)
+        if not found and isinstance(resource.declared, dict) and isinstance(talk := resource.declared.get("talk"), dict):
             roster.templates.append(
                 BoundTemplate("", resource.collection, list(talk.get("seats", [])), talk.get("charter", ""), "", resource.site)
             )
         problems.extend((resource.site, message) for message in found)
     for record in records:
-        found: list[str] = []
+        found = []
         if record.id in seen:
             found.append(f'the mailbox id "{record.id}" is declared twice')
         seen.add(record.id)
@@ -173,6 +173,7 @@ def bind_roster(
         description = declared.get("description")
         if not isinstance(description, str) or not description.strip():
             found.append("description: must be text")
+            description = ""  # (nothing is bound: found holds a problem)
         instructions = declared.get("instructions")
         if instructions is not None and not isinstance(instructions, str):
             found.append("instructions: must be text")
@@ -197,7 +198,7 @@ def bind_roster(
                         template,
                         list(members),
                         charter.strip(),  # the body, without the blank lines around it
-                        description,  # type: ignore[arg-type]
+                        description,
                         f"teams/{record.id.replace('.', '/mailboxes/', 1)}/MAILBOX.md",
                     )
                 )
@@ -227,7 +228,7 @@ def bind_roster(
                 BoundMailbox(
                     id=record.id,
                     kind=kind.kind,
-                    description=description,  # type: ignore[arg-type]
+                    description=description,
                     members=list(members),
                     charter=charter,
                     boards=boards,

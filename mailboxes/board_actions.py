@@ -75,7 +75,9 @@ class FileTaskInput(serializers.Serializer):
     board = StrictCharField()
     goal = ClientTextField()
     title = ClientTextField(required=False, max_length=500)
-    context = ClientTextField(required=False)
+    # The ignore: DRF's metaclass takes declared fields off the class (Serializer.context
+    # stays the property); the stubs cannot know.
+    context = ClientTextField(required=False)  # type: ignore[assignment]
     assignee = StrictCharField(required=False, max_length=200)  # BoardTask.assignee
     priority = StrictIntegerField(required=False)
     maxAttempts = StrictIntegerField(required=False, min_value=1)

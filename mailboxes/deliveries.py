@@ -169,7 +169,7 @@ def _record_bug(delivery_id: int, token: str | None, exc: Exception) -> str:
     return "failed"
 
 
-def _claimed_delivery_query(delivery_id: int):
+def _claimed_delivery_query(delivery_id: int | RawSQL):
     conversation = Session.objects.filter(
         organization_id=OuterRef("organization_id"),
         session_id=Concat(OuterRef("mailbox__session_id"), Value(CHILD_SEPARATOR), OuterRef("seat__seat_id")),
@@ -182,7 +182,8 @@ def _claimed_delivery_query(delivery_id: int):
             known_conversation=Subquery(conversation, output_field=JSONField()),
             post_request_pk=post_request_of(),  # a mailbox line's or a room line's
         )
-        .filter(pk=delivery_id)
+        # The ignore: the django-stubs plugin takes no expression as a lookup's value; Django does.
+        .filter(pk=delivery_id)  # type: ignore[misc]
     )
 
 
@@ -264,7 +265,7 @@ def _claimed_delivery(delivery_id: int) -> Delivery:
 def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
     """The seat's conversation as ``_claimed_delivery`` read it, or found or created
     (``ensure_conversation``) when it was not there or runs on another kind."""
-    known = delivery.known_conversation
+    known = vars(delivery)["known_conversation"]  # annotated by the claim's query, not a column
     if isinstance(known, str):  # a backend that hands JSON back as text
         known = json.loads(known)
     if not known or known.get("kind") != seat.kind:

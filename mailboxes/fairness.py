@@ -116,7 +116,7 @@ def do_release_deliveries(org_id: str, *, now=None) -> list[int]:
     Returns:
         The released deliveries' ids, oldest first.
     """
-    params = {
+    params: dict[str, str | int | None] = {
         "org": org_id,
         "session_limit": session_delivery_limit(),
         "org_limit": org_delivery_limit(),

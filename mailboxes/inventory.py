@@ -146,7 +146,7 @@ def access_inventory_seat(org: Organization, seat_id: str, *, reader: str) -> di
 # ----------------------------------------------------------------------------- discover: [mailboxes]
 
 
-def list_mailboxes_tool(ctx: ToolContext, args: dict) -> dict:
+def list_mailboxes_tool(ctx: ToolContext, args: dict) -> ToolResult:
     """The ``list-mailboxes`` tool: ``{"mailboxes": [{id, description, members}]}``, the
     mailboxes the calling seat is a member of, from the inventory. Takes no input."""
     if args:

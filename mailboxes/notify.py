@@ -28,7 +28,7 @@ from workforce import rows
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY
 from workforce.models import Session
-from workforce.notify import build_notify_input, kind_hears_posts
+from workforce.notify import NotifyInput, RecentEntry, build_notify_input, kind_hears_posts
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request
 
@@ -44,7 +44,7 @@ def seat_hears(seat: Seat) -> bool:
     return kind_hears_posts(seat.kind)
 
 
-def call_block(block: Callable[[dict], Any] | str, notify_input: dict) -> Any:
+def call_block(block: Callable[[dict], Any] | str, notify_input: NotifyInput) -> Any:
     """Run a notify or fallback block: a callable ``(MailboxNotifyInput) -> JSON`` or
     the dotted path of one."""
     fn = import_string(block) if isinstance(block, str) else block
@@ -66,27 +66,31 @@ class NotifyFanOut:
     module docstring). Subclasses say what each member gets (``plan``) and run the
     blocks that are not a seat's turn (``run_block``)."""
 
-    def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+    def plan(self, member: str, notify_input: NotifyInput, *, org_id: str, principal: str) -> Plan | None:
         raise NotImplementedError
 
-    def plan_unseated(self, member: str, notify_input: dict) -> Plan | None:
+    def plan_unseated(self, member: str, notify_input: NotifyInput) -> Plan | None:
         """What ``member`` gets when it has no seat; a block that wakes no seat never
         asks."""
         return None
 
-    def plan_without(self, member: str, notify_input: dict, *, org_id: str, principal: str, fired: set[int]) -> Plan | None:
+    def plan_without(
+        self, member: str, notify_input: NotifyInput, *, org_id: str, principal: str, fired: set[int]
+    ) -> Plan | None:
         """``plan`` again for a member whose seat was fired since this process started
         (``fired``: primary keys of seats that are gone); a block that wakes no seat
         never asks."""
         return self.plan_unseated(member, notify_input)
 
-    def run_block(self, mode: str, notify_input: dict) -> Any:
+    def run_block(self, mode: str, notify_input: NotifyInput) -> Any:
         raise NotImplementedError
 
     def __call__(self, ctx: ActionContext, line: Any) -> list[Delivery]:
         return do_fan_out(ctx, line, self)
 
-    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict], *, seat: Seat | None = None) -> str:
+    def deliver_routed(
+        self, ctx: ActionContext, line: Any, member: str, recent: list[RecentEntry], *, seat: Seat | None = None
+    ) -> str:
         """Hand a routed post to its one member (called by the mailbox's route once it
         decided; nobody else is told). ``seat``: the member's seat as the route found it
         (it may be one hired since this process started). Returns what the member got:
@@ -108,31 +112,35 @@ class WakeMemberSeats(NotifyFanOut):
         self.seats = list(seats)
         self.fallback = fallback
 
-    def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+    def plan(self, member: str, notify_input: NotifyInput, *, org_id: str, principal: str) -> Plan | None:
         return self._plan_among(self.seats, member, notify_input, org_id=org_id, principal=principal)
 
-    def plan_without(self, member: str, notify_input: dict, *, org_id: str, principal: str, fired: set[int]) -> Plan | None:
+    def plan_without(
+        self, member: str, notify_input: NotifyInput, *, org_id: str, principal: str, fired: set[int]
+    ) -> Plan | None:
         # Where a person's own seat was fired, the one the scope rule reaches next wakes
         # (the organization's or the standard one).
         among = [seat for seat in self.seats if seat.pk not in fired]
         return self._plan_among(among, member, notify_input, org_id=org_id, principal=principal)
 
-    def _plan_among(self, among: list[Seat], member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+    def _plan_among(
+        self, among: list[Seat], member: str, notify_input: NotifyInput, *, org_id: str, principal: str
+    ) -> Plan | None:
         seat = reachable_seats(org_id, principal, [member], among=among).get(member)
         if seat is not None:
             return self.plan_seat(seat, member, notify_input)
         return self.plan_unseated(member, notify_input)
 
-    def plan_unseated(self, member: str, notify_input: dict) -> Plan | None:
+    def plan_unseated(self, member: str, notify_input: NotifyInput) -> Plan | None:
         return Plan(Delivery.Mode.FALLBACK) if self.fallback is not None else None
 
-    def plan_seat(self, seat: Seat, member: str, notify_input: dict) -> Plan | None:
+    def plan_seat(self, seat: Seat, member: str, notify_input: NotifyInput) -> Plan | None:
         """``plan`` for a member whose seat is already known (a routed post's)."""
         if seat_hears(seat):
             return None if notify_input.get("seatAuthored") else Plan(Delivery.Mode.WAKE, seat)
         return self.plan_unseated(member, notify_input)
 
-    def run_block(self, mode: str, notify_input: dict) -> Any:
+    def run_block(self, mode: str, notify_input: NotifyInput) -> Any:
         if mode != Delivery.Mode.FALLBACK or self.fallback is None:
             raise Refusal("notify-not-configured", f"this process has no {mode} block for the mailbox kind")
         return call_block(self.fallback, notify_input)
@@ -145,10 +153,10 @@ class NotifyBlock(NotifyFanOut):
     def __init__(self, block: Callable[[dict], Any] | str):
         self.block = block
 
-    def plan(self, member: str, notify_input: dict, *, org_id: str, principal: str) -> Plan | None:
+    def plan(self, member: str, notify_input: NotifyInput, *, org_id: str, principal: str) -> Plan | None:
         return Plan(Delivery.Mode.CALL)
 
-    def run_block(self, mode: str, notify_input: dict) -> Any:
+    def run_block(self, mode: str, notify_input: NotifyInput) -> Any:
         return call_block(self.block, notify_input)
 
 
@@ -256,7 +264,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
 
 
 def do_routed_delivery(
-    ctx: ActionContext, line: Any, member: str, recent: list[dict], fan_out: NotifyFanOut, *, seat: Seat | None = None
+    ctx: ActionContext, line: Any, member: str, recent: list[RecentEntry], fan_out: NotifyFanOut, *, seat: Seat | None = None
 ) -> str:
     """One delivery of a routed post, to the member the route chose (spec "Routing a
     mailbox": "Only that member receives the post"). Runs inside the route's
@@ -292,7 +300,7 @@ def do_routed_delivery(
     return plan.mode
 
 
-def _delivery(mailbox: Session, post_id: str, member: str, plan: Plan, notify_input: dict, now) -> Delivery:
+def _delivery(mailbox: Session, post_id: str, member: str, plan: Plan, notify_input: NotifyInput, now) -> Delivery:
     """Post ``post_id``'s delivery to ``member`` as ``plan`` says, held (not saved; no task
     yet: ``mailboxes.fairness.do_release_deliveries`` stamps ``enqueued_at`` and enqueues
     it). ``now`` is unused, kept for callers that pass the post's time."""
@@ -314,7 +322,7 @@ def do_wake_seats(
     fan_out: NotifyFanOut,
     *,
     seats: list[str],
-    notify_input: Callable[[str], dict],
+    notify_input: Callable[[str], NotifyInput],
 ) -> list[Delivery]:
     """Wake each of ``seats`` once for the post ``post_id`` (a room's post; spec "A room
     per project": "A post wakes each seat once, as the person who posted"), inside the
@@ -352,10 +360,11 @@ def do_wake_seats(
     for seat_id in seats:
         data = notify_input(seat_id)
         plan = fan_out.plan(seat_id, data, org_id=session.organization_id, principal=session.user_id)
-        wake = plan is not None and plan.mode == Delivery.Mode.WAKE
-        outcomes.append({"member": seat_id, "outcome": plan.mode if wake else "none"})
-        if wake:
+        if plan is not None and plan.mode == Delivery.Mode.WAKE:
+            outcomes.append({"member": seat_id, "outcome": plan.mode})
             planned.append(_delivery(session, post_id, seat_id, plan, data, now))
+        else:
+            outcomes.append({"member": seat_id, "outcome": "none"})
     Delivery.objects.bulk_create(planned, ignore_conflicts=True)
     do_record_request(
         session,

@@ -239,7 +239,7 @@ def do_add_project_member(org: Organization, project_id: str, *, user_id: str, b
 # ----------------------------------------------------------------------------- the tool
 
 
-def create_project_tool(ctx: ToolContext, args: dict) -> dict:
+def create_project_tool(ctx: ToolContext, args: dict) -> ToolResult:
     """The ``create-project`` tool (``{title, brief?}``): a project created from inside a
     flow turn, owned by the person the turn runs for (the conversation's owner). When a
     room template is in place, that person's talk session is readied in the same

@@ -99,7 +99,7 @@ def read_mailboxes_directory(
         if team.kind in ("file", "other"):
             continue  # a loose file in teams/
         try:
-            team_entries = {entry.name: entry for entry in open_slot(team)}
+            team_entries = {entry.name: entry for entry in open_slot(team) or ()}  # (team is present: never None)
             if CHANNELS_DIR in team_entries:
                 errors.extend(_pre_rename_channels(team, team_entries[CHANNELS_DIR]))
             boxes = open_slot(team_entries.get(MAILBOXES_DIR))

@@ -38,13 +38,14 @@ from django.db.models.functions import Coalesce
 
 from workforce.facets import NOTIFY
 from workforce.models import Session
+from workforce.notify import NotifyInput, RecentEntry
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, now_ms
 from workforce.streams import notify_topic, room_topic
 
 from .inventory import template_refusal
 from .models import Delivery, Line, Project, ProjectMember, RoomLine, TalkListing
-from .notify import do_wake_seats
+from .notify import NotifyFanOut, do_wake_seats
 from .projects import TALK_KEY, talk_state, unknown_project
 from .queries import is_mailbox_state
 from .roster import current_roster
@@ -198,7 +199,7 @@ def do_join(ctx: ActionContext, *, project_id: str) -> dict:
 # ----------------------------------------------------------------------------- post and read
 
 
-def _recent(project: Project, before_seq: int) -> list[dict]:
+def _recent(project: Project, before_seq: int) -> list[RecentEntry]:
     """The room's last ``RECENT_LINES`` lines before ``before_seq``, oldest first, as
     ``{from, text}`` (``from``: the seat, or the person who posted)."""
     lines = list(RoomLine.objects.filter(project=project, seq__lt=before_seq).order_by("-seq")[:RECENT_LINES])
@@ -254,11 +255,11 @@ def wake_room_seats(ctx: ActionContext, project: Project, line: RoomLine) -> lis
     post's transaction; the tasks go with the commit."""
     seats = room_template_view()["seats"]
     notify = NOTIFY.get(ctx.flow)
-    if not seats or notify is None:
+    if not seats or not isinstance(notify, NotifyFanOut):  # (a mailbox kind's notify is one)
         return []
     recent = _recent(project, line.seq)
 
-    def notify_input(seat: str) -> dict:
+    def notify_input(seat: str) -> NotifyInput:
         return {
             "mailboxId": ctx.session.session_id,
             "member": seat,
@@ -317,7 +318,7 @@ def do_answer_room_post(ctx: ActionContext, *, post_id: str, body: str, author: 
         raise _not_bound(session)
     project = lock_project(ctx.org.pk, talk["projectId"])
     post = RoomLine.objects.filter(project=project, line_id=post_id, seat_authored=False).first() if project else None
-    if post is None:
+    if project is None or post is None:
         raise Refusal("post-not-found", f'"{post_id}" is not a person\'s post in this room.')
     delivery = Delivery.objects.filter(mailbox=session, post_id=post_id, member=author).only("notify_input").first()
     expected = (delivery.notify_input or {}).get("answerToken") if delivery is not None else None

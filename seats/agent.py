@@ -26,13 +26,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
 
 from boards.models import BoardTask
 from workforce.delegation import DELEGATED_POST_ENTRY, delegated_post_entry, delegated_post_on_finished
-from workforce.dispatch import dispatch, dispatch_once
+from workforce.dispatch import DispatchCall, dispatch, dispatch_once
+from workforce.extras import TurnExtras
 from workforce.facets import (
     BOARD_ROW_TURN,
     CAPABILITIES,
@@ -84,18 +86,20 @@ def agent_tools(seat: Seat) -> list:
 # ----------------------------------------------------------------------------- a mailbox post
 
 
-def _post_prompt(text: str, notify_input: dict) -> dict:
+def _post_prompt(text: str, notify_input: NotifyInput) -> dict:
     return {"role": "user", "text": text, "postId": notify_input["postId"], "mailboxId": notify_input["mailboxId"]}
 
 
-def _post_extras(notify_input: dict, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None) -> dict:
-    extras = {"post_id": notify_input["postId"], "mailbox_id": notify_input["mailboxId"]}
+def _post_extras(
+    notify_input: NotifyInput, answer: AnswerSlot | None, key: str | None, mailbox: Session | None = None
+) -> TurnExtras:
+    extras = TurnExtras(post_id=notify_input["postId"], mailbox_id=notify_input["mailboxId"])
     if mailbox is not None:
         extras[MAILBOX_EXTRA] = mailbox
     if key:
         extras["idempotency_prefix"] = key
     if answer is not None:
-        extras[ANSWER_EXTRA] = dict(answer)
+        extras[ANSWER_EXTRA] = AnswerSlot(postId=answer["postId"], token=answer["token"])  # a copy
     return extras
 
 
@@ -109,8 +113,8 @@ class StartedPostTurn:
     log: TurnLog
     text: str
     history: list[dict]
-    extras: dict
-    notify_input: dict
+    extras: TurnExtras
+    notify_input: NotifyInput
     answer: AnswerSlot | None
 
     def run(self) -> TurnResult:
@@ -136,7 +140,7 @@ def begin_post_turn(
     seat: Seat,
     mailbox: Session,
     conversation: Session,
-    notify_input: dict,
+    notify_input: NotifyInput,
     key: str,
     answer: AnswerSlot | None,
     on_started,
@@ -191,7 +195,7 @@ class HearPost:
         seat: Seat,
         mailbox: Session,
         conversation: Session,
-        notify_input: dict,
+        notify_input: NotifyInput,
         key: str,
         answer: AnswerSlot | None,
         on_started,
@@ -289,7 +293,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
     return drive_turn(TurnSpec.planned("mailbox-post", plan))
 
 
-def routed_context(notify_input: dict) -> list[dict]:
+def routed_context(notify_input: NotifyInput) -> list[dict]:
     """What a routed member's model sees with the post, for that one answer (spec "What
     the member sees when it answers"): one message listing the mailbox's last lines
     before the post. Never stored in the member's conversation."""
@@ -343,7 +347,7 @@ def hand_over_answer(
     session and the seat is not told. ``token`` is the delivery's answer token, handed
     back with the answer (a room checks it: spec "A room per project"). Returns the
     mailbox's request, or None when the dispatch itself was refused (logged)."""
-    kwargs = dict(
+    kwargs = DispatchCall(
         org=org,
         kind=mailbox.flow_kind,
         session_id=mailbox.session_id,
@@ -435,9 +439,18 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     session = ctx.session
     seat = access_seat(ctx.org, session.user_id, (session.state or {}).get("seat") or "")
     text = data["message"]
-    delegated = dict(ctx.extras.get("delegated") or {})
+    delegated = ctx.extras.get("delegated")
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-    context = {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated}
+    context = (
+        {
+            "postId": delegated["postId"],
+            "round": delegated["round"],
+            "coordinator": delegated["coordinator"],
+            "filingSessionId": delegated["filingSessionId"],
+        }
+        if delegated
+        else {}
+    )
     log = adopt_turn(ctx, prompt={"role": "user", "text": text, **context})
     result = run_turn(
         seat,
@@ -445,7 +458,7 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
         text=text,
         history=history,
         tools=agent_tools(seat),
-        extras={"idempotency_prefix": delegated.get("idempotencyPrefix") or ctx.request.request_id},
+        extras=TurnExtras(idempotency_prefix=(delegated["idempotencyPrefix"] if delegated else "") or ctx.request.request_id),
     )
     if result.error is None and not result.reply.strip():
         result.error = Refusal("empty-reply", f"{seat.seat_id} answered the delegated post with nothing; nothing is answered.")

@@ -130,8 +130,9 @@ class WorkersView(APIView):
     def get(self, request: HttpRequest) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         paginator = RosterPage()
-        page = paginator.paginate_queryset(list_roster(principal.org, _reader(principal)), request, view=self)
-        return paginator.get_paginated_response([worker_wire(seat) for seat in page])
+        # The ignore: the DRF stubs take a QuerySet only; LimitOffsetPagination slices any sequence.
+        page: list | None = paginator.paginate_queryset(list_roster(principal.org, _reader(principal)), request, view=self)  # type: ignore[arg-type]
+        return paginator.get_paginated_response([worker_wire(seat) for seat in page or ()])
 
     @extend_schema(
         request=HireBody,

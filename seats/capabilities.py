@@ -21,7 +21,9 @@ dispatch. Answers:
 
 from __future__ import annotations
 
-from workforce.dispatch import dispatch, dispatch_once, external_dispatcher
+from typing import Final
+
+from workforce.dispatch import DispatchCall, dispatch, dispatch_once, external_dispatcher
 from workforce.models import Session
 from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
@@ -35,10 +37,10 @@ MAILBOX_KIND = "mailbox"
 POST_TO_MAILBOX = "post-to-mailbox"
 # The turn's answer slot (``workforce.facets.AnswerSlot``) in ``ToolContext.extras``: set
 # when the turn's reply answers a post (a routed mailbox post).
-ANSWER_EXTRA = "answer"
+ANSWER_EXTRA: Final = "answer"
 # The mailbox session a woken turn was delivered from (``ToolContext.extras``), as read
 # with the delivery: a post back into it needs no read of its own.
-MAILBOX_EXTRA = "mailbox_session"
+MAILBOX_EXTRA: Final = "mailbox_session"
 
 
 def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
@@ -91,7 +93,7 @@ def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
             ctx.extras["post_count"] = count
             key = f"{prefix}:{POST_TO_MAILBOX}:{count}"
             action, payload = "seatPost", {"body": body, "author": ctx.seat_id}
-        kwargs = dict(
+        kwargs = DispatchCall(
             org=ctx.org,
             kind=MAILBOX_KIND,
             session_id=mailbox_id,

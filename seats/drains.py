@@ -37,6 +37,7 @@ import json
 import logging
 from collections.abc import Iterable
 from datetime import timedelta
+from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -232,6 +233,11 @@ def sweep_grace_seconds() -> float:
     return float(settings.WORKFORCE_SWEEP_SECONDS)
 
 
+def _send_drain(org_id: str, board_id: str, seat_id: str, key: str | None, pk: int) -> None:
+    """``requeue_lost``'s ``send`` for a drain's wake row ``pk``: enqueue the drain again."""
+    enqueue(SEAT_DRAIN_TASK, org_id, board_id, seat_id, key)
+
+
 def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]:
     """Wake drains for rows nothing picked up: a task the broker dropped, a row whose
     lease lapsed (its worker died), a row whose deps completed or that was unblocked,
@@ -285,9 +291,7 @@ def do_sweep_board_drains(*, now=None) -> list[tuple[str, str, str, str | None]]
                     DrainWake,
                     waiting=Q(pk=wake.pk),
                     now=now,
-                    send=lambda pk, org_id=org_id, board_id=board_id, seat_id=drain.seat_id, key=key: enqueue(
-                        SEAT_DRAIN_TASK, org_id, board_id, seat_id, key
-                    ),
+                    send=partial(_send_drain, org_id, board_id, drain.seat_id, key),
                 ).all:
                     continue
                 woken.append((org_id, board_id, drain.seat_id, key))

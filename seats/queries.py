@@ -20,7 +20,7 @@ from workforce.sessions import history_window
 from .constants import NOT_ON_ROSTER, no_worker_on_roster
 from .models import Seat
 
-SCOPE_ORDER = {Seat.Scope.OWN: 0, Seat.Scope.ORG: 1, Seat.Scope.SHARED: 2}
+SCOPE_ORDER: dict[str, int] = {Seat.Scope.OWN: 0, Seat.Scope.ORG: 1, Seat.Scope.SHARED: 2}
 MESSAGE_ITEM = "message"
 
 
@@ -237,7 +237,7 @@ def _window_messages_postgresql(session: Session, exclude_request_id: int | None
     sql = _WINDOW_POSTGRESQL.format(
         requests=connection.ops.quote_name(Request._meta.db_table), items=connection.ops.quote_name(Item._meta.db_table)
     )
-    params = {
+    params: dict[str, int | str] = {
         "session": session.pk,
         "floor": floor,
         "window": window,

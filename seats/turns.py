@@ -54,7 +54,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -84,7 +84,7 @@ from .models import Seat, TurnSlot, TurnWait
 logger = logging.getLogger(__name__)
 
 MESSAGE = "message"
-SEAT_EXTRA = "seat"  # ToolContext.extras: the Seat whose turn calls the tool
+SEAT_EXTRA: Final = "seat"  # ToolContext.extras: the Seat whose turn calls the tool
 TOOL_CALL = "tool-call"
 
 
@@ -104,7 +104,7 @@ def max_steps() -> int:
     return int(settings.WORKFORCE_TURN_MAX_STEPS)
 
 
-def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: list[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:
+def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: Sequence[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:
     """The tools a seat's model is offered: the catalog's tools its ``tools:`` names, in
     that order, then what each capability always gives. A tool the worker does not
     name is never offered."""
@@ -145,7 +145,7 @@ def take_turn_slot(
     seat_id: str,
     *,
     wake: Wake,
-    on_wait: Callable[[], None] | None = None,
+    on_wait: Callable[[], object] | None = None,
     now: datetime | None = None,
 ) -> str | None:
     """Take seat ``seat_id``'s turn slot in ``session`` for one turn, or leave a wait,
@@ -163,7 +163,7 @@ def take_slot(
     seat_id: str,
     *,
     wake: Wake,
-    on_wait: Callable[[], None] | None = None,
+    on_wait: Callable[[], object] | None = None,
     now: datetime | None = None,
 ) -> str | None:
     """Take seat ``seat_id``'s turn slot in ``session`` inside the caller's transaction
@@ -361,7 +361,7 @@ def start_turn(
     session: Session,
     *,
     action: str,
-    input: dict,
+    input: Mapping[str, Any],
     user_id: str,
     prompt: dict | None,
     org: Organization | None = None,
@@ -416,20 +416,20 @@ class TurnResult:
     transaction.
     """
 
-    log: TurnLog | None = None
+    log: TurnLog
     reply: str = ""
     tool_calls: list[dict] = field(default_factory=list)
     error: Refusal | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: TurnExtras = field(default_factory=lambda: TurnExtras())
     agent_name: str = ""
     reply_data: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] | None = None
     after: list[Callable[[TurnResult], None]] = field(default_factory=list)
 
     @property
-    def request(self) -> Request | None:
+    def request(self) -> Request:
         """The turn's request."""
-        return self.log.request if self.log is not None else None
+        return self.log.request
 
     def default_output(self) -> dict:
         """``{"reply", "toolCalls": [names]}`` plus what the caller set in ``output``."""
@@ -636,7 +636,7 @@ def run_turn(
     text: str,
     history: list[dict],
     tools: list[Tool],
-    extras: dict | None = None,
+    extras: TurnExtras | None = None,
     timeout: float | None = None,
     context: list[dict] | None = None,
     agent_name: str | None = None,
@@ -664,7 +664,7 @@ def run_turn(
         TurnResult; ``error`` is set (reason ``model-error``, ``turn-timeout``,
         ``turn-step-limit``, ``empty-reply``) when the turn failed.
     """
-    extras = {} if extras is None else extras
+    extras = TurnExtras() if extras is None else extras
     result = TurnResult(
         log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
     )
@@ -777,7 +777,7 @@ def _unstorable_call(name: str, arguments: dict | None) -> Refusal | None:
     return None
 
 
-def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> dict:
+def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> ToolResult:
     if tool is None:
         return refuse("tool-not-offered", f'"{name}" is not one of your tools.')
     if arguments is None:

@@ -148,7 +148,7 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
         if team.kind in ("file", "other"):
             continue
         try:
-            entries = {entry.name: entry for entry in open_slot(team)}
+            entries = {entry.name: entry for entry in open_slot(team) or ()}  # (team is present: never None)
             folders = open_slot(entries.get(WORKERS_DIR))
         except RecordError as exc:
             errors.append(exc.error)

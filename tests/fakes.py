@@ -28,8 +28,7 @@ class FakeOpenAIServer:
 
     def __init__(self, reply: Callable[[dict], tuple[int, dict]] | None = None):
         self.requests: list[dict] = []
-        if reply is not None:
-            self.reply = reply
+        self._reply = reply
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,7 +56,9 @@ class FakeOpenAIServer:
 
     def reply(self, request: dict) -> tuple[int, dict]:
         """What a call is answered: ``(HTTP status, JSON body)``."""
-        raise NotImplementedError("give FakeOpenAIServer a reply, or override reply()")
+        if self._reply is None:
+            raise NotImplementedError("give FakeOpenAIServer a reply, or override reply()")
+        return self._reply(request)
 
     @property
     def base_url(self) -> str:

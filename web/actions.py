@@ -6,7 +6,7 @@ the person may not read, is 404, as on the API and the pages that show it.
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -17,6 +17,7 @@ from boards.naming import split_board_id, tool_suffix
 from mailboxes.projects import do_add_project_member, do_create_project
 from seats.queries import list_roster
 from seats.services import do_fire_worker, do_fork_worker, do_hire_worker
+from web.htmx import HtmxHttpRequest
 from workforce.cancelling import do_cancel_request
 from workforce.facets import OPEN_SESSION
 from workforce.principals import Principal
@@ -50,7 +51,7 @@ HIRE_FIELDS = ("id", "workerMd")
 TASK_OPS = {"complete": ("completeTask", "output"), "fail": ("failTask", "error"), "cancel": ("cancelTask", "reason")}
 
 
-def _back(request: HttpRequest, default: str) -> str:
+def _back(request: HtmxHttpRequest, default: str) -> str:
     """The page a form came from (its ``next`` field), when it is on this site."""
     wanted = request.POST.get("next") or ""
     if wanted and url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()}):
@@ -72,7 +73,7 @@ def _row_refused(form: FormState, row, fields: tuple[str, ...], by_reason=None) 
 
 @require_POST
 @page
-def mail_send(request: HttpRequest, principal: Principal) -> HttpResponse:
+def mail_send(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """Send a mail (the Mail page's and each desk's form): ``do_send_person_mail``, as
     ``POST /api/mail``; with ``WORKFORCE_AUTH=token`` the user needs ``mail.send``. On
     success, to the new thread's page."""
@@ -98,7 +99,7 @@ def mail_send(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 @require_POST
 @page
-def board_file(request: HttpRequest, principal: Principal, board_id: str) -> HttpResponse:
+def board_file(request: HtmxHttpRequest, principal: Principal, board_id: str) -> HttpResponse:
     """File a task on a board (title, goal, assignee): the holding mailbox's
     ``fileTask``, as ``POST /api/flows/mailbox/{id}/actions/fileTask``."""
     mailbox_id = _board(principal, board_id)
@@ -116,14 +117,14 @@ def board_file(request: HttpRequest, principal: Principal, board_id: str) -> Htt
         posted_by=principal.posted_by,
     )
     if not _row_refused(form, row, FILE_FIELDS, {"unknown-assignee": "assignee"}):
-        form = FormState(name="file_task", done=f"Filed {row.output['taskId']}.")
+        form = FormState(name="file_task", done=f"Filed {(row.output or {}).get('taskId')}.")
     page_url = reverse("web:board", args=[board_id])
     return respond(request, form, page_url=page_url, fragment="web/forms/file_task.html", context={"board_id": board_id})
 
 
 @require_POST
 @page
-def board_task(request: HttpRequest, principal: Principal, board_id: str, task_id: str) -> HttpResponse:
+def board_task(request: HtmxHttpRequest, principal: Principal, board_id: str, task_id: str) -> HttpResponse:
     """Settle (complete with an output, fail with an error), reassign or cancel a row,
     where its mailbox has ``boardActions: true``: the mailbox's task-tool action
     (``completeTask_<suffix>`` and the like) on its own session, as the API runs it."""
@@ -166,7 +167,7 @@ def board_task(request: HttpRequest, principal: Principal, board_id: str, task_i
 
 @require_POST
 @page
-def project_create(request: HttpRequest, principal: Principal) -> HttpResponse:
+def project_create(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """Create a project (title, brief, id, members separated by commas or spaces):
     ``do_create_project`` with the owner's talk session readied, as ``POST
     /api/projects``. On success, to its room."""
@@ -195,7 +196,7 @@ def project_create(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 @require_POST
 @page
-def project_member(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
+def project_member(request: HtmxHttpRequest, principal: Principal, project_id: str) -> HttpResponse:
     """Add a member to a project (its owner only): ``do_add_project_member``, as ``POST
     /api/projects/{id}/members``."""
     project = _project(principal, project_id)
@@ -220,7 +221,7 @@ def _roster_context(principal: Principal) -> dict:
 
 @require_GET
 @page
-def roster(request: HttpRequest, principal: Principal) -> HttpResponse:
+def roster(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """Your roster: your own workers, the organization's and the standard ones (the
     scope rule), with the hire, fork and fire forms."""
     return render(request, "web/roster.html", _roster_context(principal))
@@ -228,7 +229,7 @@ def roster(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 @require_POST
 @page
-def roster_hire(request: HttpRequest, principal: Principal) -> HttpResponse:
+def roster_hire(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """Hire a worker of your own from a ``WORKER.md`` text: ``do_hire_worker``, as
     ``POST /api/workers``; every problem of the text is listed at once."""
     form = typed(request, "hire", HIRE_FIELDS)
@@ -244,7 +245,7 @@ def roster_hire(request: HttpRequest, principal: Principal) -> HttpResponse:
     return _roster_answer(request, principal, form)
 
 
-def _roster_answer(request: HttpRequest, principal: Principal, form: FormState) -> HttpResponse:
+def _roster_answer(request: HtmxHttpRequest, principal: Principal, form: FormState) -> HttpResponse:
     """The roster page answers every form with the whole roster (a hire, fork or fire
     changes its list)."""
     if request.htmx:
@@ -254,7 +255,7 @@ def _roster_answer(request: HttpRequest, principal: Principal, form: FormState) 
 
 @require_POST
 @page
-def roster_fork(request: HttpRequest, principal: Principal, worker: str) -> HttpResponse:
+def roster_fork(request: HtmxHttpRequest, principal: Principal, worker: str) -> HttpResponse:
     """Fork a worker on your roster into one of your own: ``do_fork_worker``, as ``POST
     /api/workers/{worker}/fork``."""
     form = typed(request, f"fork-{worker}", ("id",))
@@ -271,7 +272,7 @@ def roster_fork(request: HttpRequest, principal: Principal, worker: str) -> Http
 
 @require_POST
 @page
-def roster_fire(request: HttpRequest, principal: Principal, worker: str) -> HttpResponse:
+def roster_fire(request: HtmxHttpRequest, principal: Principal, worker: str) -> HttpResponse:
     """Fire a worker of your own: ``do_fire_worker``, as ``DELETE /api/workers/{worker}``."""
     form = FormState(name=f"fire-{worker}")
     try:
@@ -290,7 +291,7 @@ def roster_fire(request: HttpRequest, principal: Principal, worker: str) -> Http
 
 @require_POST
 @page
-def request_cancel(request: HttpRequest, principal: Principal, request_id: str) -> HttpResponse:
+def request_cancel(request: HtmxHttpRequest, principal: Principal, request_id: str) -> HttpResponse:
     """Cancel a running request (its owner only): ``do_cancel_request``, as ``POST
     /api/requests/{id}/cancel``. Not yours, or not here: 404."""
     form = FormState(name=f"cancel-{request_id}")
@@ -312,7 +313,7 @@ def request_cancel(request: HttpRequest, principal: Principal, request_id: str) 
 
 @require_POST
 @page
-def conversation_start(request: HttpRequest, principal: Principal) -> HttpResponse:
+def conversation_start(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """Start (or reopen) your conversation with a coordinator (worker, an optional name
     for a further one): the kind's ``OPEN_SESSION`` (``do_ensure_worker_session``), as
     ``POST /api/workers/{worker}/sessions``. On success, to the conversation."""
@@ -339,7 +340,7 @@ def conversation_start(request: HttpRequest, principal: Principal) -> HttpRespon
 
 @require_POST
 @page
-def conversation_delegates(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+def conversation_delegates(request: HtmxHttpRequest, principal: Principal, session_id: str) -> HttpResponse:
     """Add (worker, note) or remove a delegate, or set (worker) or clear (empty) the
     fallback of your coordinator conversation: its ``addDelegate``, ``removeDelegate``
     and ``setFallback`` actions, as the API runs them. Another's conversation: 404."""
@@ -349,6 +350,7 @@ def conversation_delegates(request: HttpRequest, principal: Principal, session_i
     form = typed(request, "delegates", ("worker", "note"))
     op = request.POST.get("op", "")
     worker = form.values["worker"].strip()
+    payload: dict[str, str | None]
     if op == "add":
         action, payload = ADD_DELEGATE, {"worker": worker, **({"note": form.values["note"]} if form.values["note"] else {})}
     elif op == "remove":
@@ -378,7 +380,7 @@ def conversation_delegates(request: HttpRequest, principal: Principal, session_i
 
 @require_GET
 @page
-def conversation_busy(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+def conversation_busy(request: HtmxHttpRequest, principal: Principal, session_id: str) -> HttpResponse:
     """Who is working now in a conversation (a delegate's run), each run of yours with
     a Cancel button."""
     session = _session(principal, session_id)
@@ -391,7 +393,7 @@ def conversation_busy(request: HttpRequest, principal: Principal, session_id: st
 
 @require_POST
 @page
-def desk_chat_post(request: HttpRequest, principal: Principal, agent: str) -> HttpResponse:
+def desk_chat_post(request: HtmxHttpRequest, principal: Principal, agent: str) -> HttpResponse:
     """A chat turn with the desk's agent: the mail reader's ``chat`` (``do_start_chat``),
     as ``POST /api/workers/{worker}/chat``. The answer arrives over the chat's stream.
     An agent with no desk in the caller's organization is 404, as its page is."""

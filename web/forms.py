@@ -13,9 +13,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
+from web.htmx import HtmxHttpRequest
 from workforce.refusals import Refusal
 
 FLASH = "workforce_forms"
@@ -89,7 +90,7 @@ def refused(form: FormState, refusal_reason: str, message: str, fields: tuple[st
     return form
 
 
-def typed(request: HttpRequest, name: str, fields: tuple[str, ...]) -> FormState:
+def typed(request: HtmxHttpRequest, name: str, fields: tuple[str, ...]) -> FormState:
     """The form ``name`` as the person typed it (each of ``fields`` from the POST)."""
     return FormState(name=name, values={key: request.POST.get(key, "") for key in fields})
 
@@ -100,7 +101,7 @@ def from_refusal(form: FormState, refusal: Refusal, fields: tuple[str, ...], by_
 
 
 def respond(
-    request: HttpRequest, form: FormState, *, page_url: str, fragment: str, context: dict | None = None, go: str | None = None
+    request: HtmxHttpRequest, form: FormState, *, page_url: str, fragment: str, context: dict | None = None, go: str | None = None
 ) -> HttpResponse:
     """The answer to a form POST.
 
@@ -123,7 +124,7 @@ def respond(
     return redirect(target)
 
 
-def take_flashed(request: HttpRequest) -> dict[str, FormState]:
+def take_flashed(request: HtmxHttpRequest) -> dict[str, FormState]:
     """The forms flashed for the page ``request`` renders (once: they are removed)."""
     session = getattr(request, "session", None)
     if session is None or FLASH not in session:

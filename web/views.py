@@ -13,7 +13,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from mailboxes.projects import access_project, mint_talk_session_id
 from mailboxes.queries import access_mailbox_session
+from web.htmx import HtmxHttpRequest
 from workforce.api.throttles import principal_wait, retry_after, throttled
 from workforce.models import Item
 from workforce.principals import Principal, resolve_principal
@@ -64,7 +65,7 @@ class NotActing(Exception):
     """Nobody is acting yet: the page sends the person to ``/who`` or the login."""
 
 
-def acting(request: HttpRequest) -> Principal:
+def acting(request: HtmxHttpRequest) -> Principal:
     """The principal the page acts as.
 
     Raises:
@@ -81,7 +82,7 @@ def acting(request: HttpRequest) -> Principal:
     return resolve_principal(request, None)
 
 
-def _who_url(request: HttpRequest) -> str:
+def _who_url(request: HtmxHttpRequest) -> str:
     if settings.WORKFORCE_AUTH == "none":
         return f"{reverse('web:who')}?{urlencode({'next': request.get_full_path()})}"
     return f"{settings.LOGIN_URL}?{urlencode({'next': request.get_full_path()})}"
@@ -91,7 +92,7 @@ def page(view):
     """Resolve who is acting before ``view(request, principal, ...)``; nobody yet: to
     ``/who`` (or the login)."""
 
-    def wrapped(request: HttpRequest, *args, **kwargs):
+    def wrapped(request: HtmxHttpRequest, *args, **kwargs):
         try:
             principal = acting(request)
         except NotActing:
@@ -102,8 +103,8 @@ def page(view):
             # A form's action counts against the API's write rates, as the same call there.
             wait = principal_wait(principal, getattr(request, "user", None))
             if wait is not None:
-                refusal = throttled(wait)
-                answer = render(request, "web/refused.html", {"refusal": refusal}, status=refusal.http_status)
+                limited = throttled(wait)
+                answer = render(request, "web/refused.html", {"refusal": limited}, status=limited.http_status)
                 answer["Retry-After"] = retry_after(wait)
                 return answer
         return view(request, principal, *args, **kwargs)
@@ -129,7 +130,7 @@ def _board(principal: Principal, board_id: str) -> str:
 
 
 @require_http_methods(["GET", "POST"])
-def who(request: HttpRequest) -> HttpResponse:
+def who(request: HtmxHttpRequest) -> HttpResponse:
     """Development mode: ask which user id to act as (kept in the browser session)."""
     if settings.WORKFORCE_AUTH != "none":
         return redirect(settings.LOGIN_URL)
@@ -151,7 +152,7 @@ def who(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @page
-def home(request: HttpRequest, principal: Principal) -> HttpResponse:
+def home(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """The organization's mailboxes, workers and boards."""
     mailboxes = list_mailboxes(principal.org, reader=principal.reader)
     context = {
@@ -168,7 +169,7 @@ def home(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 @require_GET
 @page
-def mailbox(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+def mailbox(request: HtmxHttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
     """A mailbox: its transcript (live), a post form, who is working now, and its route
     decisions apart from the lines."""
     session = _mailbox(principal, mailbox_id)
@@ -196,7 +197,7 @@ def _item_fragment(item: Item) -> tuple[str, str] | None:
 
 @require_GET
 @page
-def mailbox_events(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+def mailbox_events(request: HtmxHttpRequest, principal: Principal, mailbox_id: str) -> StreamingHttpResponse:
     """The mailbox page's stream: each new line (``event: line``) and route decision
     (``event: route``) as HTML, ``id: <seq>`` (``Last-Event-ID`` resumes)."""
     session = _mailbox(principal, mailbox_id)
@@ -218,7 +219,7 @@ def mailbox_events(request: HttpRequest, principal: Principal, mailbox_id: str) 
 
 @require_GET
 @page
-def mailbox_busy(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+def mailbox_busy(request: HtmxHttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
     """Who is working now (the runs the mailbox's posts started that have not finished)."""
     session = _mailbox(principal, mailbox_id)
     back = reverse("web:mailbox", args=[mailbox_id])
@@ -227,7 +228,7 @@ def mailbox_busy(request: HttpRequest, principal: Principal, mailbox_id: str) ->
 
 @require_POST
 @page
-def mailbox_post(request: HttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
+def mailbox_post(request: HtmxHttpRequest, principal: Principal, mailbox_id: str) -> HttpResponse:
     """The post form (htmx): runs the mailbox's ``post`` as the acting user; the line
     itself arrives over the page's stream."""
     _mailbox(principal, mailbox_id)
@@ -250,7 +251,7 @@ def mailbox_post(request: HttpRequest, principal: Principal, mailbox_id: str) ->
 
 @require_GET
 @page
-def board(request: HttpRequest, principal: Principal, board_id: str) -> HttpResponse:
+def board(request: HtmxHttpRequest, principal: Principal, board_id: str) -> HttpResponse:
     """A board's rows by status, updating live."""
     mailbox_id = _board(principal, board_id)
     context = {
@@ -266,7 +267,7 @@ def board(request: HttpRequest, principal: Principal, board_id: str) -> HttpResp
 
 @require_GET
 @page
-def board_events(request: HttpRequest, principal: Principal, board_id: str) -> HttpResponse:
+def board_events(request: HtmxHttpRequest, principal: Principal, board_id: str) -> StreamingHttpResponse:
     """The board page's stream: the whole board (``event: board``) each time its rows
     change, from the page's ``since`` signature on."""
     extra = {"board_id": board_id, **board_actions_context(_board(principal, board_id))}
@@ -292,7 +293,7 @@ def _session(principal: Principal, session_id: str):
 
 @require_GET
 @page
-def conversation(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+def conversation(request: HtmxHttpRequest, principal: Principal, session_id: str) -> HttpResponse:
     """A conversation (a coordinator's, or a seat's in a mailbox): its messages, each
     answer under its agent's name (a delegate's worker id), live; its notes (route
     decisions) apart; a post form when its kind takes posts."""
@@ -321,7 +322,7 @@ def _conversation_fragment(item: Item) -> tuple[str, str]:
 
 @require_GET
 @page
-def conversation_events(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+def conversation_events(request: HtmxHttpRequest, principal: Principal, session_id: str) -> StreamingHttpResponse:
     """The conversation page's stream: each new message (``event: message``) and note
     (``event: note``) as HTML, ``id: <seq>``."""
     session = _session(principal, session_id)
@@ -343,7 +344,7 @@ def conversation_events(request: HttpRequest, principal: Principal, session_id: 
 
 @require_POST
 @page
-def conversation_post(request: HttpRequest, principal: Principal, session_id: str) -> HttpResponse:
+def conversation_post(request: HtmxHttpRequest, principal: Principal, session_id: str) -> HttpResponse:
     """The conversation's post form (htmx): its kind's ``run`` with ``{message}``."""
     session = _session(principal, session_id)
     if not takes_posts(session):
@@ -392,7 +393,7 @@ def room(request: HttpRequest, principal: Principal, project_id: str) -> HttpRes
 
 @require_GET
 @page
-def room_events(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
+def room_events(request: HtmxHttpRequest, principal: Principal, project_id: str) -> StreamingHttpResponse:
     """The room page's stream: the room's lines (``event: room``) each time one lands,
     from the page's ``since`` signature on. Room lines are in no session's history: the
     stream is woken by the room's own note (``room_topic``) on PostgreSQL, and re-reads
@@ -411,7 +412,7 @@ def room_events(request: HttpRequest, principal: Principal, project_id: str) -> 
 
 @require_POST
 @page
-def room_post(request: HttpRequest, principal: Principal, project_id: str) -> HttpResponse:
+def room_post(request: HtmxHttpRequest, principal: Principal, project_id: str) -> HttpResponse:
     """The room's post form (htmx): ``post {body}`` through the acting person's own talk
     session, joining one first (``join {projectId}`` on a fresh talk id) when the project
     lists none for them; the line arrives over the page's stream."""
@@ -453,7 +454,7 @@ def _mail():
 
 @require_GET
 @page
-def mail(request: HttpRequest, principal: Principal) -> HttpResponse:
+def mail(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     """The organization's mail threads, newest first, with a link to each agent's desk."""
     threads = _mail().threads(principal.org)
     agents = sorted({t["to"] for t in threads} | {seat.seat_id for seat in list_workers(principal)})
@@ -462,7 +463,7 @@ def mail(request: HttpRequest, principal: Principal) -> HttpResponse:
 
 @require_GET
 @page
-def mail_thread(request: HttpRequest, principal: Principal, thread_id: str) -> HttpResponse:
+def mail_thread(request: HtmxHttpRequest, principal: Principal, thread_id: str) -> HttpResponse:
     """One thread (``<agent>:<number>``): its messages and its ledger; another
     organization's thread is 404."""
     try:
@@ -474,7 +475,7 @@ def mail_thread(request: HttpRequest, principal: Principal, thread_id: str) -> H
 
 @require_GET
 @page
-def mail_desk_page(request: HttpRequest, principal: Principal, agent: str) -> HttpResponse:
+def mail_desk_page(request: HtmxHttpRequest, principal: Principal, agent: str) -> HttpResponse:
     """An agent's desk: the threads to it, by state."""
     desk = mail_desk(_mail(), principal, agent)
     if desk is None:

@@ -10,7 +10,7 @@ from django.contrib import admin
 from .models import Item, Membership, Organization, OrgRecord, Request, Session
 
 
-class ReadOnlyAdminMixin:
+class ReadOnlyAdminMixin(admin.options.BaseModelAdmin):
     """A ModelAdmin nobody can add to, change or delete from: its pages only show.
 
     With ``all_fields_readonly = True`` the change page shows every field of the model

@@ -39,14 +39,19 @@ import os
 import threading
 from contextlib import contextmanager
 from time import sleep
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
+from django_q.brokers import Broker
 from django_q.brokers.orm import ORM
 from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
 from django_q.models import OrmQ
+
+if TYPE_CHECKING:  # pragma: no cover
+    import psycopg
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +127,8 @@ def to_the_front():
     work the broker lost (``workforce.broker_watch``) runs before what was enqueued
     after it, as it would have. Raises what the push raises (its rows are found again
     by the sweeps)."""
-    _front.tasks = kept = []
+    kept: list[str] = []  # signed task payloads, as enqueue takes them
+    _front.tasks = kept
     try:
         yield
     finally:
@@ -144,7 +150,7 @@ class ListeningORM(ClusterConnections, ORM):
 
     def __init__(self, list_key: str | None = None):
         super().__init__(list_key=list_key)
-        self._listener = None
+        self._listener: psycopg.Connection | None = None
         self._listener_pid: int | None = None
 
     def ping(self) -> bool:
@@ -249,10 +255,10 @@ class ListeningORM(ClusterConnections, ORM):
         conninfo = psycopg.conninfo.make_conninfo(
             **{k: v for k, v in params.items() if k in ("dbname", "user", "password", "host", "port", "sslmode")}
         )
-        self._listener = psycopg.connect(conninfo, autocommit=True)
+        listener = self._listener = psycopg.connect(conninfo, autocommit=True)
         self._listener_pid = os.getpid()
-        self._listener.execute(f"LISTEN {CHANNEL}")
-        return self._listener
+        listener.execute(f"LISTEN {CHANNEL}")
+        return listener
 
     def close_listener(self) -> None:
         """Close the listening connection (it is opened again on the next wait)."""

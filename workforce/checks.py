@@ -11,7 +11,7 @@ def check_q_cluster(app_configs=None, **kwargs):
     """django-q2 must have ``timeout`` < ``retry`` (or a running task is handed out
     again) and a finite ``max_attempts`` (or a failing task is redelivered forever)."""
     conf = settings.Q_CLUSTER
-    errors = []
+    errors: list[checks.CheckMessage] = []
     timeout, retry = conf.get("timeout"), conf.get("retry")
     if conf.get("sync"):
         return errors

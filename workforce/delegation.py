@@ -49,15 +49,19 @@ class DelegatedRunCancelled(Exception):
 
 def delegated_post_on_finished(outcome: str) -> bool:
     """The spec's ``delegatedPostOnFinished``: set it as a flow's ``request_on_finished``
-    facet and the coordinator is told at once when a delegated run ends, cancelled
-    included, so its round does not wait for the deadline. Returns True (report)."""
+    facet (``workforce.facets.RequestOnFinished``) and the coordinator is told at once
+    when a delegated run ends, cancelled included, so its round does not wait for the
+    deadline. ``outcome``: how the run ended (``"cancelled"``). Returns True (report)."""
     return True
 
 
 def reports_cancellation(kind: str) -> bool:
-    """True when flow ``kind`` sets ``delegated_post_on_finished`` (its
-    ``request_on_finished`` facet)."""
-    return REQUEST_ON_FINISHED.of(kind) is delegated_post_on_finished
+    """True when flow ``kind``'s ``request_on_finished`` facet, asked with
+    ``"cancelled"``, says the coordinator hears of a cancelled run at once (the
+    built-in ``delegated_post_on_finished`` always does); False when the kind sets none
+    (its round waits for its deadline)."""
+    on_finished = REQUEST_ON_FINISHED.of(kind)
+    return on_finished is not None and bool(on_finished("cancelled"))
 
 
 def declares_delegated_post_entry(kind: str) -> bool:

@@ -8,11 +8,12 @@ django-q2 cluster (``enqueue_action``), exactly as the spec's flows do.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.conf import settings
 from django.db import transaction
 
+from .extras import ActionExtras
 from .models import Organization, Request, Session
 from .posted_by import PostedBy
 from .refusals import Refusal
@@ -25,6 +26,21 @@ def external_dispatcher() -> bool:
     """True when dispatch hands work to an external queue with no shared lease backend
     (``WORKFORCE_EXTERNAL_DISPATCHER``): flow-to-flow posts are then refused."""
     return bool(settings.WORKFORCE_EXTERNAL_DISPATCHER)
+
+
+class DispatchCall(TypedDict):
+    """``dispatch``'s keyword arguments, for a caller that makes one call either way
+    (``dispatch`` or ``dispatch_once``): ``dispatch(**call)``."""
+
+    org: Organization
+    kind: str
+    session_id: str
+    action: str
+    payload: Any  # the action's input: any JSON value
+    user_id: str
+    parent_request: NotRequired[Request | None]
+    parent_session: NotRequired[Session | None]
+    extras: NotRequired[ActionExtras | None]
 
 
 def dispatch(
@@ -109,7 +125,7 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
         transaction.on_commit(_send_after_commit)
 
 
-def dispatch_once(*, idempotency_key: str, **kwargs: Any) -> Request:
+def dispatch_once(*, idempotency_key: str, **kwargs: Unpack[DispatchCall]) -> Request:
     """``dispatch`` with an idempotency key: a second call with the same key (by the same
     ``user_id`` in the same ``org``) answers the first call's request instead of acting
     again. Used where a redelivered task may repeat a dispatch (a seat's tool post).
@@ -127,5 +143,16 @@ def dispatch_once(*, idempotency_key: str, **kwargs: Any) -> Request:
             "external-dispatcher",
             "This deployment hands dispatch to an external queue whose workers share no lease backend.",
         )
-    payload = kwargs.pop("payload")
-    return do_run_action(input=payload, internal=True, idempotency_key=idempotency_key, **kwargs)
+    return do_run_action(
+        org=kwargs["org"],
+        kind=kwargs["kind"],
+        session_id=kwargs["session_id"],
+        action=kwargs["action"],
+        input=kwargs["payload"],
+        user_id=kwargs["user_id"],
+        parent_request=kwargs.get("parent_request"),
+        parent_session=kwargs.get("parent_session"),
+        extras=kwargs.get("extras"),
+        internal=True,
+        idempotency_key=idempotency_key,
+    )

@@ -8,6 +8,11 @@ the mailbox kind's ``notify`` block is set by the composition root (built by
 here has a named key (the string stored in ``FlowKind.facets``) and a Protocol saying
 what its value must be; read and write facets through them (``NOTIFY.get(flow)``,
 ``ROUTE.set(flow, route)``), never by a bare string.
+
+The protocols name kernel types (sessions, requests, organizations, the notify input,
+a transcript line as ``workforce.notify.PostLine``). A seat, a board row and a declared
+worker are the apps' own models, which the kernel may not import, and an implementation
+takes its app's model (a parameter typed wider here would refuse it): those stay ``Any``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypedDict, TypeVar
 from .flows import ActionFamily, FlowKind, registry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .models import Request, Session
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
+
+    from .models import Organization, Request, Session
+    from .notify import NotifyInput, PostLine, RecentEntry
+    from .principals import Principal
+    from .refusals import Refusal
     from .sessions import ActionContext
     from .tools import Tool
 
@@ -78,10 +89,10 @@ class Turn(Protocol):
     the caller runs inside the transaction that settles its own work item."""
 
     reply: str
-    error: Any
+    error: Refusal | None
 
     @property
-    def request(self) -> Request | None: ...
+    def request(self) -> Request: ...
 
     def finish(self, *, output: dict | None = None) -> None: ...
 
@@ -89,19 +100,23 @@ class Turn(Protocol):
 class NotifyFacet(Protocol):
     """A mailbox kind's notify block (``mailboxes.notify.NotifyFanOut``)."""
 
-    def __call__(self, ctx: ActionContext, line: Any) -> list:
+    def __call__(self, ctx: ActionContext, line: PostLine) -> list:
         """Plan and hand out a post's deliveries, inside the post's transaction."""
 
-    def deliver_routed(self, ctx: ActionContext, line: Any, member: str, recent: list[dict], *, seat: Any = None) -> str:
+    def deliver_routed(
+        self, ctx: ActionContext, line: PostLine, member: str, recent: list[RecentEntry], *, seat: Any = None
+    ) -> str:
         """Hand a routed post to its one member (``seat``: its seat as the route found
         it); returns what it got."""
 
-    def run_block(self, mode: str, notify_input: dict) -> Any:
-        """Run a delivery that is not a seat's turn (a fallback or plain block)."""
+    def run_block(self, mode: str, notify_input: NotifyInput) -> Any:
+        """Run a delivery that is not a seat's turn (a fallback or plain block); what the
+        block returned (any JSON value)."""
 
 
 class RouteFacet(Protocol):
-    """A mailbox kind's route (``mailboxes.routing.MailboxRoute``)."""
+    """A mailbox kind's route (``mailboxes.routing.MailboxRoute``). Its ``line`` is a
+    ``mailboxes.models.Line`` and its ``route`` a ``Route``: the app's own models."""
 
     def on_line(self, ctx: ActionContext, line: Any) -> bool:
         """Keep the ledger; True when the route took the post."""
@@ -127,7 +142,7 @@ class PostTurn(Protocol):
         seat: Any,
         mailbox: Session,
         conversation: Session,
-        notify_input: dict,
+        notify_input: NotifyInput,
         key: str,
         answer: AnswerSlot | None,
         on_started: Callable[[Request], None],
@@ -145,7 +160,7 @@ class OnTaskFiled(Protocol):
     """Told when ``fileTask`` filed a row (``seats.drains.on_task_filed``), inside its
     transaction."""
 
-    def __call__(self, ctx: ActionContext, board_id: str, task: Any) -> Any: ...
+    def __call__(self, ctx: ActionContext, board_id: str, task: Any) -> object: ...
 
 
 class ValidateWorker(Protocol):
@@ -169,17 +184,27 @@ class MailReader(Protocol):
 
     states: tuple[str, ...]
 
-    def threads(self, org: Any, *, recipient: str | None = None, state: str | None = None, limit: int = 200) -> list[dict]:
+    def threads(
+        self, org: Organization, *, recipient: str | None = None, state: str | None = None, limit: int = 200
+    ) -> list[dict]:
         """The organization's threads, newest first: ``thread_wire`` dicts."""
 
-    def thread(self, org: Any, thread_id: str) -> dict:
+    def thread(self, org: Organization, thread_id: str) -> dict:
         """One thread with its ``messages`` and its ``ledger`` entries (in order).
 
         Raises:
             Refusal("thread-not-found"): no such thread in ``org``.
         """
 
-    def send(self, principal: Any, user: Any, *, to: str, body: str, subject: str | None = None) -> dict:
+    def send(
+        self,
+        principal: Principal,
+        user: AbstractBaseUser | AnonymousUser | None,
+        *,
+        to: str,
+        body: str,
+        subject: str | None = None,
+    ) -> dict:
         """A person's mail (the pages' send form), as ``POST /api/mail`` sends it; the
         new thread as a ``thread_wire`` dict.
 
@@ -187,7 +212,7 @@ class MailReader(Protocol):
             Refusal: the API's refusals (``mail-send-not-permitted`` and the like).
         """
 
-    def chat(self, org: Any, *, user_id: str, worker: str, message: str) -> Request:
+    def chat(self, org: Organization, *, user_id: str, worker: str, message: str) -> Request:
         """A person's chat turn with an agent, as ``POST /api/workers/{worker}/chat``
         starts it: the turn's request, running.
 
@@ -200,9 +225,14 @@ class MailReader(Protocol):
 
 
 class RequestOnFinished(Protocol):
-    """Called when a request of the kind ends (``workforce.delegation``)."""
+    """A worker kind's ``request_on_finished`` (the spec's ``request.onFinished``;
+    ``workforce.delegation.delegated_post_on_finished`` is the built-in one): asked,
+    with how a delegated run ended (``"cancelled"``), whether the coordinator hears of
+    it at once (True) or its round waits for its deadline (False). Called by
+    ``workforce.delegation.reports_cancellation``, inside the transaction that settles
+    the run's delivery: it must not write."""
 
-    def __call__(self, request: Request) -> Any: ...
+    def __call__(self, outcome: str) -> bool: ...
 
 
 # ----------------------------------------------------------------------------- the facets
@@ -226,7 +256,7 @@ STATE_FIELDS: Facet[tuple] = Facet("state_fields", tuple, (), "session state onl
 PRIVATE_SESSIONS: Facet[bool] = Facet("private_sessions", bool, False, "a session is its owner's only")
 # A kind whose sessions are private one by one, by what they hold (a mailbox kind's talk
 # session is its member's own; its mailboxes are the organization's): ``(Session) -> bool``.
-PRIVATE_SESSION: Facet[Callable[[Any], bool]] = Facet(
+PRIVATE_SESSION: Facet[Callable[[Session], bool]] = Facet(
     "private_session", object, None, "which of the kind's sessions are their owner's only"
 )
 # Whether a client's action call naming an id nobody holds creates the session: a bool,
@@ -238,7 +268,7 @@ CLIENT_CREATES_SESSIONS: Facet[bool | Callable[[str, str], bool]] = Facet(
 )
 
 
-def client_creates_session(flow: Any, session_id: str, action: str) -> bool:
+def client_creates_session(flow: FlowKind | None, session_id: str, action: str) -> bool:
     """True when a client's ``action`` call on ``flow`` naming the id ``session_id``,
     which no session holds, creates it (``CLIENT_CREATES_SESSIONS``)."""
     value = CLIENT_CREATES_SESSIONS.get(flow)

@@ -74,25 +74,25 @@ class Action:
         if not self.input_serializer:
             return {}
         try:
-            validated = self._validator.run_validation({k: v for k, v in data.items() if k in declared})
+            validated = _validator(self.input_serializer).run_validation({k: v for k, v in data.items() if k in declared})
         except serializers.ValidationError as exc:
             raise Refusal("invalid-input", format_serializer_errors(exc.detail)) from None
         return dict(validated)
 
-    @property
-    def _validator(self) -> serializers.Serializer:
-        # One unbound instance per input serializer, reused: what ``is_valid`` runs is
-        # ``run_validation``, and building a serializer per call deep-copies its declared
-        # fields (a sixth of a post's CPU). Input serializers keep no per-call state (no
-        # ``initial_data``, ``instance`` or ``context`` in their validation). Fields read
-        # settings when built (``WORKFORCE_MAX_TEXT_CHARS``): a changed setting drops them.
-        validator = _VALIDATORS.get(self.input_serializer)
-        if validator is None:
-            validator = _VALIDATORS[self.input_serializer] = _build_validator(self.input_serializer)
-        return validator
-
 
 _VALIDATORS: dict[type[serializers.Serializer], serializers.Serializer] = {}
+
+
+def _validator(input_serializer: type[serializers.Serializer]) -> serializers.Serializer:
+    # One unbound instance per input serializer, reused: what ``is_valid`` runs is
+    # ``run_validation``, and building a serializer per call deep-copies its declared
+    # fields (a sixth of a post's CPU). Input serializers keep no per-call state (no
+    # ``initial_data``, ``instance`` or ``context`` in their validation). Fields read
+    # settings when built (``WORKFORCE_MAX_TEXT_CHARS``): a changed setting drops them.
+    validator = _VALIDATORS.get(input_serializer)
+    if validator is None:
+        validator = _VALIDATORS[input_serializer] = _build_validator(input_serializer)
+    return validator
 
 
 @receiver(setting_changed)

@@ -252,7 +252,7 @@ def outage_safe(task: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             deadline = time.monotonic() + outage_budget()
             while True:
                 outer = getattr(_local, "ledger", None)
-                _local.ledger = ledger = set()
+                _local.ledger = ledger = set[str]()
                 try:
                     return body(*args)
                 except Exception as exc:

@@ -25,6 +25,10 @@ from .holders import new_token
 from .models import Lease, LeasedWork
 from .runtime import Slot
 
+# The two statuses a lease moves a row between: every LeasedWork model's ``Status``
+# names both with these values.
+PENDING, RUNNING = "pending", "running"
+
 logger = logging.getLogger(__name__)
 
 
@@ -96,12 +100,12 @@ def claim_statement(
     table = connection.ops.quote_name(model._meta.db_table)
     pk_col = connection.ops.quote_name(model._meta.pk.column)
     sets = '"status" = %s, "attempts" = "attempts" + 1, "claim_token" = %s, "lease_until" = %s'
-    set_params: list = [model.Status.RUNNING, token, db.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds()))]
+    set_params: list = [RUNNING, token, db.adapt_datetimefield_value(now + timedelta(seconds=lease_seconds()))]
     if stamp_started:
         sets += ', "started_at" = COALESCE("started_at", %s)'
         set_params.append(stamp)
     cond = f'{pk_col} = %s AND "attempts" < %s AND ("status" = %s OR ("status" = %s AND "lease_until" < %s))'
-    cond_params = [pk, max_attempts(), model.Status.PENDING, model.Status.RUNNING, stamp]
+    cond_params = [pk, max_attempts(), PENDING, RUNNING, stamp]
     if connection.vendor == "postgresql":
         where = f"{pk_col} = (SELECT {pk_col} FROM {table} WHERE {cond} LIMIT 1 FOR UPDATE SKIP LOCKED)"
     else:
@@ -128,8 +132,8 @@ def give_back_lease(model: type[LeasedWork], pk: int, token: str) -> bool:
     Raises:
         LeaseLost: the claim was no longer ours.
     """
-    if not model.objects.filter(pk=pk, claim_token=token, status=model.Status.RUNNING).update(
-        status=model.Status.PENDING, attempts=F("attempts") - 1, claim_token="", lease_until=None
+    if not model._default_manager.filter(pk=pk, claim_token=token, status=RUNNING).update(
+        status=PENDING, attempts=F("attempts") - 1, claim_token="", lease_until=None
     ):
         raise LeaseLost()
     return True
@@ -210,7 +214,7 @@ def queue_mark(after: datetime, *, now: datetime) -> datetime | None:
     horizon = now - timedelta(seconds=requeue_grace_seconds())
     mark = None
     for model, ran_field in _witnesses.values():
-        latest = model.objects.filter(
+        latest = model._default_manager.filter(
             requeues=0,
             enqueued_at__gt=after,
             **{f"{ran_field}__lt": horizon, f"{ran_field}__gte": F("enqueued_at")},
@@ -225,7 +229,7 @@ def queue_passed(after: datetime) -> bool:
     the queue is first in, first out, so every task the cluster had taken from the
     broker before that one has been handed to a worker by then."""
     return any(
-        model.objects.filter(enqueued_at__gt=after, **{f"{ran_field}__gte": F("enqueued_at")}).exists()
+        model._default_manager.filter(enqueued_at__gt=after, **{f"{ran_field}__gte": F("enqueued_at")}).exists()
         for model, ran_field in _witnesses.values()
     )
 
@@ -235,7 +239,9 @@ def cluster_quiet(*, now: datetime) -> bool:
     ``requeue_grace_seconds()``: a task the cluster already took from the broker (its
     workers prefetch a few) would have started by then."""
     since = now - timedelta(seconds=requeue_grace_seconds())
-    return not any(model.objects.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values())
+    return not any(
+        model._default_manager.filter(**{f"{ran_field}__gte": since}).exists() for model, ran_field in _witnesses.values()
+    )
 
 
 def orm_broker() -> bool:
@@ -359,7 +365,7 @@ def requeue_lost(
 
     def again(pk: int, enqueued_at, requeues: int, into: list[int]) -> None:
         with transaction.atomic():
-            if model.objects.filter(pk=pk, enqueued_at=enqueued_at, requeues=requeues).update(
+            if model._default_manager.filter(pk=pk, enqueued_at=enqueued_at, requeues=requeues).update(
                 enqueued_at=now, requeues=requeues + 1
             ):
                 send(pk)
@@ -368,7 +374,7 @@ def requeue_lost(
     orm = orm_broker()
     queued = None
     if lost is not None:
-        for pk, enqueued_at, requeues in model.objects.filter(lost).values_list("pk", "enqueued_at", "requeues"):
+        for pk, enqueued_at, requeues in model._default_manager.filter(lost).values_list("pk", "enqueued_at", "requeues"):
             if orm and task is not None:  # the ORM broker hands a task out again itself, if it still has it
                 if queued is None:
                     queued = orm_queued(task)
@@ -380,7 +386,7 @@ def requeue_lost(
     due = []
     lost_at = None if orm else broker_lost_at()
     in_broker = None
-    for pk, enqueued_at, requeues in model.objects.filter(waiting).values_list("pk", "enqueued_at", "requeues"):
+    for pk, enqueued_at, requeues in model._default_manager.filter(waiting).values_list("pk", "enqueued_at", "requeues"):
         if enqueued_at is None:  # written before enqueues were stamped: nothing says it is queued
             again(pk, enqueued_at, requeues, done.waiting)
         elif lost_at is not None and enqueued_at < lost_at:
@@ -400,7 +406,7 @@ def requeue_lost(
     idle = None
     for pk, enqueued_at, requeues in due:
         if mark is not None and enqueued_at < mark:  # the queue passed it
-            if orm:
+            if orm and task is not None:  # (with the ORM broker, a mark means a task was named)
                 if queued is None:
                     queued = orm_queued(task)
                 if pk in queued:

@@ -106,6 +106,10 @@ class Request(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    # Not stored: True on the request ``do_run_action`` answers a repeated Idempotency-Key
+    # with (the API answers it 200, not 202).
+    replayed: bool = False
+
     class Meta:
         constraints = [
             models.UniqueConstraint(

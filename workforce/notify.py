@@ -14,7 +14,7 @@ posts by declaring an internal action ``onMailboxPost`` that takes this input (s
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, Protocol, TypedDict
 
 from rest_framework import serializers
 
@@ -22,6 +22,43 @@ from .flows import StrictCharField, registry
 from .framing import quoted, quoted_name
 
 ON_MAILBOX_POST = "onMailboxPost"
+
+# One transcript line as routing's evaluator and a routed member see it:
+# ``{"from": author or principal, "text": body}`` (``recent_entry``).
+RecentEntry = TypedDict("RecentEntry", {"from": str, "text": str})
+
+
+class NotifyInput(TypedDict):
+    """One member's delivery of one post (``mailboxNotifyInputSchema``; the module's
+    docstring says what each key is). ``build_notify_input`` makes it; a room's post adds
+    ``projectId`` and ``answerToken``."""
+
+    mailboxId: str
+    member: str
+    postId: str
+    body: str
+    principal: str
+    author: NotRequired[str]
+    seatAuthored: NotRequired[bool]
+    routed: NotRequired[bool]
+    recent: NotRequired[list[RecentEntry]]
+    projectId: NotRequired[str]
+    answerToken: NotRequired[str]
+
+
+class PostLine(Protocol):
+    """What the kernel reads of a mailbox transcript line (``mailboxes.models.Line``)."""
+
+    @property
+    def line_id(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def author(self) -> str | None: ...
+    @property
+    def seat_authored(self) -> bool: ...
 
 
 class MailboxNotifyInput(serializers.Serializer):
@@ -44,14 +81,14 @@ def build_notify_input(
     *,
     mailbox_id: str,
     member: str,
-    line: Any,
+    line: PostLine,
     routed: bool | None = None,
-    recent: list[dict] | None = None,
-) -> dict:
+    recent: list[RecentEntry] | None = None,
+) -> NotifyInput:
     """One member's delivery for ``line`` (a mailbox transcript line: ``line_id``,
     ``body``, ``principal``, ``author``, ``seat_authored``). Optional keys are left out
     when they do not apply, as the spec shows them."""
-    data: dict = {
+    data: NotifyInput = {
         "mailboxId": mailbox_id,
         "member": member,
         "postId": line.line_id,
@@ -69,7 +106,7 @@ def build_notify_input(
     return data
 
 
-def turn_text(notify_input: dict) -> str:
+def turn_text(notify_input: NotifyInput) -> str:
     """The turn a hearing seat runs: ``<writer> in <mailbox>: <body>``, where the writer
     is the post's author, or its principal when there is none (spec "Waking agent
     seats"): ``support.lead in support.desk: can someone look at the refund queue?``.
@@ -90,7 +127,7 @@ def kind_hears_posts(kind: str) -> bool:
     return flow is not None and ON_MAILBOX_POST in flow.internal_actions
 
 
-def recent_entry(line: Any) -> dict:
+def recent_entry(line: PostLine | RecentEntry) -> RecentEntry:
     """A transcript line as routing's evaluator and a routed member see it:
     ``{"from": author or principal, "text": body}`` (spec "Testing a routed mailbox").
     ``line`` is a Line or a dict with ``from``/``text`` (returned as just those keys)."""
@@ -99,7 +136,7 @@ def recent_entry(line: Any) -> dict:
     return {"from": line.author or line.principal, "text": line.body}
 
 
-def recent_text(recent: list[dict], mailbox_id: str) -> str:
+def recent_text(recent: list[RecentEntry], mailbox_id: str) -> str:
     """The message a routed member's model gets with the post, for that one answer:
     the mailbox's last lines before the post, oldest first, one ``<from>: <text>`` each
     (spec "What the member sees when it answers"), each one physical line: a name or a

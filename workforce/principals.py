@@ -56,8 +56,8 @@ def check_user_id(value: object, *, label: str = "userId") -> str:
         Refusal("invalid-input"): 400, saying what the rule is.
     """
     problem = user_id_problem(value, label=label)
-    if problem is not None:
-        raise Refusal("invalid-input", problem)
+    if problem is not None or not isinstance(value, str):  # user_id_problem refuses a non-str
+        raise Refusal("invalid-input", problem or f"{label} is not a user id: {USER_ID_RULE}.")
     return value
 
 
@@ -104,15 +104,14 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         Refusal("principal-mismatch"): ``userId`` names someone other than the caller.
         Refusal("not-a-member"): an authenticated user with no organization membership.
     """
-    if claimed_user_id is not None:
-        # The one place a caller's userId is read: the same rule for every path.
-        check_user_id(claimed_user_id)
+    # The one place a caller's userId is read: the same rule for every path.
+    claimed = None if claimed_user_id is None else check_user_id(claimed_user_id)
     if settings.WORKFORCE_AUTH == "none":
-        if not claimed_user_id:
+        if not claimed:
             if not require_user:
                 return Principal(user_id="anonymous", org=ensure_organization(DEFAULT_ORG_ID), anonymous=True)
             raise Refusal("invalid-input", "userId is required: without authentication the caller names itself.")
-        return Principal(user_id=claimed_user_id, org=ensure_organization(DEFAULT_ORG_ID))
+        return Principal(user_id=claimed, org=ensure_organization(DEFAULT_ORG_ID))
     user = getattr(http_request, "user", None)
     if user is None or not user.is_authenticated:
         raise Refusal("not-authenticated", "Authentication credentials were not provided.")
@@ -123,12 +122,15 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
         # breaks the rule (made by hand, or by the admin's wider username alphabet) could
         # take another person's conversation id, so it acts nowhere until renamed.
         raise Refusal("invalid-input", f"{problem} Rename the account (the admin) to act with it.")
-    if claimed_user_id and claimed_user_id != user_id:
-        raise Refusal("principal-mismatch", f'userId "{claimed_user_id}" is not the authenticated caller.')
+    if claimed and claimed != user_id:
+        raise Refusal("principal-mismatch", f'userId "{claimed}" is not the authenticated caller.')
     # The API's throttle read it already for this request (workforce.api.throttles).
-    membership = getattr(http_request, MEMBERSHIP_ATTR, False)
-    if membership is False:
-        membership = Membership.objects.select_related("organization").filter(user=user).first()
+    cached = getattr(http_request, MEMBERSHIP_ATTR, False)
+    membership = (
+        cached
+        if cached is None or isinstance(cached, Membership)
+        else Membership.objects.select_related("organization").filter(user=user).first()
+    )
     if membership is None:
         # Never fall back to the default organization: that would hand an authenticated
         # stranger the development tenant's mailboxes.

@@ -29,14 +29,14 @@ def _private_owner(session: Session) -> object:
     """The owner of the nearest private session in ``session``'s chain (itself
     included), None when none is private, ``_UNREADABLE`` when the chain is deeper than
     ``MAX_DEPTH``. Each ancestor not already loaded costs one query."""
-    node: Session | None = session
+    node = session
     for _ in range(MAX_DEPTH):
         if PRIVATE_SESSIONS.of(node.flow_kind):
             return node.user_id
         rule = PRIVATE_SESSION.of(node.flow_kind)
         if rule is not None and rule(node):
             return node.user_id
-        if node.parent_id is None:
+        if node.parent is None:
             return None
         node = node.parent
     return _UNREADABLE

@@ -46,6 +46,19 @@ def quote(name: str) -> str:
     return connection.ops.quote_name(name)
 
 
+def column_field(model: type[models.Model], name: str) -> models.Field:
+    """``model``'s field ``name``, which has a column of its own.
+
+    Raises:
+        FieldDoesNotExist: ``model`` has no field ``name``.
+        ValueError: it has no column (a relation's reverse side, a generic key).
+    """
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field) or not field.concrete:
+        raise ValueError(f"{model.__name__}.{name} has no column")
+    return field
+
+
 @cache
 def _select_parts(model: type[models.Model], vendor: str) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
     fields = model._meta.concrete_fields

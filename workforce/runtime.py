@@ -71,11 +71,14 @@ class Slot(Generic[T]):
         load: Callable[[], T] | None = None,
         after_boot: bool = False,
     ) -> None:
-        if (empty is None) == (load is None):
+        make = load if load is not None else empty
+        if make is None or (empty is not None and load is not None):
             raise ValueError(f"slot {key}: give exactly one of empty= and load=")
         self.key = key
-        self._empty = empty
-        self._load = load
+        # What makes the value when nothing was set, and whether it is stored (``load``)
+        # or made again at each read (``empty``).
+        self._make: Callable[[], T] = make
+        self._stores = load is not None
         self._after_boot = after_boot
 
     def get(self) -> T:
@@ -97,11 +100,11 @@ class Slot(Generic[T]):
                 logger.exception("booting this process for %s failed", self.key)
             if self.key in values:
                 return values[self.key]
-        if self._load is None:
-            return self._empty()
+        if not self._stores:
+            return self._make()
         with _process.lock:
             if self.key not in values:
-                values[self.key] = self._load()
+                values[self.key] = self._make()
             return values[self.key]
 
     def set(self, value: T) -> None:

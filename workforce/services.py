@@ -49,15 +49,15 @@ def do_add_member(username: str, org_id: str, *, create_user: bool = False, move
     if problem is not None:  # a username is the user id its sessions are named by
         raise MembershipRefused(problem)
     with transaction.atomic():
+        found: Organization | None
         if org_id == DEFAULT_ORG_ID:
-            org, _ = Organization.objects.get_or_create(id=org_id)
+            found, _ = Organization.objects.get_or_create(id=org_id)
         else:
-            org = Organization.objects.filter(id=org_id).first()
-            if org is None:
-                known = ", ".join(Organization.objects.order_by("id").values_list("id", flat=True)[:20]) or "none"
-                raise MembershipRefused(
-                    f"no organization {org_id!r} (known: {known}); `open_mailboxes --org {org_id}` creates one"
-                )
+            found = Organization.objects.filter(id=org_id).first()
+        if found is None:
+            known = ", ".join(Organization.objects.order_by("id").values_list("id", flat=True)[:20]) or "none"
+            raise MembershipRefused(f"no organization {org_id!r} (known: {known}); `open_mailboxes --org {org_id}` creates one")
+        org = found
         users = get_user_model()
         user = users.objects.filter(username=username).first()
         created = False

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -74,7 +74,7 @@ class ActionContext:
     request: Request
     user_id: str
     flow: FlowKind
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: ActionExtras = field(default_factory=lambda: ActionExtras())
     locked: bool = False
     settled: bool = False
     posted_by: PostedBy | None = None
@@ -250,6 +250,19 @@ def ensure_organization(org_id: str) -> Organization:
     return org
 
 
+class _Opening(TypedDict):
+    """What ``_open_session`` opens: the session an action call names, and how."""
+
+    org: Organization
+    kind: str
+    session_id: str
+    user_id: str
+    internal: bool
+    parent_session: Session | None
+    missing: str  # the refusal's sentence when there is no such session
+    creates: bool
+
+
 class _IdempotentReplay(Exception):
     def __init__(self, request: Request):
         self.request = request
@@ -328,7 +341,7 @@ def do_run_action(
         existing = _find_idempotent(org, user_id, idempotency_key)
         if existing is not None:
             return _check_replay(existing, session_id, action, stored_input)
-    missing = None
+    missing = f'No session "{session_id}" exists.'
     creates = True
     if not internal:
         creates = CHILD_SEPARATOR not in session_id and client_creates_session(flow, session_id, action)
@@ -346,7 +359,7 @@ def do_run_action(
         parent_request=parent_request,
         started_at=timezone.now(),
     )
-    opening = {
+    opening: _Opening = {
         "org": org,
         "kind": kind,
         "session_id": session_id,
@@ -365,7 +378,7 @@ def do_run_action(
                 request=request,
                 user_id=user_id,
                 flow=flow,
-                extras=extras or {},
+                extras=extras or ActionExtras(),
                 locked=act.locks_session,
                 posted_by=posted_by,
             )
@@ -414,7 +427,7 @@ _SESSION_BY_ID = '"organization_id" = %s AND "session_id" = %s'
 _IDEMPOTENCY_TARGET = '("organization_id", "user_id", "idempotency_key") WHERE "idempotency_key" IS NOT NULL'
 
 
-def _open_and_record(request: Request, opening: dict, *, lock: bool) -> Session:
+def _open_and_record(request: Request, opening: _Opening, *, lock: bool) -> Session:
     """``_open_session`` and ``_insert_request``: on PostgreSQL, for a session that
     exists, one statement reads the session (under its lock when ``lock``) and INSERTs
     the request (``rows.select_one_and_insert``); a refusal of the session then raises
@@ -457,7 +470,7 @@ def _open_session(
     user_id: str,
     internal: bool,
     parent_session: Session | None,
-    missing: str | None,
+    missing: str,
     creates: bool = True,
     lock: bool,
 ) -> Session:
@@ -485,9 +498,7 @@ def _open_session(
     return _check_session(session, org=org, kind=kind, session_id=session_id, user_id=user_id, internal=internal, missing=missing)
 
 
-def _check_session(
-    session: Session, *, kind: str, session_id: str, user_id: str, internal: bool, missing: str | None, **_
-) -> Session:
+def _check_session(session: Session, *, kind: str, session_id: str, user_id: str, internal: bool, missing: str, **_) -> Session:
     """``session`` when the call may run on it; else the refusal (nothing recorded)."""
     if not internal and not may_read(session, user_id):
         # Another user's conversation, or a session under one: not found, and
@@ -512,7 +523,10 @@ def _insert_request(request: Request, session: Session) -> None:
             with transaction.atomic():
                 rows.insert(request)
         except IntegrityError:
-            raise _IdempotentReplay(_find_idempotent(request.organization, request.user_id, request.idempotency_key)) from None
+            existing = _find_idempotent(request.organization, request.user_id, request.idempotency_key)
+            if existing is None:
+                raise  # the unique constraint refused something else
+            raise _IdempotentReplay(existing) from None
     else:
         rows.insert(request)
 
@@ -553,7 +567,7 @@ def do_record_request(
     session: Session,
     *,
     action: str,
-    input: dict,
+    input: Mapping[str, Any],
     user_id: str,
     output: Any = None,
     error: dict | None = None,

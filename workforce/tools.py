@@ -50,6 +50,27 @@ def refusal_code(result: Mapping[str, Any]) -> str | None:
         return None
     return message.partition(": ")[0]
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .refusals import Refusal
+
+# What a tool answers (JSON the model reads): its own keys when it acted, or a refusal
+# (``ToolRefusal``; the board tools and the coordinator's say it their own way for now).
+ToolResult = Mapping[str, object]
+
+
+class ToolRefusal(TypedDict):
+    """A call a tool refused: ``{"ok": false, "reason": <code>, "error": <sentence>}``
+    (``tool_refusal``), as the model reads it."""
+
+    ok: Literal[False]
+    reason: str
+    error: str
+
+
+def tool_refusal(refusal: Refusal) -> ToolRefusal:
+    """``refusal`` as a tool's answer (``ToolRefusal``)."""
+    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
+
 
 @dataclass
 class ToolContext:
@@ -60,14 +81,15 @@ class ToolContext:
         seat_id: the calling seat's id (the name a mailbox's ``members:`` lists).
         session: the seat's own conversation session.
         request: the request the seat's turn runs in, when there is one.
-        extras: turn-scoped facts (e.g. the routed post this turn answers).
+        extras: turn-scoped facts (``workforce.extras.TurnExtras``: e.g. the routed post
+            this turn answers).
     """
 
     org: Organization
     seat_id: str
     session: Session | None = None
     request: Request | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: TurnExtras = field(default_factory=lambda: TurnExtras())
 
 
 @dataclass(frozen=True)
@@ -79,13 +101,13 @@ class Tool:
         description: what it does, for the model.
         parameters: a JSON-schema object for its arguments (``additionalProperties`` false
             where the spec says the input is exactly a set of keys).
-        call: ``call(ctx, args) -> JSON-able dict``.
+        call: ``call(ctx, args) -> ToolResult`` (a JSON object).
     """
 
     name: str
     description: str
     parameters: dict
-    call: Callable[[ToolContext, dict], dict]
+    call: Callable[[ToolContext, dict], ToolResult]
 
     def openai_schema(self) -> dict:
         """The tool as an OpenAI ``tools`` entry."""

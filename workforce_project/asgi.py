@@ -231,6 +231,8 @@ class OneHopHandler(ASGIHandler):
             response = self.get_response(request)
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
+        if response is None:  # create_request gives a request or its refusal
+            raise RuntimeError("create_request gave neither a request nor a response")
         if not response.streaming:
             response.close()
         return response

@@ -156,7 +156,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 WORKFORCE_DB_POOL = env_bool("WORKFORCE_DB_POOL", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = []
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

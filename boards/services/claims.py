@@ -40,7 +40,7 @@ S = TaskStatus
 K = TaskChange.Kind
 
 DEFAULT_LEASE_SECONDS = 300
-_SETTLED_OUTCOME = {S.COMPLETED: "completed", S.PENDING: "retried", S.ERRORED: "errored", S.PARKED: "parked"}
+_SETTLED_OUTCOME: dict[str, str] = {S.COMPLETED: "completed", S.PENDING: "retried", S.ERRORED: "errored", S.PARKED: "parked"}
 _CLAIM_RETRIES = 64
 
 

@@ -57,16 +57,20 @@ def test_a_cancelled_delegate_run_reports_at_once_and_its_round_does_not_wait(de
 @pytest.fixture
 def door_flow(org):
     """``door_flow(on_finished) -> worker id``: a flow of our own, ``cancelling``, whose
-    door cancels its own run (as its owner would, from outside) and answers anyway."""
+    door cancels its own run (as its owner would, from outside) and answers anyway.
+    ``on_finished``: True sets ``delegated_post_on_finished``, False sets nothing, a
+    callable is set as the flow's own ``request_on_finished``."""
     registered = []
 
-    def build(on_finished: bool) -> str:
+    def build(on_finished) -> str:
         def door(ctx, data):
             do_cancel_request(ctx.org, ctx.request.request_id, user_id=MEMBER)
             return {"text": "too late"}
 
         facets = {"worker": True}
-        if on_finished:
+        if callable(on_finished):
+            facets["request_on_finished"] = on_finished
+        elif on_finished:
             facets["request_on_finished"] = delegated_post_on_finished
         registry.register(
             FlowKind(kind="cancelling", internal_actions={DELEGATED_POST_ENTRY: delegated_post_entry(door)}, facets=facets)
@@ -94,6 +98,26 @@ def test_a_cancelled_run_reports_at_once_only_when_its_flow_sets_delegated_post_
     assert [a for a, _ in d.answers() if a == worker] == []
     # With delegatedPostOnFinished the round closes now; without it, it waits for its deadline.
     assert d.rounds()[0].status == ("closed" if on_finished else "open")
+
+
+@pytest.mark.parametrize("reports", [True, False])
+def test_a_flows_own_request_on_finished_is_asked_with_the_outcome(desk, door_flow, reports):
+    # The facet is a function the coordinator calls (RequestOnFinished: outcome -> bool),
+    # not a marker compared by identity: a flow's own says what it says.
+    asked = []
+
+    def on_finished(outcome: str) -> bool:
+        asked.append(outcome)
+        return reports
+
+    worker = door_flow(on_finished)
+    d = desk(routing="everyone", rounds=1, delegate_flows=("agent", "cancelling"), delegates=(DEVICES,))
+    d.act("addDelegate", {"worker": worker})
+    d.run("hi")
+    assert asked and set(asked) == {"cancelled"}
+    delivery = DelegatedPost.objects.get(worker=worker, round=0)
+    assert (delivery.status, delivery.reported, delivery.error) == ("cancelled", reports, REPORTED)
+    assert d.rounds()[0].status == ("closed" if reports else "open")
 
 
 def test_only_the_conversations_owner_may_cancel_a_delegates_run(desk, org):

@@ -30,7 +30,7 @@ class SseStream:
 
     def __init__(self, base: str, path: str, *, headers: dict | None = None, timeout: float = 30.0):
         parts = urlsplit(base)
-        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+        self.conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
         self.conn.request("GET", path, headers={"Accept": "text/event-stream", **(headers or {})})
         self.response = self.conn.getresponse()
         self.status = self.response.status
@@ -46,7 +46,8 @@ class SseStream:
         self.thread.start()
 
     def _read(self) -> None:
-        event_id, data, comment = None, [], None
+        event_id, comment = None, None
+        data: list[str] = []
         try:
             while True:
                 raw = self.response.fp.readline()

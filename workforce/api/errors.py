@@ -40,7 +40,7 @@ def exception_handler(exc, context):
             response[header] = value
         return response
     if isinstance(exc, exceptions.Throttled):
-        seconds = retry_after(exc.wait)
+        seconds = retry_after(exc.wait)  # type: ignore[attr-defined]  # the DRF stubs leave out Throttled.wait (set by __init__)
         response = refusal_response(
             Refusal("throttled", f"Too many calls from this user or organization; retry in {seconds} s (Retry-After).")
         )
@@ -51,20 +51,25 @@ def exception_handler(exc, context):
     if isinstance(exc, exceptions.ParseError):
         return refusal_response(Refusal("invalid-input", f"The body is not valid JSON: {exc.detail}"))
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        response = drf_exception_handler(exc, context)
-        response.data = {"requestId": None, "status": "failed", "error": Refusal("not-authenticated", str(exc.detail)).as_error()}
-        return response
-    response = drf_exception_handler(exc, context)
-    if response is not None and isinstance(exc, exceptions.APIException):
+        denied = drf_exception_handler(exc, context)
+        if denied is not None:  # always, for an APIException
+            denied.data = {
+                "requestId": None,
+                "status": "failed",
+                "error": Refusal("not-authenticated", str(exc.detail)).as_error(),
+            }
+        return denied
+    handled = drf_exception_handler(exc, context)
+    if handled is not None and isinstance(exc, exceptions.APIException):
         reason = {
             404: "not-found",
             405: "method-not-allowed",
             406: "not-acceptable",
             415: "unsupported-media-type",
             403: "forbidden",
-        }.get(response.status_code, "invalid-input")
-        response.data = {"requestId": None, "status": "failed", "error": {"reason": reason, "message": f"{reason}: {exc.detail}"}}
-    return response
+        }.get(handled.status_code, "invalid-input")
+        handled.data = {"requestId": None, "status": "failed", "error": {"reason": reason, "message": f"{reason}: {exc.detail}"}}
+    return handled
 
 
 @csrf_exempt  # it changes nothing: a POST with no CSRF token gets the 404, not Django's HTML 403
@@ -87,7 +92,8 @@ def server_error(request, *args, **kwargs):
     exception (the log has it); elsewhere Django's own page. An exception that is the
     database unreachable, raised outside a view (a middleware reading the session), is
     the 503 ``database-unavailable`` a view's would be (``middleware.unavailable_response``)."""
-    unavailable = unavailable_response(request, sys.exc_info()[1])
+    exception = sys.exc_info()[1]
+    unavailable = None if exception is None else unavailable_response(request, exception)
     if unavailable is not None:
         return unavailable
     if not request.path.startswith("/api/"):

@@ -68,6 +68,7 @@ def unavailable_response(request, exception: BaseException) -> HttpResponse | No
     refusal = database_unavailable(exception)
     if refusal is None:
         return None
+    response: HttpResponse
     if request.path.startswith("/api/"):
         response = refusal_json(refusal)
     else:

@@ -20,18 +20,22 @@ what the URLconf cannot say:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.views import APIView
 
 from workforce.facets import ACTION_FAMILIES
 from workforce.flows import Action, ActionFamily, registry
 from workforce.refusals import UNREGISTERED_STATUS, registered_reasons
 
 from .serializers import RequestSerializer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .views import FlowActionView
 
 # The statuses every /api/ operation can answer with the error body, and those only an
 # operation that takes a body can (the body too large, not JSON).
@@ -171,13 +175,16 @@ def openapi30(schema: Any) -> Any:
 
 class ActionSchema(WorkforceAutoSchema):
     """The schema of one action's operation: the body ``{userId?, input}`` with ``input``
-    the action's own component. The view class carries ``schema_kind``,
-    ``schema_action`` (an Action or an ActionFamily) and ``schema_component``."""
+    the action's own component. Each documented action has a subclass of its own that
+    sets ``target`` and ``component`` (drf-spectacular makes its instances itself, with
+    no arguments)."""
+
+    target: ClassVar[Action | ActionFamily]  # the action or action family documented
+    component: ClassVar[str]  # the name of its input's schema component
 
     def _get_request_body(self, direction="request"):
-        view = self.view
-        target = view.schema_action
-        name = view.schema_component
+        target = self.target
+        name = self.component
         if isinstance(target, ActionFamily):
             schema = openapi30(target.input_schema)
             schema.setdefault("additionalProperties", False)
@@ -215,7 +222,7 @@ class ActionSchema(WorkforceAutoSchema):
         return {"content": {"application/json": {"schema": body}}, "required": input_required}
 
 
-def _action_endpoint(base_view: type, kind: str, target: Action | ActionFamily) -> tuple[str, str, str, Any]:
+def _action_endpoint(base_view: type[FlowActionView], kind: str, target: Action | ActionFamily) -> tuple[str, str, str, Any]:
     """One ``(path, route, method, callback)`` endpoint for drf-spectacular: a subclass of
     the flow action view documenting ``kind``'s action ``target``."""
     if isinstance(target, ActionFamily):
@@ -252,13 +259,12 @@ def _action_endpoint(base_view: type, kind: str, target: Action | ActionFamily) 
         (base_view,),
         {
             "post": decorated,
-            "schema": ActionSchema(),
-            "schema_kind": kind,
-            "schema_action": target,
-            "schema_component": component,
+            "schema": type(f"{_camel(kind)}{_camel(name)}Schema", (ActionSchema,), {"target": target, "component": component})(),
             "__doc__": description,
         },
     )
+    if not issubclass(view_class, APIView):  # it is: a subclass of base_view
+        raise TypeError(f"{base_view!r} is not an APIView")
     route = f"api/flows/{kind}/<str:session_id>/actions/{route_name}"
     path = "/" + re.sub(r"<str:(\w+)>", r"{\1}", route)
     return path, route, "POST", view_class.as_view()

@@ -99,9 +99,15 @@ class ItemSerializer(serializers.Serializer):
     seq = serializers.IntegerField()
     type = serializers.CharField()
     component = serializers.CharField()
-    data = serializers.JSONField()
     requestId = serializers.CharField(source="request.request_id", allow_null=True, default=None)
     createdAt = serializers.DateTimeField(source="created_at")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # ``data`` names Serializer's own property (the serialized dict), so it is no class
+        # attribute here: it goes in after ``component``, where the wire has it.
+        fields = super().get_fields()
+        tail = {name: fields.pop(name) for name in ("requestId", "createdAt")}
+        return {**fields, "data": serializers.JSONField(), **tail}
 
 
 class ItemPageSerializer(serializers.Serializer):
@@ -142,7 +148,8 @@ class RunSerializer(serializers.Serializer):
 
     def get_flowId(self, row: Request) -> str:
         session = row.session
-        prefix = f"{session.parent.session_id}:" if session.parent_id else ""
+        parent = session.parent  # no query when it has none
+        prefix = f"{parent.session_id}:" if parent is not None else ""
         return session.session_id.removeprefix(prefix)
 
     def get_status(self, row: Request) -> str:

@@ -95,13 +95,18 @@ class _PrincipalThrottle(SimpleRateThrottle):
 
     def __init__(self):  # the rate is chosen per request (read or write), not per class
         self.rate = None
-        self.num_requests = self.duration = None
+        self.num_requests: int | None = None
+        self.duration: int | None = None
+
+    # The key a call made outside the API's views counts under (``principal_wait``); None:
+    # ``ident_of`` reads it from the request.
+    fixed_ident: str | None = None
 
     def ident_of(self, request) -> str | None:
         raise NotImplementedError
 
     def get_cache_key(self, request, view) -> str | None:
-        ident = self.ident_of(request)
+        ident = self.fixed_ident if self.fixed_ident is not None else self.ident_of(request)
         if ident is None:
             return None
         return f"wf-throttle:{self.kind}:{self.scope}:{ident}"
@@ -119,9 +124,10 @@ class _PrincipalThrottle(SimpleRateThrottle):
     def wait(self) -> float:
         """Seconds until the oldest call in the window leaves it: the earliest a retry is
         let through."""
+        duration = self.duration or 0  # allow_request set it before anyone asks
         if not self.history:
-            return float(self.duration)
-        return max(0.0, self.history[-1] + self.duration - self.now)
+            return float(duration)
+        return max(0.0, self.history[-1] + duration - self.now)
 
 
 class UserThrottle(_PrincipalThrottle):
@@ -189,7 +195,7 @@ def principal_wait(principal, user=None, *, writes: bool = True) -> float | None
         user_ident = f"id:{principal.user_id}"
     for throttle_class, ident in ((UserThrottle, user_ident), (OrgThrottle, principal.org.pk)):
         throttle = throttle_class()
-        throttle.ident_of = lambda request, ident=ident: ident
+        throttle.fixed_ident = ident
         if not throttle.allow_request(_Call(writes), None):
             return throttle.wait()
     return None

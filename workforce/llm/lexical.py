@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from functools import lru_cache
 
 from .evaluation import EvaluationCall, Verdict
@@ -105,7 +105,7 @@ class LexicalEvaluationModel:
         frequency: Counter = Counter()
         for doc in docs:
             frequency.update(doc.keys())
-        query: Counter = Counter()
+        query: defaultdict[str, float] = defaultdict(float)  # a term's weight: 1 per use in the focus, less in context
         for term in terms(call.focus):
             query[term] += 1.0
         if with_context:
