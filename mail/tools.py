@@ -18,7 +18,7 @@ from typing import Final
 
 from seats.workers import MAIL_SEND, worker_capability
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext, refused
+from workforce.tools import Tool, ToolContext, ToolResult, refused
 
 from .constants import MAIL_CLOSE_TOOL, MAIL_REPLY_TOOL, MAIL_SEND_TOOL, RUN_DENIED
 from .ledger import ledger

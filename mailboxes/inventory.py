@@ -27,7 +27,7 @@ from workforce.flows import registry
 from workforce.models import Organization
 from workforce.refusals import Refusal
 from workforce.sessions import now_ms
-from workforce.tools import Tool, ToolContext, refuse
+from workforce.tools import Tool, ToolContext, ToolResult, refuse
 
 from .binder import BoundMailbox
 from .models import InventoryMailbox, InventoryMembership, InventorySeat

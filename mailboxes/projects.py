@@ -24,7 +24,7 @@ from workforce.flows import registry
 from workforce.models import Membership, Organization, Session
 from workforce.principals import check_user_id
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext, refuse, refused
+from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.tree import name_problem
 from workforce.wire import check_storable
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -47,7 +46,7 @@ from workforce.facets import (
 )
 from workforce.flows import Action, FlowKind, registry
 from workforce.models import Organization, Request, Session
-from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, recent_text, turn_text
+from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, NotifyInput, recent_text, turn_text
 from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext

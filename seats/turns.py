@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, Final, Generic, Literal, TypeVar, get_args
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, models, transaction
@@ -68,6 +68,7 @@ from django.utils import timezone
 
 from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.dispatch import enqueue
+from workforce.extras import TurnExtras
 from workforce.facets import Turn
 from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
@@ -76,7 +77,7 @@ from workforce.models import Item, Organization, Request, Session
 from workforce.prepared import update_rows, update_statement
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
-from workforce.tools import Tool, ToolContext, refuse, refused
+from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.wire import check_storable
 
 from .models import Seat, TurnSlot, TurnWait

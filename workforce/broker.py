@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
-from django_q.brokers import Broker
 from django_q.brokers.orm import ORM
 from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf

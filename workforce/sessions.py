@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from . import rows
 from .contracts import in_callers_transaction
+from .extras import ActionExtras
 from .facets import client_creates_session
 from .flows import FlowKind, registry
 from .models import Item, Organization, Request, Session

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from .extras import TurnExtras
 from .refusals import Refusal
 
 if TYPE_CHECKING:  # annotations only: boards.errors imports this module before the models load
@@ -50,26 +51,10 @@ def refusal_code(result: Mapping[str, Any]) -> str | None:
         return None
     return message.partition(": ")[0]
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .refusals import Refusal
 
 # What a tool answers (JSON the model reads): its own keys when it acted, or a refusal
-# (``ToolRefusal``; the board tools and the coordinator's say it their own way for now).
+# (``ToolRefusal``).
 ToolResult = Mapping[str, object]
-
-
-class ToolRefusal(TypedDict):
-    """A call a tool refused: ``{"ok": false, "reason": <code>, "error": <sentence>}``
-    (``tool_refusal``), as the model reads it."""
-
-    ok: Literal[False]
-    reason: str
-    error: str
-
-
-def tool_refusal(refusal: Refusal) -> ToolRefusal:
-    """``refusal`` as a tool's answer (``ToolRefusal``)."""
-    return {"ok": False, "reason": refusal.reason, "error": refusal.message}
 
 
 @dataclass
