@@ -20,7 +20,7 @@ def test_a_mail_run_runs_its_turn_through_the_one_function(agents, org, send, mo
     assert MailRun.objects.get(thread=thread).status == "done"
     [turn] = mail_turns(org, "eng.alpha")
     assert turn.status == "completed" and turn.output["toolCalls"] == ["mail_reply"]
-    assert TurnSlot.objects.get(session__session_id="mail:eng.alpha").holder == ""
+    assert TurnSlot.objects.get(session__session_id="mail:eng.alpha").claim_token == ""
 
 
 def test_a_chat_turn_runs_through_the_one_function(agents, committed, monkeypatch):
@@ -31,4 +31,4 @@ def test_a_chat_turn_runs_through_the_one_function(agents, committed, monkeypatc
     assert kinds == ["chat"]
     run = ChatRun.objects.get(request__request_id=response.json()["requestId"])
     assert run.status == "done" and run.request.output["reply"] == "eng.chatty heard: one"
-    assert TurnSlot.objects.get(session__session_id="chat:eng.chatty:ann").holder == ""
+    assert TurnSlot.objects.get(session__session_id="chat:eng.chatty:ann").claim_token == ""

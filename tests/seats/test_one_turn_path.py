@@ -77,7 +77,7 @@ def test_a_delivery_to_a_kind_of_your_own_runs_through_the_one_function(wired, p
         assert sorted(kinds) == ["delivery", "delivery", "delivery-other-kind"]  # the analyst's: claimed, then run after
         delivery = Delivery.objects.get(member="eng.analyst")
         assert delivery.status == "done" and delivery.turn_request.output == {"triaged": True}
-        assert TurnSlot.objects.get(session__session_id="eng.incidents:eng.analyst").holder == ""
+        assert TurnSlot.objects.get(session__session_id="eng.incidents:eng.analyst").claim_token == ""
     finally:
         registry.unregister("triager")
 
@@ -91,7 +91,7 @@ def test_on_mailbox_post_by_dispatch_runs_through_the_one_function_under_the_slo
     assert kinds == ["mailbox-post"]
     assert request.status == "completed" and turn_log(request) == TURN_LOG
     slot = TurnSlot.objects.get(session__session_id=CONVERSATION, seat_id="eng.lead")
-    assert slot.holder == "" and slot.held_until is None  # taken for the turn, freed with its commit
+    assert slot.claim_token == "" and slot.lease_until is None  # taken for the turn, freed with its commit
 
 
 def test_on_mailbox_post_by_dispatch_is_refused_while_the_seat_runs_a_turn_there(wired, org):
@@ -113,7 +113,7 @@ def test_on_mailbox_post_by_dispatch_is_refused_while_the_seat_runs_a_turn_there
     assert model.calls_for("eng.lead") == []
     assert not Item.objects.filter(request=request).exists()
     assert TurnWait.objects.count() == 0  # a dispatch never waits
-    assert TurnSlot.objects.get(seat_id="eng.lead").holder == holder  # the holder's turn is left alone
+    assert TurnSlot.objects.get(seat_id="eng.lead").claim_token == holder  # the holder's turn is left alone
     assert free_turn_slot(conversation, "eng.lead", holder) is True
     with use_model_resolver(create_mock_model_resolver({"eng.lead": lambda call: "now"})):
         again = _dispatch_on_mailbox_post(org, "p-2")

@@ -44,5 +44,5 @@ def test_a_dispatch_and_a_delivery_of_one_seat_never_run_its_turns_at_once(pendi
     roles = [role for role, _ in conversation_items(CONVERSATION)]
     assert roles == ["user", "assistant"] * (len(roles) // 2)  # each turn's items contiguous
     assert len(roles) == 2 * (1 + len(model.spans))
-    assert TurnSlot.objects.get(seat_id="eng.lead").holder == ""
+    assert TurnSlot.objects.get(seat_id="eng.lead").claim_token == ""
     assert not TurnWait.objects.exists()
