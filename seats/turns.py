@@ -19,8 +19,8 @@ A turn has three parts, written in the same shape whoever runs it:
    history the caller read (``seats.queries.conversation_history``), the turn text;
    each tool call a ``tool-call`` component item as it finishes. Model calls happen
    outside any database transaction, so a slow model never holds a lock (an action's
-   handler, ``onMailboxPost`` by dispatch, runs inside the transaction its dispatch
-   holds);
+   handler, ``onMailboxPost`` by dispatch, hands its model to ``do_run_action`` to run
+   after the action's transaction commits: ``workforce.sessions.AfterCommit``);
 3. **finish** (``TurnResult.finish``, called by ``drive_turn`` inside the transaction
    that settles the caller's work item): the reply as an assistant ``message`` item,
    then the request completed with its output, or failed with the turn's error. A
@@ -551,15 +551,22 @@ class TurnSpec(Generic[T, R]):
     """One caller's turn, for ``drive_turn``: ``kind`` says who runs it; ``claim``,
     called first inside the first transaction, claims the caller's work and returns the
     ``TurnPlan``, or the caller's outcome when there is no turn to run (not claimed,
-    settled as failed before any turn, or not a turn of this path)."""
+    settled as failed before any turn, or not a turn of this path).
+
+    ``later``: for a caller whose first step runs in a transaction it cannot commit
+    itself (an action's handler, ``onMailboxPost`` by dispatch): ``drive_turn`` returns
+    ``later(rest)`` right after the first step, ``rest`` being the run, finish and
+    settle, for the caller to run once that transaction has committed
+    (``workforce.sessions.AfterCommit``), so the model never runs inside it."""
 
     kind: TurnKind
     claim: Callable[[], TurnPlan[T, R] | R]
+    later: Callable[[Callable[[], R]], R] | None = None
 
     @staticmethod
-    def planned(kind: TurnKind, plan: TurnPlan[T, R]) -> TurnSpec[T, R]:
+    def planned(kind: TurnKind, plan: TurnPlan[T, R], *, later: Callable[[Callable[[], R]], R] | None = None) -> TurnSpec[T, R]:
         """The spec of a caller whose work is claimed already: its claim step is ``plan``."""
-        return TurnSpec(kind, lambda: plan)
+        return TurnSpec(kind, lambda: plan, later)
 
 
 def drive_turn(spec: TurnSpec[T, R]) -> R:
@@ -571,7 +578,9 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
        as an action does; else its own): ``spec.claim()``, then the seat's turn slot
        (``take_slot``: a taken slot runs ``on_wait`` and returns ``plan.waiting``), then
        ``plan.start()``;
-    2. **run**: the turn's model, outside that transaction;
+    2. **run**: the turn's model, outside that transaction (with ``spec.later``, the
+       caller's: ``later(rest)`` is returned right after step 1, and ``rest`` runs steps
+       2 and 3 once the caller's transaction has committed);
     3. **finish, settle**, in one transaction: ``turn.finish()`` (the reply, the request
        settled, the kind's hooks), ``plan.settle(turn)``, and the slot freed
        (``free_slot``, its oldest wait enqueued with the commit).
@@ -581,14 +590,15 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
     transaction took it (its rollback or commit decides).
 
     Returns:
-        What ``spec.claim()`` returned when it gave no plan; ``plan.waiting``; or what
-        ``plan.settle`` returned.
+        What ``spec.claim()`` returned when it gave no plan; ``plan.waiting``; what
+        ``plan.settle`` returned; or, with ``spec.later``, ``later(rest)``.
 
     Raises:
         What the steps raise (``LeaseLost``, a caller's Refusal), after ``plan.on_error``.
     """
-    joined = connection.in_atomic_block
-    hold: str | None = None
+    # The caller's open transaction holds the slot with the start (its rollback or
+    # commit decides), unless the rest runs after that transaction committed (``later``).
+    joined = connection.in_atomic_block and spec.later is None
     taken: str | None = None
     with transaction.atomic(savepoint=False):
         plan = spec.claim()
@@ -600,7 +610,17 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
             if taken is None:
                 return plan.waiting
         run = plan.start()
-        hold = taken  # held from here: the start committed with it (or the caller's transaction holds both)
+    # Held from here: the start committed with it (or the caller's transaction holds both).
+    hold = taken
+    if spec.later is not None:
+        return spec.later(lambda: _run_and_settle(plan, run, rule, hold, joined=False))
+    return _run_and_settle(plan, run, rule, hold, joined=joined)
+
+
+def _run_and_settle(plan: TurnPlan[T, R], run: Callable[[], T], rule: SlotRule | None, hold: str | None, *, joined: bool) -> R:
+    """``drive_turn``'s steps 2 and 3: the run outside any transaction, then finish,
+    settle and the slot freed in one; a slot not freed there is freed on its own unless
+    the caller's transaction (``joined``) holds it."""
     freed = False
     try:
         turn = run()
