@@ -53,6 +53,7 @@ from workforce.sessions import ActionContext, AfterCommit
 
 from .board_tools import board_task_capability
 from .capabilities import AGENT_CATALOG, ANSWER_EXTRA, MAILBOX_EXTRA
+from .constants import SEAT_BUSY
 from .drains import RUN_TASK_ACTION, row_turn_text
 from .models import Seat
 from .queries import access_seat, conversation_history
@@ -226,8 +227,6 @@ class HearPost:
 hear_post = HearPost()
 
 
-# Why a dispatched onMailboxPost is refused when its seat is running a turn there.
-SEAT_BUSY = "seat-busy"
 MAILBOX_POST_WAKE = "seats.agent.on_mailbox_post"  # the wait's key only: it never outlives the refusal
 
 
