@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from . import rows
 from .facets import client_creates_session
-from .flows import FlowKind, registry
+from .flows import Action, FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .posted_by import PostedBy
 from .privacy import may_read
@@ -291,12 +291,50 @@ class _IdempotentReplay(Exception):
         self.request = request
 
 
-class _ActionFailed(Exception):
-    """The handler refused or raised: its transaction is rolled back and ``error``
-    (``{reason, message}``) is recorded on a failed request in a fresh one."""
+class ActionFailed(Exception):
+    """An action's handler refused or raised (``call_handler``): ``refusal`` is its
+    Refusal, or ``internal-error`` for any other exception; ``error`` its
+    ``{reason, message}``, recorded on the failed request."""
 
-    def __init__(self, error: dict):
-        self.error = error
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+    @property
+    def error(self) -> dict:
+        """``{reason, message}`` (``Refusal.as_error``)."""
+        return self.refusal.as_error()
+
+
+def call_handler(
+    act: Action, ctx: ActionContext, input: Any, *, label: str, passthrough: tuple[type[Exception], ...] = ()
+) -> Any:
+    """The one call of an action's handler, for every way an action runs
+    (``do_run_action``; a coordinator's delegated post, ``coordinators.delivery``, whose
+    entry runs outside any transaction in a request it records and settles itself):
+    ``input`` validated by the action's schema, then ``act.handler(ctx, data)``.
+
+    Args:
+        label: what the log names when the handler raises (``"<kind>.<action> on <session>"``).
+        passthrough: exception types the caller handles itself, raised as they are
+            (a delegated door's ``DelegatedRunCancelled``).
+
+    Returns:
+        The handler's output (an ``AfterCommit`` included: the caller runs it).
+
+    Raises:
+        ActionFailed: the input was refused (``invalid-input``), the handler refused, or
+            it raised anything else (``internal-error: <type>: <message>``, logged).
+    """
+    try:
+        return act.handler(ctx, act.validate(input))
+    except passthrough:
+        raise
+    except Refusal as refusal:
+        raise ActionFailed(refusal) from None
+    except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
+        logger.exception("action %s failed", label)
+        raise ActionFailed(Refusal("internal-error", f"{type(exc).__name__}: {exc}")) from None
 
 
 def do_run_action(
@@ -405,16 +443,7 @@ def do_run_action(
                 locked=act.locks_session,
                 posted_by=posted_by,
             )
-            try:
-                data = act.validate(input)
-                output = act.handler(ctx, data)
-            except Refusal as refusal:
-                raise _ActionFailed(refusal.as_error()) from None
-            except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
-                logger.exception("action %s.%s on %s failed", kind, action, session_id)
-                raise _ActionFailed(
-                    {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
-                ) from None
+            output = call_handler(act, ctx, input, label=f"{kind}.{action} on {session_id}")
             if isinstance(output, AfterCommit):
                 later = output  # run once this transaction has committed, outside it
             elif ctx.settled and output == request.output:
@@ -427,7 +456,7 @@ def do_run_action(
                 return request
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
-    except _ActionFailed as failed:
+    except ActionFailed as failed:
         error = failed.error
     else:
         return _run_after_commit(later, ctx, f"{kind}.{action} on {session_id}")
