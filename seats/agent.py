@@ -64,7 +64,6 @@ from .turns import (
     TurnResult,
     TurnSpec,
     Wake,
-    adopt_turn,
     drive_turn,
     offered_tools,
     run_turn,
@@ -265,7 +264,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> AfterCommit:
 
     def start() -> Callable[[], TurnResult]:
         history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-        log = adopt_turn(ctx, prompt=_post_prompt(text, data))
+        log = start_turn(session, prompt=_post_prompt(text, data), in_action=ctx)
 
         def run() -> TurnResult:
             result = run_turn(
@@ -449,7 +448,7 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     delegated = dict(ctx.extras.get("delegated") or {})
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
     context = {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated}
-    log = adopt_turn(ctx, prompt={"role": "user", "text": text, **context})
+    log = start_turn(session, prompt={"role": "user", "text": text, **context}, in_action=ctx)
     result = run_turn(
         seat,
         log,

@@ -11,7 +11,7 @@ every turn is an edit there.
 
 A turn has three parts, written in the same shape whoever runs it:
 
-1. **start** (``start_turn``, or ``adopt_turn`` when an action's request is already
+1. **start** (``start_turn``, with ``in_action`` when an action's request is already
    running): a running request on the session the turn is recorded in, and the turn's
    text as a user ``message`` item (left out when the text is already in the session,
    as a coordinator's post is);
@@ -24,7 +24,8 @@ A turn has three parts, written in the same shape whoever runs it:
 3. **finish** (``TurnResult.finish``, called by ``drive_turn`` inside the transaction
    that settles the caller's work item): the reply as an assistant ``message`` item,
    then the request completed with its output, or failed with the turn's error. A
-   request that belongs to an action run (``adopt_turn``) is settled by that run instead.
+   request that belongs to an action run (``start_turn(in_action=...)``) is settled by
+   that run instead.
 
 A turn fails, with a named reason, when the provider fails or times out
 (``model-error``), the turn passes its deadline (``turn-timeout``), the model keeps
@@ -360,21 +361,22 @@ class TurnLog:
 def start_turn(
     session: Session,
     *,
-    action: str,
-    input: dict,
-    user_id: str,
     prompt: dict | None,
+    action: str = "",
+    input: dict | None = None,
+    user_id: str = "",
     org: Organization | None = None,
     on_started: Callable[[Request], None] | None = None,
-    started_at=None,
+    started_at: datetime | None = None,
     parent: Request | None = None,
     savepoint: bool = True,
+    in_action: ActionContext | None = None,
 ) -> TurnLog:
-    """Start a turn: a running request ``action`` on ``session`` and the ``prompt``
-    message item (``{"role": "user", "text": ...}`` plus the caller's keys; None when
-    the turn's text is already in the session), in one transaction with
-    ``on_started(request)`` (a caller notes the request on its work item there; an
-    exception it raises rolls the start back).
+    """Start a turn, the one way every caller does: a running request ``action`` on
+    ``session`` and the ``prompt`` message item (``{"role": "user", "text": ...}`` plus
+    the caller's keys; None when the turn's text is already in the session), in one
+    transaction with ``on_started(request)`` (a caller notes the request on its work
+    item there; an exception it raises rolls the start back).
 
     Args:
         input: the request's JSON input; user_id: who the turn runs as (the session's
@@ -383,25 +385,26 @@ def start_turn(
         savepoint: False when the caller's own transaction is all the start needs (a
             delivery that claims and starts in one): no SAVEPOINT is taken, and an
             exception rolls the caller's transaction back.
+        in_action: the action run the turn runs inside (an internal action dispatched
+            to the seat's kind: ``onMailboxPost``, ``onDelegatedPost``): no request is
+            recorded, the turn's is ``in_action.request`` (running, settled by that run:
+            the log does not own it), and ``session``, ``org`` are the run's; ``action``,
+            ``input``, ``user_id``, ``parent``, ``started_at`` are then not used.
     """
-    with transaction.atomic(savepoint=savepoint):
-        request = do_record_request(
-            session, action=action, input=input, user_id=user_id, running=True, started_at=started_at, parent=parent
-        )
+    # A turn inside an action's run keeps or loses its start with that run: no SAVEPOINT.
+    with transaction.atomic(savepoint=savepoint and in_action is None):
+        if in_action is not None:
+            request = in_action.request
+            org = in_action.org
+        else:
+            request = do_record_request(
+                session, action=action, input=input or {}, user_id=user_id, running=True, started_at=started_at, parent=parent
+            )
         if prompt is not None:
             emit_item(session, "", prompt, type=MESSAGE, request=request)
         if on_started is not None:
             on_started(request)
-    return TurnLog(org=org or session.organization, session=session, request=request)
-
-
-def adopt_turn(ctx: ActionContext, *, prompt: dict | None) -> TurnLog:
-    """Start a turn inside an action run: the log is ``ctx.request`` (running, settled by
-    the run), with the ``prompt`` message item emitted now."""
-    log = TurnLog(org=ctx.org, session=ctx.session, request=ctx.request, owns_request=False)
-    if prompt is not None:
-        log.message(prompt)
-    return log
+    return TurnLog(org=org or session.organization, session=session, request=request, owns_request=in_action is None)
 
 
 @dataclass
@@ -668,7 +671,7 @@ def run_turn(
 
     Args:
         seat: the hired seat (instructions, model).
-        log: where the turn is recorded (``start_turn``/``adopt_turn``).
+        log: where the turn is recorded (``start_turn``).
         text: the turn text (``<writer> in <mailbox>: <body>`` for a woken seat).
         history: earlier chat messages of the conversation, oldest first.
         tools: what the model is offered (see ``offered_tools``).
