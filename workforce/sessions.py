@@ -367,7 +367,9 @@ def do_run_action(
     ``request_id``, is written in a fresh one (under the same session lock, taken before
     the request's INSERT as on the first way): nothing the handler wrote stays. Callers
     with one key at the same moment all answer the one request the key's unique
-    constraint kept, a refused one included.
+    constraint kept, a refused one included. A handler that returns ``AfterCommit``
+    has its ``run`` called after that transaction commits, outside it (see
+    ``AfterCommit``); the request returned is then as ``run`` ended it.
 
     Args:
         org: the caller's organization; the session is looked up inside it.
