@@ -9,7 +9,9 @@ one delivery once:
 2. finds the delegate's own session for this conversation (by worker and filing session
    id; created on its first post, a child of the conversation's session);
 3. runs the delegate flow's delegated-post entry on it, outside any transaction, in a
-   request of the delegate's session (``onDelegatedPost``, input ``{message}``), one
+   request of the delegate's session (``onDelegatedPost``, input ``{message}``), through
+   the kernel's one call of a handler (``workforce.sessions.call_handler``, as
+   ``do_run_action``: the input checked, a refusal or a bug failing the request), one
    run of the delegate there at a time, through ``seats.turns.drive_turn`` (kind
    ``delegated-post``);
 4. in one transaction, settles that request and reports to the conversation
@@ -40,7 +42,14 @@ from workforce.holders import is_outage
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_abort_request, do_record_request, ensure_child_session
+from workforce.sessions import (
+    ActionContext,
+    ActionFailed,
+    call_handler,
+    do_abort_request,
+    do_record_request,
+    ensure_child_session,
+)
 
 from .config import current_setup, takes_posts
 from .constants import DELEGATE_CANCELLED, REPORT, cannot_take_post, no_worker_on_roster
@@ -264,7 +273,16 @@ def _start_entry(delivery: DelegatedPost, token: str, seat: Seat, session: Sessi
         )
         turn = _EntryTurn(request)
         try:
-            output = action.handler(ctx, action.validate(payload))
+            # The kernel's one call of a handler (what do_run_action calls): the input
+            # checked, a refusal or a bug (the door's: it fails the turn, not the
+            # cluster) turned into the request's error the same way.
+            output = call_handler(
+                action,
+                ctx,
+                payload,
+                label=f"{seat.kind}.{DELEGATED_POST_ENTRY} on {session.session_id}",
+                passthrough=(DelegatedRunCancelled,),
+            )
             turn.reply = reply_text(output)
             if not turn.reply.strip():
                 turn.error = Refusal(
@@ -272,11 +290,8 @@ def _start_entry(delivery: DelegatedPost, token: str, seat: Seat, session: Sessi
                 )
         except DelegatedRunCancelled:
             turn.cancelled = True
-        except Refusal as refusal:
-            turn.error = refusal
-        except Exception as exc:  # the door's bug fails the turn, not the cluster
-            logger.exception("the delegated-post entry of %s failed", seat.kind)
-            turn.error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
+        except ActionFailed as failed:
+            turn.error = failed.refusal
         if turn.cancelled or is_cancelled(request.pk):
             turn.cancelled, turn.reply, turn.error = True, "", delegate_cancelled()  # someone cancelled the run while it ran
         return turn

@@ -7,8 +7,9 @@ caller settles its own work item:
 
 - a mailbox delivery: ``hear_post`` (its ``post_turn`` facet), run by
   ``mailboxes.deliveries.do_deliver`` with the model outside any transaction;
-- ``onMailboxPost`` dispatched by another flow (``on_mailbox_post``): the turn runs in
-  that action's request and transaction, under the seat's turn slot;
+- ``onMailboxPost`` dispatched by another flow (``on_mailbox_post``): the turn starts in
+  that action's request and transaction, under the seat's turn slot, and its model runs
+  after that transaction commits (``workforce.sessions.AfterCommit``);
 - a board row its drain claimed: ``work_board_row`` (its ``board_row_turn`` facet), run
   by ``seats.drains.run_board_row``;
 - a coordinator's delegated post: ``on_delegated_post`` (the internal action
@@ -49,10 +50,11 @@ from workforce.models import Organization, Request, Session
 from workforce.notify import ON_MAILBOX_POST, MailboxNotifyInput, NotifyInput, recent_text, turn_text
 from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext
+from workforce.sessions import ActionContext, AfterCommit
 
 from .board_tools import board_task_capability
 from .capabilities import AGENT_CATALOG, ANSWER_EXTRA, MAILBOX_EXTRA
+from .constants import SEAT_BUSY
 from .drains import RUN_TASK_ACTION, row_turn_text
 from .models import Seat
 from .queries import access_seat, conversation_history
@@ -63,7 +65,6 @@ from .turns import (
     TurnResult,
     TurnSpec,
     Wake,
-    adopt_turn,
     drive_turn,
     offered_tools,
     run_turn,
@@ -228,25 +229,28 @@ class HearPost:
 hear_post = HearPost()
 
 
-# Why a dispatched onMailboxPost is refused when its seat is running a turn there.
-SEAT_BUSY = "seat-busy"
 MAILBOX_POST_WAKE = "seats.agent.on_mailbox_post"  # the wait's key only: it never outlives the refusal
 
 
-def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
+def on_mailbox_post(ctx: ActionContext, data: dict) -> AfterCommit:
     """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
-    through a delivery), run through ``seats.turns.drive_turn`` (kind ``mailbox-post``)
-    inside the action's request and transaction: the seat's turn slot in the session is
-    taken there and freed with its commit. A dispatch runs at once or not at all and
-    cannot wait in the task queue, so a seat already running a turn in the session
-    refuses it (``seat-busy``, nothing written). The model runs inside the transaction
-    the dispatch holds (an action's handler runs inside one). Mailbox deliveries never
-    come this way.
+    through a delivery), run through ``seats.turns.drive_turn`` (kind ``mailbox-post``).
+
+    Inside the action's transaction: the seat's turn slot in the session is taken and
+    the turn started in the action's request (the turn text as a user message item).
+    The model runs after that transaction commits, outside any transaction: the handler
+    returns the rest of the turn as ``workforce.sessions.AfterCommit``, which
+    ``do_run_action`` runs before the dispatch returns. The turn then finishes in one
+    transaction: the reply item, the request completed (``{reply, toolCalls}``) and the
+    slot freed. A failed turn fails the request with its error (what it started stays,
+    as every turn's log does); a cancelled one leaves it ``aborted``. A dispatch runs at
+    once or not at all and cannot wait in the task queue, so a seat already running a
+    turn in the session refuses it (``seat-busy``, nothing written). Mailbox deliveries
+    never come this way.
 
     Raises:
         Refusal("seat-not-found"): the session is not a seat's conversation.
         Refusal("seat-busy"): the seat is running a turn in the session.
-        Refusal: the turn failed (``model-error``, ...); nothing it wrote stays.
     """
     session = ctx.session
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
@@ -263,7 +267,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
 
     def start() -> Callable[[], TurnResult]:
         history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-        log = adopt_turn(ctx, prompt=_post_prompt(text, data))
+        log = start_turn(session, prompt=_post_prompt(text, data), in_action=ctx)
 
         def run() -> TurnResult:
             result = run_turn(
@@ -282,14 +286,20 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
 
         return run
 
-    def settle(result: TurnResult) -> dict:
+    def settle(result: TurnResult) -> dict | AfterCommit:
+        # The request's end commits with the reply (a cancelled one stays aborted).
         if result.error is not None:
-            raise result.error  # the action fails: its transaction keeps nothing the turn wrote
-        return result.default_output()
+            ctx.end_running(error=result.error)
+            return {}
+        output = result.default_output()
+        ctx.end_running(output=output)
+        return output
 
     rule = SlotRule(session, seat.seat_id, Wake(MAILBOX_POST_WAKE, (ctx.request.pk,)), on_wait=busy)
-    plan: TurnPlan[TurnResult, dict] = TurnPlan(start=start, settle=settle, slot=rule, waiting={})
-    return drive_turn(TurnSpec.planned("mailbox-post", plan))
+    plan: TurnPlan[TurnResult, dict | AfterCommit] = TurnPlan(start=start, settle=settle, slot=rule, waiting={})
+    later = drive_turn(TurnSpec.planned("mailbox-post", plan, later=AfterCommit))
+    assert isinstance(later, AfterCommit)  # the slot was taken: a taken one refused above
+    return later
 
 
 def routed_context(notify_input: NotifyInput) -> list[dict]:
@@ -441,16 +451,9 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     delegated = ctx.extras.get("delegated")
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
     context = (
-        {
-            "postId": delegated["postId"],
-            "round": delegated["round"],
-            "coordinator": delegated["coordinator"],
-            "filingSessionId": delegated["filingSessionId"],
-        }
-        if delegated
-        else {}
+        {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated} if delegated else {}
     )
-    log = adopt_turn(ctx, prompt={"role": "user", "text": text, **context})
+    log = start_turn(session, prompt={"role": "user", "text": text, **context}, in_action=ctx)
     result = run_turn(
         seat,
         log,

@@ -9,6 +9,7 @@ REASONS = {
     c.NOT_YOUR_OWN: 409,
     c.INVALID_WORKER: 400,
     c.OFFICE_HAS_NO_ROSTER: 403,
+    c.SEAT_BUSY: 409,
 }
 
 

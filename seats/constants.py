@@ -8,6 +8,9 @@ ALREADY_ON_ROSTER = "worker-already-on-roster"  # 409: you already have your own
 NOT_YOUR_OWN = "worker-not-your-own"  # 409: firing a standard or the organization's worker
 INVALID_WORKER = "invalid-worker"  # 400: the WORKER.md text or the id is refused
 OFFICE_HAS_NO_ROSTER = "office-has-no-roster"  # 403: hiring as the principal mailboxes run as
+# 409: a dispatched onMailboxPost whose seat is running a turn in that conversation
+# (seats.agent.on_mailbox_post). This server's own code: the spec names none for a busy seat.
+SEAT_BUSY = "seat-busy"
 
 
 def office_has_no_roster(user_id: str) -> str:

@@ -11,7 +11,7 @@ every turn is an edit there.
 
 A turn has three parts, written in the same shape whoever runs it:
 
-1. **start** (``start_turn``, or ``adopt_turn`` when an action's request is already
+1. **start** (``start_turn``, with ``in_action`` when an action's request is already
    running): a running request on the session the turn is recorded in, and the turn's
    text as a user ``message`` item (left out when the text is already in the session,
    as a coordinator's post is);
@@ -19,12 +19,13 @@ A turn has three parts, written in the same shape whoever runs it:
    history the caller read (``seats.queries.conversation_history``), the turn text;
    each tool call a ``tool-call`` component item as it finishes. Model calls happen
    outside any database transaction, so a slow model never holds a lock (an action's
-   handler, ``onMailboxPost`` by dispatch, runs inside the transaction its dispatch
-   holds);
+   handler, ``onMailboxPost`` by dispatch, hands its model to ``do_run_action`` to run
+   after the action's transaction commits: ``workforce.sessions.AfterCommit``);
 3. **finish** (``TurnResult.finish``, called by ``drive_turn`` inside the transaction
    that settles the caller's work item): the reply as an assistant ``message`` item,
    then the request completed with its output, or failed with the turn's error. A
-   request that belongs to an action run (``adopt_turn``) is settled by that run instead.
+   request that belongs to an action run (``start_turn(in_action=...)``) is settled by
+   that run instead.
 
 A turn fails, with a named reason, when the provider fails or times out
 (``model-error``), the turn passes its deadline (``turn-timeout``), the model keeps
@@ -54,7 +55,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -361,21 +362,22 @@ class TurnLog:
 def start_turn(
     session: Session,
     *,
-    action: str,
-    input: Mapping[str, Any],
-    user_id: str,
     prompt: dict | None,
+    action: str = "",
+    input: dict | None = None,
+    user_id: str = "",
     org: Organization | None = None,
     on_started: Callable[[Request], None] | None = None,
-    started_at=None,
+    started_at: datetime | None = None,
     parent: Request | None = None,
     savepoint: bool = True,
+    in_action: ActionContext | None = None,
 ) -> TurnLog:
-    """Start a turn: a running request ``action`` on ``session`` and the ``prompt``
-    message item (``{"role": "user", "text": ...}`` plus the caller's keys; None when
-    the turn's text is already in the session), in one transaction with
-    ``on_started(request)`` (a caller notes the request on its work item there; an
-    exception it raises rolls the start back).
+    """Start a turn, the one way every caller does: a running request ``action`` on
+    ``session`` and the ``prompt`` message item (``{"role": "user", "text": ...}`` plus
+    the caller's keys; None when the turn's text is already in the session), in one
+    transaction with ``on_started(request)`` (a caller notes the request on its work
+    item there; an exception it raises rolls the start back).
 
     Args:
         input: the request's JSON input; user_id: who the turn runs as (the session's
@@ -384,25 +386,26 @@ def start_turn(
         savepoint: False when the caller's own transaction is all the start needs (a
             delivery that claims and starts in one): no SAVEPOINT is taken, and an
             exception rolls the caller's transaction back.
+        in_action: the action run the turn runs inside (an internal action dispatched
+            to the seat's kind: ``onMailboxPost``, ``onDelegatedPost``): no request is
+            recorded, the turn's is ``in_action.request`` (running, settled by that run:
+            the log does not own it), and ``session``, ``org`` are the run's; ``action``,
+            ``input``, ``user_id``, ``parent``, ``started_at`` are then not used.
     """
-    with transaction.atomic(savepoint=savepoint):
-        request = do_record_request(
-            session, action=action, input=input, user_id=user_id, running=True, started_at=started_at, parent=parent
-        )
+    # A turn inside an action's run keeps or loses its start with that run: no SAVEPOINT.
+    with transaction.atomic(savepoint=savepoint and in_action is None):
+        if in_action is not None:
+            request = in_action.request
+            org = in_action.org
+        else:
+            request = do_record_request(
+                session, action=action, input=input or {}, user_id=user_id, running=True, started_at=started_at, parent=parent
+            )
         if prompt is not None:
             emit_item(session, "", prompt, type=MESSAGE, request=request)
         if on_started is not None:
             on_started(request)
-    return TurnLog(org=org or session.organization, session=session, request=request)
-
-
-def adopt_turn(ctx: ActionContext, *, prompt: dict | None) -> TurnLog:
-    """Start a turn inside an action run: the log is ``ctx.request`` (running, settled by
-    the run), with the ``prompt`` message item emitted now."""
-    log = TurnLog(org=ctx.org, session=ctx.session, request=ctx.request, owns_request=False)
-    if prompt is not None:
-        log.message(prompt)
-    return log
+    return TurnLog(org=org or session.organization, session=session, request=request, owns_request=in_action is None)
 
 
 @dataclass
@@ -552,15 +555,22 @@ class TurnSpec(Generic[T, R]):
     """One caller's turn, for ``drive_turn``: ``kind`` says who runs it; ``claim``,
     called first inside the first transaction, claims the caller's work and returns the
     ``TurnPlan``, or the caller's outcome when there is no turn to run (not claimed,
-    settled as failed before any turn, or not a turn of this path)."""
+    settled as failed before any turn, or not a turn of this path).
+
+    ``later``: for a caller whose first step runs in a transaction it cannot commit
+    itself (an action's handler, ``onMailboxPost`` by dispatch): ``drive_turn`` returns
+    ``later(rest)`` right after the first step, ``rest`` being the run, finish and
+    settle, for the caller to run once that transaction has committed
+    (``workforce.sessions.AfterCommit``), so the model never runs inside it."""
 
     kind: TurnKind
     claim: Callable[[], TurnPlan[T, R] | R]
+    later: Callable[[Callable[[], R]], R] | None = None
 
     @staticmethod
-    def planned(kind: TurnKind, plan: TurnPlan[T, R]) -> TurnSpec[T, R]:
+    def planned(kind: TurnKind, plan: TurnPlan[T, R], *, later: Callable[[Callable[[], R]], R] | None = None) -> TurnSpec[T, R]:
         """The spec of a caller whose work is claimed already: its claim step is ``plan``."""
-        return TurnSpec(kind, lambda: plan)
+        return TurnSpec(kind, lambda: plan, later)
 
 
 def drive_turn(spec: TurnSpec[T, R]) -> R:
@@ -572,7 +582,9 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
        as an action does; else its own): ``spec.claim()``, then the seat's turn slot
        (``take_slot``: a taken slot runs ``on_wait`` and returns ``plan.waiting``), then
        ``plan.start()``;
-    2. **run**: the turn's model, outside that transaction;
+    2. **run**: the turn's model, outside that transaction (with ``spec.later``, the
+       caller's: ``later(rest)`` is returned right after step 1, and ``rest`` runs steps
+       2 and 3 once the caller's transaction has committed);
     3. **finish, settle**, in one transaction: ``turn.finish()`` (the reply, the request
        settled, the kind's hooks), ``plan.settle(turn)``, and the slot freed
        (``free_slot``, its oldest wait enqueued with the commit).
@@ -582,14 +594,15 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
     transaction took it (its rollback or commit decides).
 
     Returns:
-        What ``spec.claim()`` returned when it gave no plan; ``plan.waiting``; or what
-        ``plan.settle`` returned.
+        What ``spec.claim()`` returned when it gave no plan; ``plan.waiting``; what
+        ``plan.settle`` returned; or, with ``spec.later``, ``later(rest)``.
 
     Raises:
         What the steps raise (``LeaseLost``, a caller's Refusal), after ``plan.on_error``.
     """
-    joined = connection.in_atomic_block
-    hold: str | None = None
+    # The caller's open transaction holds the slot with the start (its rollback or
+    # commit decides), unless the rest runs after that transaction committed (``later``).
+    joined = connection.in_atomic_block and spec.later is None
     taken: str | None = None
     with transaction.atomic(savepoint=False):
         plan = spec.claim()
@@ -601,7 +614,17 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
             if taken is None:
                 return plan.waiting
         run = plan.start()
-        hold = taken  # held from here: the start committed with it (or the caller's transaction holds both)
+    # Held from here: the start committed with it (or the caller's transaction holds both).
+    hold = taken
+    if spec.later is not None:
+        return spec.later(lambda: _run_and_settle(plan, run, rule, hold, joined=False))
+    return _run_and_settle(plan, run, rule, hold, joined=joined)
+
+
+def _run_and_settle(plan: TurnPlan[T, R], run: Callable[[], T], rule: SlotRule | None, hold: str | None, *, joined: bool) -> R:
+    """``drive_turn``'s steps 2 and 3: the run outside any transaction, then finish,
+    settle and the slot freed in one; a slot not freed there is freed on its own unless
+    the caller's transaction (``joined``) holds it."""
     freed = False
     try:
         turn = run()
@@ -649,7 +672,7 @@ def run_turn(
 
     Args:
         seat: the hired seat (instructions, model).
-        log: where the turn is recorded (``start_turn``/``adopt_turn``).
+        log: where the turn is recorded (``start_turn``).
         text: the turn text (``<writer> in <mailbox>: <body>`` for a woken seat).
         history: earlier chat messages of the conversation, oldest first.
         tools: what the model is offered (see ``offered_tools``).

@@ -7,6 +7,11 @@ the handler refuses or raises, that transaction is rolled back whole (so a Refus
 nothing the action wrote) and the failed request (``{reason, message}``) is recorded in a
 fresh one. The handler runs without a savepoint of its own: a savepoint costs two
 statements on every action, the refused path one short transaction more.
+
+A handler with work that must not run inside a transaction (a model call) returns
+``AfterCommit(run)``: the action's transaction commits with its request still
+``running``, then ``run()`` is called outside it and settles the request as a handler's
+answer would (its output, or its refusal), unless the request was cancelled meanwhile.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from . import rows
 from .contracts import in_callers_transaction
 from .extras import ActionExtras
 from .facets import client_creates_session
-from .flows import FlowKind, registry
+from .flows import Action, FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .posted_by import PostedBy
 from .privacy import may_read
@@ -113,6 +118,39 @@ class ActionContext:
     def on_commit(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` after the surrounding transaction commits (never if it rolls back)."""
         transaction.on_commit(fn)
+
+    def end_running(self, *, output: Any = None, error: Refusal | None = None) -> bool:
+        """End the request now, inside the caller's transaction, if it is still
+        ``running``: completed with ``output``, or failed with ``error`` (one conditional
+        UPDATE: a cancel and this end decide once). For an ``AfterCommit`` run, in the
+        transaction that finishes its work, so the request's end commits with what the
+        run wrote; ``do_run_action`` then writes no end of its own.
+
+        Returns:
+            True when this call ended it; False when it had ended (cancelled: aborted).
+        """
+        self.settled = True  # either way: this end is written, or a cancel's was
+        return _end_running(self.request, output=output, error=None if error is None else error.as_error())
+
+
+@dataclass(frozen=True)
+class AfterCommit:
+    """What a handler returns when the rest of its work must run outside any transaction
+    (a seat's model call: ``seats.agent.on_mailbox_post``).
+
+    ``do_run_action`` commits the action's transaction with the request ``running``
+    (what the handler wrote, and the request, are kept), then calls ``run()``. ``run``
+    returns the action's output or raises a Refusal, as a handler does; the request is
+    then completed with that output, or failed with the refusal (``internal-error`` for
+    any other exception), by a conditional UPDATE: a request cancelled meanwhile stays
+    ``aborted``. ``run`` may complete the request itself inside the transaction that
+    finishes its work (``ActionContext.end_running``), so its end and its writes commit
+    together (a run that does raises nothing then: an exception there would spoil a
+    transaction its caller holds open). A caller that dispatches inside a transaction of its own holds it
+    across ``run`` (the run starts when the action's own block ends): don't.
+    """
+
+    run: Callable[[], Any]
 
 
 def emit_item(session: Session, component: str, data: dict, *, type: str = "component", request: Request | None = None) -> Item:
@@ -269,12 +307,50 @@ class _IdempotentReplay(Exception):
         self.request = request
 
 
-class _ActionFailed(Exception):
-    """The handler refused or raised: its transaction is rolled back and ``error``
-    (``{reason, message}``) is recorded on a failed request in a fresh one."""
+class ActionFailed(Exception):
+    """An action's handler refused or raised (``call_handler``): ``refusal`` is its
+    Refusal, or ``internal-error`` for any other exception; ``error`` its
+    ``{reason, message}``, recorded on the failed request."""
 
-    def __init__(self, error: dict):
-        self.error = error
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+    @property
+    def error(self) -> dict:
+        """``{reason, message}`` (``Refusal.as_error``)."""
+        return self.refusal.as_error()
+
+
+def call_handler(
+    act: Action, ctx: ActionContext, input: Any, *, label: str, passthrough: tuple[type[Exception], ...] = ()
+) -> Any:
+    """The one call of an action's handler, for every way an action runs
+    (``do_run_action``; a coordinator's delegated post, ``coordinators.delivery``, whose
+    entry runs outside any transaction in a request it records and settles itself):
+    ``input`` validated by the action's schema, then ``act.handler(ctx, data)``.
+
+    Args:
+        label: what the log names when the handler raises (``"<kind>.<action> on <session>"``).
+        passthrough: exception types the caller handles itself, raised as they are
+            (a delegated door's ``DelegatedRunCancelled``).
+
+    Returns:
+        The handler's output (an ``AfterCommit`` included: the caller runs it).
+
+    Raises:
+        ActionFailed: the input was refused (``invalid-input``), the handler refused, or
+            it raised anything else (``internal-error: <type>: <message>``, logged).
+    """
+    try:
+        return act.handler(ctx, act.validate(input))
+    except passthrough:
+        raise
+    except Refusal as refusal:
+        raise ActionFailed(refusal) from None
+    except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
+        logger.exception("action %s failed", label)
+        raise ActionFailed(Refusal("internal-error", f"{type(exc).__name__}: {exc}")) from None
 
 
 def do_run_action(
@@ -307,7 +383,9 @@ def do_run_action(
     ``request_id``, is written in a fresh one (under the same session lock, taken before
     the request's INSERT as on the first way): nothing the handler wrote stays. Callers
     with one key at the same moment all answer the one request the key's unique
-    constraint kept, a refused one included.
+    constraint kept, a refused one included. A handler that returns ``AfterCommit``
+    has its ``run`` called after that transaction commits, outside it (see
+    ``AfterCommit``); the request returned is then as ``run`` ended it.
 
     Args:
         org: the caller's organization; the session is looked up inside it.
@@ -383,27 +461,23 @@ def do_run_action(
                 locked=act.locks_session,
                 posted_by=posted_by,
             )
-            try:
-                data = act.validate(input)
-                output = act.handler(ctx, data)
-            except Refusal as refusal:
-                raise _ActionFailed(refusal.as_error()) from None
-            except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
-                logger.exception("action %s.%s on %s failed", kind, action, session_id)
-                raise _ActionFailed(
-                    {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
-                ) from None
-            if ctx.settled and output == request.output:
+            output = call_handler(act, ctx, input, label=f"{kind}.{action} on {session_id}")
+            if isinstance(output, AfterCommit):
+                later = output  # run once this transaction has committed, outside it
+            elif ctx.settled and output == request.output:
                 return request  # the handler's own last statement completed it
-            request.status = Request.Status.COMPLETED
-            request.output = output
-            request.finished_at = timezone.now()
-            rows.update(request, COMPLETION_FIELDS)
-            return request
+            else:
+                request.status = Request.Status.COMPLETED
+                request.output = output
+                request.finished_at = timezone.now()
+                rows.update(request, COMPLETION_FIELDS)
+                return request
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
-    except _ActionFailed as failed:
+    except ActionFailed as failed:
         error = failed.error
+    else:
+        return _run_after_commit(later, ctx, f"{kind}.{action} on {session_id}")
     # The action's transaction is rolled back (its request with it): record the failed
     # request, same request id and start, on its own. It takes the session's row lock
     # first, as the action's transaction did, so two callers of one key both take the
@@ -421,6 +495,44 @@ def do_run_action(
     except _IdempotentReplay as replay:
         return _check_replay(replay.request, session_id, action, stored_input)
     return request
+
+
+def _run_after_commit(later: AfterCommit, ctx: ActionContext, label: str) -> Request:
+    """Run an action's ``AfterCommit`` (its transaction committed, its request running)
+    and settle the request with what it answers; see ``AfterCommit``."""
+    request = ctx.request
+    try:
+        output = later.run()
+    except Refusal as refusal:
+        error = refusal.as_error()
+    except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
+        logger.exception("action %s failed after its commit", label)
+        error = {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
+    else:
+        if not ctx.settled:
+            with transaction.atomic():
+                _end_running(request, output=output)
+        return request
+    with transaction.atomic():
+        _end_running(request, error=error)
+    return request
+
+
+def _end_running(request: Request, *, output: Any = None, error: dict | None = None) -> bool:
+    """End running ``request``: completed with ``output``, or failed with ``error``,
+    by one conditional UPDATE; a request that ended first (cancelled) is read back as
+    it is. Returns True when this call ended it."""
+    finished_at = timezone.now()
+    if error is None:
+        fields: dict[str, Any] = {"status": Request.Status.COMPLETED, "output": output, "finished_at": finished_at}
+    else:
+        fields = {"status": Request.Status.FAILED, "error": error, "finished_at": finished_at}
+    if Request.objects.filter(pk=request.pk, status=Request.Status.RUNNING).update(**fields):
+        for name, value in fields.items():
+            setattr(request, name, value)
+        return True
+    request.refresh_from_db(fields=["status", "output", "error", "finished_at"])
+    return False
 
 
 _SESSION_BY_ID = '"organization_id" = %s AND "session_id" = %s'

@@ -221,3 +221,47 @@ def test_each_delegated_run_is_started_by_the_persons_post(desk):
     assert {x.worker for x in deliveries} == {DEVICES, ACCOUNTS}
     for delivery in deliveries:
         assert delivery.turn_request.parent_request_id == post.pk
+
+
+def test_a_delegated_post_runs_its_entry_through_the_kernels_one_handler_call(desk, research, monkeypatch, org):
+    # The entry is called as every action's handler is (workforce.sessions.call_handler,
+    # what do_run_action calls), not by a call of its own.
+    from coordinators import delivery as delivery_module
+    from workforce import sessions
+
+    real = sessions.call_handler
+    called: list[tuple[str, str]] = []
+
+    def spy(act, ctx, input, **kwargs):
+        called.append((act.name, ctx.session.session_id))
+        return real(act, ctx, input, **kwargs)
+
+    monkeypatch.setattr(delivery_module, "call_handler", spy)
+    monkeypatch.setattr(sessions, "call_handler", spy)
+    research["reply"] = RuntimeError  # the door's bug
+    d = desk(routing="everyone", delegate_flows=("agent", "research"), delegates=(DEVICES,))
+    d.act("addDelegate", {"worker": "eng.research"})
+    d.run("hi")
+    assert (DELEGATED_POST_ENTRY, f"{CONVERSATION}:eng.research") in called
+    delivery = DelegatedPost.objects.get(worker="eng.research")
+    # The bug fails the delegate's request as it fails any action's (do_run_action's shape).
+    error = {"reason": "internal-error", "message": "internal-error: RuntimeError: cancelled by the user"}
+    assert delivery.status == "failed" and delivery.error == error
+    assert delivery.turn_request.status == "failed" and delivery.turn_request.error == error
+    from workforce.dispatch import dispatch
+
+    entry = dict(kind="research", session_id="r-1", action=DELEGATED_POST_ENTRY, payload={"message": "x"}, user_id=MEMBER)
+    run = dispatch(org=org, **entry)
+    assert run.status == "failed" and run.error == error  # the same entry dispatched: the same failure
+
+
+def test_a_delegated_entry_refuses_input_its_schema_refuses_as_every_action_does(desk, research, monkeypatch):
+    from coordinators.models import DelegatedPost as Row
+
+    d = desk(routing="everyone", delegate_flows=("agent", "research"), delegates=(DEVICES,))
+    d.act("addDelegate", {"worker": "eng.research"})
+    monkeypatch.setattr(Row, "message", property(lambda self: 42, lambda self, value: None), raising=False)
+    d.run("hi")
+    delivery = DelegatedPost.objects.get(worker="eng.research")
+    assert delivery.status == "failed" and delivery.error["reason"] == "invalid-input"
+    assert SEEN == []  # the door never ran

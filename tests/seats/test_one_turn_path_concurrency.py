@@ -3,8 +3,9 @@
 delivery of the same seat in the same conversation, run by two threads at the same
 moment, never run the seat's model at once. Whichever takes the slot first runs; the
 dispatch, which cannot wait, is refused ``seat-busy`` when the delivery holds it, and
-the delivery runs after a dispatch that holds it (the slot's row lock is the
-dispatch's until its action commits)."""
+the delivery waits for a dispatch that holds it (the dispatch's action commits the
+slot's hold with the turn's start, and its model runs after that commit) and is run
+when the dispatch frees it."""
 
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ def test_a_dispatch_and_a_delivery_of_one_seat_never_run_its_turns_at_once(pendi
         return request.status, (request.error or {}).get("reason")
 
     delivered, dispatched = run_in_threads(run, 2)
-    assert delivered == "done"
     assert dispatched in {("completed", None), ("failed", "seat-busy")}
+    # The delivery ran at once, or found the dispatch's hold, waited, and was run by its
+    # release (sync cluster: in the dispatch's thread).
+    assert delivered == "done" or (delivered == "waiting" and dispatched == ("completed", None))
+    second.refresh_from_db()
+    assert second.status == "done"
     if dispatched[0] == "completed":
         assert len(model.spans) == 2 and not model.overlapped()
     else:

@@ -64,5 +64,7 @@ def test_a_failed_on_mailbox_post_by_dispatch_ends_failed_with_its_error(wired, 
     with use_model_resolver(create_mock_model_resolver({"eng.lead": script})):
         request = _dispatch_on_mailbox_post(org, "p-1")
     assert script.statuses == ["running"]
-    assert turn_log(request) == []  # the action's transaction keeps nothing a failed turn wrote
+    # The model ran after the action's transaction committed (the turn's start with it):
+    # the turn ends as a failed delivery's does, its start kept in its log.
+    assert turn_log(request) == TURN_LOG[:1]
     assert request.status == "failed" and request.error["reason"] == "model-error"

@@ -346,7 +346,11 @@ def test_the_agents_on_mailbox_post_reached_by_dispatch_runs_the_turn_inline(wir
             user_id=OWNER,
         )
     assert failed.status == "failed" and failed.error["reason"] == "model-error"
-    assert Item.objects.filter(session=session).count() == 2  # nothing the failed turn wrote stays
+    # The model ran after the action's commit: the failed turn's start stays, as a
+    # failed delivery turn's does, and no reply.
+    assert [(i.data["role"], i.request_id) for i in Item.objects.filter(session=session).order_by("seq")][2:] == [
+        ("user", failed.pk)
+    ]
     refused = dispatch(
         org=org, kind="agent", session_id="eng.incidents:eng.nobody", action=ON_MAILBOX_POST, payload=payload, user_id=OWNER
     )
