@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -233,7 +234,7 @@ SEAT_BUSY = "seat-busy"
 MAILBOX_POST_WAKE = "seats.agent.on_mailbox_post"  # the wait's key only: it never outlives the refusal
 
 
-def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
+def on_mailbox_post(ctx: ActionContext, validated: dict) -> dict:
     """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
     through a delivery), run through ``seats.turns.drive_turn`` (kind ``mailbox-post``)
     inside the action's request and transaction: the seat's turn slot in the session is
@@ -248,6 +249,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> dict:
         Refusal("seat-busy"): the seat is running a turn in the session.
         Refusal: the turn failed (``model-error``, ...); nothing it wrote stays.
     """
+    data = cast(NotifyInput, validated)  # checked by its input serializer, MailboxNotifyInput
     session = ctx.session
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
     seat = access_seat(ctx.org, session.user_id, seat_id)
