@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -232,7 +233,7 @@ hear_post = HearPost()
 MAILBOX_POST_WAKE = "seats.agent.on_mailbox_post"  # the wait's key only: it never outlives the refusal
 
 
-def on_mailbox_post(ctx: ActionContext, data: dict) -> AfterCommit:
+def on_mailbox_post(ctx: ActionContext, validated: dict) -> AfterCommit:
     """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
     through a delivery), run through ``seats.turns.drive_turn`` (kind ``mailbox-post``).
 
@@ -252,6 +253,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> AfterCommit:
         Refusal("seat-not-found"): the session is not a seat's conversation.
         Refusal("seat-busy"): the seat is running a turn in the session.
     """
+    data = cast(NotifyInput, validated)  # checked by its input serializer, MailboxNotifyInput
     session = ctx.session
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
     seat = access_seat(ctx.org, session.user_id, seat_id)

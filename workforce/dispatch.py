@@ -54,7 +54,7 @@ def dispatch(
     user_id: str,
     parent_request: Request | None = None,
     parent_session: Session | None = None,
-    extras: dict[str, Any] | None = None,
+    extras: ActionExtras | None = None,
     posted_by: PostedBy | None = None,
 ) -> Request:
     """Run ``kind.action`` on ``session_id`` in this process, as a flow (internal
