@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -452,9 +452,17 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     text = data["message"]
     delegated = ctx.extras.get("delegated")
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-    context = (
-        {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated} if delegated else {}
-    )
+    # The delegated post's facts the seat's prompt names (DelegatedRun's keys; none for a
+    # direct dispatch).
+    context: dict[str, Any] = {}
+    if delegated:
+        facts = {
+            "postId": delegated.get("postId"),
+            "round": delegated.get("round"),
+            "coordinator": delegated.get("coordinator"),
+            "filingSessionId": delegated.get("filingSessionId"),
+        }
+        context = {key: value for key, value in facts.items() if value is not None}
     log = start_turn(session, prompt={"role": "user", "text": text, **context}, in_action=ctx)
     result = run_turn(
         seat,

@@ -55,7 +55,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -364,7 +364,7 @@ def start_turn(
     *,
     prompt: dict | None,
     action: str = "",
-    input: dict | None = None,
+    input: Mapping[str, Any] | None = None,
     user_id: str = "",
     org: Organization | None = None,
     on_started: Callable[[Request], None] | None = None,
