@@ -69,7 +69,8 @@ def _postgresql_sql() -> str:
 
 
 def _post_item(ctx: ActionContext, line: Line) -> Item:
-    return Item(session=ctx.session, request=ctx.request, type="component", component=POST_ITEM, data=line.as_wire())
+    # By id: the item is only written, never read through its relations.
+    return Item(session_id=ctx.session.pk, request_id=ctx.request.pk, type="component", component=POST_ITEM, data=line.as_wire())
 
 
 def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
@@ -115,11 +116,18 @@ def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> int:
 
 
 def _insert_sqlite(ctx: ActionContext, line: Line) -> int:
+    # One cursor for the three statements: a cursor each costs more than a statement here.
     with connection.cursor() as cursor:
         cursor.execute(_COUNTERS, [ctx.session.pk])
         item_seq, line.seq = cursor.fetchone()
-    rows.insert(line)
-    item = _post_item(ctx, line)
-    item.seq = item_seq
-    rows.insert(item)
+        cursor.execute(
+            rows.insert_sql(Line, "sqlite"), rows.insert_params(line, rows.insert_parts(Line, "sqlite")[2], connection)
+        )
+        (line_pk,) = cursor.fetchone()
+        item = _post_item(ctx, line)
+        item.seq = item_seq
+        cursor.execute(
+            rows.insert_sql(Item, "sqlite"), rows.insert_params(item, rows.insert_parts(Item, "sqlite")[2], connection)
+        )
+    rows.mark_saved(line, line_pk, connection)
     return item_seq
