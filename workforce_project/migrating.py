@@ -17,6 +17,7 @@ This is sound only when the migrations would build the same schema and do nothin
 from __future__ import annotations
 
 from django.core.management import call_command
+from django.core.management.sql import emit_post_migrate_signal
 from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.migrations import Migration
 from django.db.migrations.executor import MigrationExecutor
@@ -83,8 +84,12 @@ def migrate_empty_database(alias: str = DEFAULT_DB_ALIAS) -> None:
                 for model in state_apps.get_models(include_auto_created=False):
                     if model._meta.can_migrate(connection) and router.allow_migrate_model(alias, model):
                         editor.create_model(model)  # and its many-to-many tables
-            # Recorded as applied, and post_migrate sent (content types, permissions).
+            # Recorded as applied. A faked migration leaves the migrate command's project
+            # state where it was (empty here), so the post_migrate it sends finds no model:
+            # send it again with the final state's, or no content type and no permission
+            # (``mail.send``) would exist.
             call_command("migrate", database=alias, fake=True, interactive=False, verbosity=0)
+            emit_post_migrate_signal(0, False, alias, apps=state_apps)
     finally:
         if checks_were_disabled:
             connection.enable_constraint_checking()

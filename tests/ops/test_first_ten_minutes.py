@@ -178,6 +178,14 @@ with connection.cursor() as cursor:
         schema["<constraints>"] = cursor.fetchall()
     cursor.execute("SELECT app, name FROM django_migrations ORDER BY app, name")
     schema["<applied>"] = cursor.fetchall()
+    # What post_migrate writes: the content types and the permissions (mail.send).
+    cursor.execute("SELECT app_label, model FROM django_content_type ORDER BY 1, 2")
+    schema["<content types>"] = cursor.fetchall()
+    cursor.execute(
+        "SELECT c.app_label, p.codename FROM auth_permission p JOIN django_content_type c ON c.id = p.content_type_id "
+        "ORDER BY 1, 2"
+    )
+    schema["<permissions>"] = cursor.fetchall()
 print(json.dumps(schema, default=str))
 """
 
@@ -209,6 +217,7 @@ def test_the_fast_first_migrate_makes_the_schema_migrate_makes(empty_database):
     _python(fast, FAST)
     by_migrate, by_fast = json.loads(_python(slow, DUMP)), json.loads(_python(fast, DUMP))
     assert len(by_migrate["<applied>"]) == migration_count() and "mailboxes_line" in by_migrate
+    assert ["mail", "send"] in by_migrate["<permissions>"]
     assert sorted(by_fast) == sorted(by_migrate)
     for table in by_migrate:
         assert by_fast[table] == by_migrate[table], table
