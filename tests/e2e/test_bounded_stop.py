@@ -125,8 +125,16 @@ def test_a_cluster_whose_main_process_was_killed_leaves_no_worker_behind(start_s
     import subprocess
 
     server = start_server(tree(tmp_path / "tree"), env={"WORKFORCE_STOP_SECONDS": str(STOP_SECONDS)})
-    children = subprocess.run(["pgrep", "-P", str(server.process.pid), "-f", "qcluster"], capture_output=True, text=True)
-    cluster = int(children.stdout.split()[0])
+    # serve starts its cluster once the web server answers: wait for it to be there.
+    children = wait_for(
+        lambda: subprocess.run(
+            ["pgrep", "-P", str(server.process.pid), "-f", "qcluster"], capture_output=True, text=True
+        ).stdout.split(),
+        timeout=60,
+        what="serve's cluster process",
+        log=server.log,
+    )
+    cluster = int(children[0])
     wait_for(lambda: len(_qcluster_processes(cluster)) > 1, timeout=60, what="the cluster's workers", log=server.log)
     os.kill(cluster, signal.SIGKILL)  # its main process only
     # Each process of the cluster dies with its parent (issue 22, item 10): the sentinel

@@ -31,7 +31,8 @@ def test_serve_posts_reads_refuses_and_replays(start_server, tree):
     assert answer.body["status"] == "completed"
     assert answer.body["sessionId"] == "eng.standup" and answer.body["flowKind"] == "mailbox"
     line = answer.body["output"]
-    assert set(line) == {"id", "at", "principal", "author", "authorVerified", "body"}
+    assert set(line) == {"id", "at", "principal", "author", "authorVerified", "body", "postedBy"}
+    assert line["postedBy"] == {"kind": "user", "id": "u_42", "verified": False}  # no auth: named, not signed in
     assert line["author"] == "eng.lead" and line["authorVerified"] is False and line["body"] == "shipped the reader"
     location = answer.headers["Location"]
     assert location.endswith(f"/api/requests/{answer.body['requestId']}")
