@@ -36,9 +36,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from functools import partial
+from typing import cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -492,13 +493,18 @@ def run_board_row(task: BoardTask) -> Settled:
 
 def _row_plan(task: BoardTask, *, seat: Seat, session: Session, work_row: BoardRowTurn) -> TurnPlan[Turn, Settled]:
     """The plan of a claimed row's turn once the seat, its board session and its kind's
-    ``board_row_turn`` are known (a seat drain knows them for all its rows): the kind's
-    facet starts and runs the turn; the row is settled with the turn's end
-    (``do_settle_claim``). No slot: the caller names it (``run_board_row``) or holds it
-    (``do_seat_drain``'s step)."""
+    ``board_row_turn`` are known (a seat drain knows them for all its rows): the turn
+    starts in ``drive_turn``'s start step when the facet has a ``begin`` (the agent
+    kind's ``begin_board_row``); a kind's own facet with none starts and runs the turn
+    in the run. The row is settled with the turn's end (``do_settle_claim``). No slot:
+    the caller names it (``run_board_row``) or holds it (``do_seat_drain``'s step)."""
+    begin = getattr(work_row, "begin", None)
 
-    def run() -> Turn:
-        return work_row(task=task, seat=seat, session=session)
+    def start() -> Callable[[], Turn]:
+        if begin is not None:
+            started = begin(task=task, seat=seat, session=session)
+            return cast(Callable[[], Turn], started.run)
+        return lambda: work_row(task=task, seat=seat, session=session)
 
     def settle(turn: Turn) -> Settled:
         request = turn.request
@@ -512,7 +518,7 @@ def _row_plan(task: BoardTask, *, seat: Seat, session: Session, work_row: BoardR
             settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {turn.error.message}")
         return Settled(settled)
 
-    return TurnPlan(start=lambda: run, settle=settle, slot=None, waiting=Settled(None))
+    return TurnPlan(start=start, settle=settle, slot=None, waiting=Settled(None))
 
 
 def row_turn_text(task: BoardTask) -> str:
