@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from workforce.tools import Tool, ToolContext, refuse
+from workforce.tools import Tool, ToolContext, ToolResult, refuse
 
 from . import services
 from .drains import board_worker_keys
@@ -264,7 +264,7 @@ def _run(tool: str, board_id: str, ctx: ToolContext, args: dict, workers: frozen
 
 
 def run_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, workers: Iterable[str] | None = None) -> dict:
-    """``call_board_tool`` that raises instead of answering ``ok: false`` (what a
+    """``call_board_tool`` that raises instead of refusing (``{"refused": …}``) (what a
     mailbox's board action uses, so its request fails with the code as reason).
 
     Raises:
@@ -275,7 +275,7 @@ def run_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, wor
     return _run(tool, board_id, ctx, clean, known)
 
 
-def call_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, workers: Iterable[str] | None = None) -> dict:
+def call_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, workers: Iterable[str] | None = None) -> ToolResult:
     """Run task tool ``tool`` (one of ``TOOL_NAMES``) on ledger ``board_id`` in ``ctx.org``.
 
     Args:
@@ -313,8 +313,8 @@ def parse_board_tool_name(name: str) -> tuple[str, str] | None:
     return tool, suffix
 
 
-def _bind(tool: str, board_id: str, workers: frozenset[str] | None) -> Callable[[ToolContext, dict], dict]:
-    def call(ctx: ToolContext, args: dict) -> dict:
+def _bind(tool: str, board_id: str, workers: frozenset[str] | None) -> Callable[[ToolContext, dict], ToolResult]:
+    def call(ctx: ToolContext, args: dict) -> ToolResult:
         return call_board_tool(tool, board_id, ctx, args, workers=workers)
 
     call.__name__ = board_tool_name(tool, board_id)

@@ -27,7 +27,7 @@ from seats.turns import TurnResult, offered_tools, run_turn, start_turn
 from workforce.framing import literal, quoted, quoted_name
 from workforce.models import Request
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext, refused
+from workforce.tools import Tool, ToolContext, ToolResult, refused
 
 from .config import CoordinatorSetup
 from .constants import (
@@ -148,7 +148,7 @@ def run_own_turn(
 
 
 def _delegate_tool(change: str):
-    def call(ctx: ToolContext, args: dict) -> dict:
+    def call(ctx: ToolContext, args: dict) -> ToolResult:
         try:
             if ctx.session is None:  # a coordinator's tools run in its conversation's turn
                 raise Refusal("session-not-found", "this tool runs in a coordinator's conversation only.")
@@ -160,7 +160,7 @@ def _delegate_tool(change: str):
     return call
 
 
-def hand_off(ctx: ToolContext, args: dict) -> dict:
+def hand_off(ctx: ToolContext, args: dict) -> ToolResult:
     """``handOff {worker}``: hand the post (or, after a round, the other delegates'
     answers) to a delegate; it goes out when the turn ends. Refused (``{refused}``) for
     a worker not on the list; skipped, and refused with the record's reason, for one
@@ -171,6 +171,7 @@ def hand_off(ctx: ToolContext, args: dict) -> dict:
     if not isinstance(worker, str) or not worker.strip() or set(args) - {"worker"}:
         return refused(Refusal("invalid-input", "handOff takes {worker}: the id of one of your delegates."))
     conv = Conversation.objects.select_related("session").get(pk=state["conversation"])
+    problem: str | None
     if worker not in {d.worker for d in list_delegates(conv)}:
         problem = not_a_delegate_to_hand(worker)
         if not any(e["worker"] == worker and e.get("reason") == problem for e in state["skipped"]):

@@ -42,6 +42,7 @@ from workforce.principals import Principal, resolve_principal
 from workforce.queries import ACTIVE_STATUSES, access_request
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
+from workforce.wire import check_id
 
 from .chat import CHAT_ACTION, do_start_chat
 from .queries import thread_wire
@@ -288,6 +289,7 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
         up to WORKFORCE_MCP_CHAT_WAIT_SECONDS for it, and answers as agent_chat does."""
         principal = counted(ctx).principal
         try:
+            check_id(requestId, label="requestId")  # the one input rule (workforce.wire), before a read
             request = access_request(principal.org, requestId, reader=principal.reader)
             if request.action != CHAT_ACTION:
                 raise Refusal("request-not-found", f'No chat turn "{requestId}" exists.')

@@ -31,6 +31,7 @@ import logging
 import time
 
 from workforce.refusals import Refusal
+from workforce.runtime import Slot
 from workforce.sessions import ensure_organization
 from workforce.wire import check_storable
 
@@ -157,18 +158,19 @@ def do_index_unswept_vaults(*, store: MailStore | None = None) -> list[str]:
     return do_sweep_vaults(store=store, unswept_only=True)
 
 
-_indexed_at_start = False
+# Whether this process indexed the vaults it had never read (process state lives in the
+# runtime's slots, never in a module global: workforce.runtime).
+INDEXED_AT_START: Slot[bool] = Slot("mail.indexed-at-start", empty=lambda: False)
 
 
 def index_unswept_vaults_once() -> list[str] | None:
     """``do_index_unswept_vaults``, once per process: ``serve`` calls it before it
     answers, and the web app's start (its ASGI lifespan) calls it again, which then does
     nothing. Returns what it indexed, or None when it had run already."""
-    global _indexed_at_start
-    if _indexed_at_start:
+    if INDEXED_AT_START.get():
         return None
     indexed = do_index_unswept_vaults()
-    _indexed_at_start = True
+    INDEXED_AT_START.set(True)
     return indexed
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -28,7 +29,7 @@ from django.utils import timezone
 from seats.agent import agent_tools
 from seats.models import Seat
 from seats.queries import conversation_history
-from seats.turns import SlotRule, TurnPlan, TurnResult, TurnSpec, drive_turn, run_turn, start_turn
+from seats.turns import SlotRule, TurnPlan, TurnSpec, drive_turn, run_turn, start_turn
 from seats.workers import run_triggers
 from workforce.dispatch import enqueue
 from workforce.facets import Turn
@@ -201,6 +202,19 @@ def do_run_mail(run_pk: int) -> str:
         return "failed"
 
 
+@dataclass
+class _Unstarted:
+    """A mail run's turn that never started: the vault refused to mark the mail working
+    (``do_mark_working``), so there is no request, and the run fails with that refusal."""
+
+    error: Refusal | None
+    reply: str = ""
+    request: Request | None = None
+
+    def finish(self, *, output: dict | None = None) -> None:
+        """Nothing: no turn was started."""
+
+
 class _MailTurn:
     """A mail run's turn, for ``seats.turns.drive_turn`` (kind ``mail``). Its start
     waits for the run (``run_model``): the mail is moved to ``mail:working`` in the
@@ -224,7 +238,7 @@ class _MailTurn:
             if self.thread.state == Thread.State.NEW:
                 self.thread = do_mark_working(org, self.thread)
         except Refusal as refusal:
-            return TurnResult(error=refusal)
+            return _Unstarted(error=refusal)
         thread = self.thread
         self.unseen = unseen = unseen_threads(org, thread.recipient, exclude=thread)
         text = mail_turn_text(thread, unseen)

@@ -214,7 +214,7 @@ def do_send_person_mail(
     user: Any,
     *,
     to: str,
-    body: str,
+    body: object,  # what the caller sent: refused unless non-empty text (do_send_mail)
     subject: str | None = None,
     idempotency_key: str | None = None,
 ) -> Thread:

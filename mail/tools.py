@@ -9,7 +9,7 @@
   run; ``thread`` defaults to the mail the run is for, and may name any mail in the
   agent's own vault.
 
-Tools answer ``{"ok": true, "thread": ...}`` or ``{"ok": false, "reason", "error"}``.
+Tools answer ``{"ok": true, "thread": ...}`` or refuse (``{"refused": "<code>: <sentence>"}``).
 """
 
 from __future__ import annotations

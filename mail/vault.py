@@ -650,22 +650,22 @@ class VaultStore:
         settled = None
         at = self._tip(repo)
         while at is not None:  # the branch is linear: each commit has one parent
-            commit = repo.object_store[at]
+            commit = _read(repo, at, Commit)
             if commit.commit_time < settled_before:
                 settled = commit
                 break
             at = commit.parents[0] if commit.parents else None
         if settled is None:
             return VaultChanges(commit=None)
-        base = None
+        base: Commit | None = None
         if since and since.encode() != settled.id:
             try:
-                base = repo.object_store[since.encode()]
-            except (KeyError, ValueError):
+                base = _read(repo, ObjectID(since.encode()), Commit)
+            except (KeyError, ValueError, StoreError):  # unknown, malformed, or not a commit
                 base = None
         elif since:
             return VaultChanges(commit=since)
-        old_tree = base.tree if isinstance(base, Commit) else None
+        old_tree = base.tree if base is not None else None
         changed: set[int] = set()
         opened: set[int] = set()
         for change in repo.object_store.tree_changes(old_tree, settled.tree):

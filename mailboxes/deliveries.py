@@ -182,8 +182,7 @@ def _claimed_delivery_query(delivery_id: int | RawSQL):
             known_conversation=Subquery(conversation, output_field=JSONField()),
             post_request_pk=post_request_of(),  # a mailbox line's or a room line's
         )
-        # The ignore: the django-stubs plugin takes no expression as a lookup's value; Django does.
-        .filter(pk=delivery_id)  # type: ignore[misc]
+        .filter(pk=delivery_id)
     )
 
 
@@ -201,7 +200,7 @@ def _claim_and_read_query():
     for name in _CLAIMED_FIELDS:
         field = concrete_field(Delivery, name)
         # The model's own field, unbound, so each value is converted as the ORM converts it.
-        claimed[f"claimed_{name}"] = RawSQL(f"(SELECT {quote(field.column)} FROM claimed)", [], output_field=field.clone())
+        claimed[f"claimed_{name}"] = RawSQL(f"(SELECT {quote(field.column)} FROM claimed)", [], output_field=field.clone())  # type: ignore[attr-defined]  # django-stubs lacks Field.clone
     pk = quote(Delivery._meta.pk.column)
     return _claimed_delivery_query(RawSQL(f"(SELECT {pk} FROM claimed)", [])).annotate(**claimed)
 
@@ -334,7 +333,8 @@ def _wake_plan(delivery: Delivery, token: str) -> TurnPlan[Any, str] | str:
     def start() -> Callable[[], Turn]:
         # The turn was started by the post: its runs are listed under the post's request
         # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
-        parent = Request(pk=delivery.post_request_pk) if delivery.post_request_pk else None
+        post_request_pk = vars(delivery)["post_request_pk"]  # annotated by the claim's query, not a column
+        parent = Request(pk=post_request_pk) if post_request_pk else None
         started = begin(
             seat=seat,
             mailbox=delivery.mailbox,

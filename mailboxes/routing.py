@@ -432,7 +432,7 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
     """
     ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
     fresh = ledger is None
-    if fresh or ledger.last_seq != line.seq - 1:
+    if ledger is None or ledger.last_seq != line.seq - 1:
         earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
         lines = [ledger_entry(entry) for entry in earlier[-LEDGER_LINES:]]
         previous_id = None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -232,7 +233,7 @@ hear_post = HearPost()
 MAILBOX_POST_WAKE = "seats.agent.on_mailbox_post"  # the wait's key only: it never outlives the refusal
 
 
-def on_mailbox_post(ctx: ActionContext, data: dict) -> AfterCommit:
+def on_mailbox_post(ctx: ActionContext, validated: dict) -> AfterCommit:
     """The agent kind's ``onMailboxPost`` when another flow dispatches it directly (not
     through a delivery), run through ``seats.turns.drive_turn`` (kind ``mailbox-post``).
 
@@ -252,6 +253,7 @@ def on_mailbox_post(ctx: ActionContext, data: dict) -> AfterCommit:
         Refusal("seat-not-found"): the session is not a seat's conversation.
         Refusal("seat-busy"): the seat is running a turn in the session.
     """
+    data = cast(NotifyInput, validated)  # checked by its input serializer, MailboxNotifyInput
     session = ctx.session
     seat_id = (session.state or {}).get("seat") or session.session_id.rpartition(":")[2]
     seat = access_seat(ctx.org, session.user_id, seat_id)
@@ -483,9 +485,17 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
     text = data["message"]
     delegated = ctx.extras.get("delegated")
     history = conversation_history(session, speaker=seat.seat_id, exclude_request_id=ctx.request.pk)
-    context = (
-        {k: delegated[k] for k in ("postId", "round", "coordinator", "filingSessionId") if k in delegated} if delegated else {}
-    )
+    # The delegated post's facts the seat's prompt names (DelegatedRun's keys; none for a
+    # direct dispatch).
+    context: dict[str, Any] = {}
+    if delegated:
+        facts = {
+            "postId": delegated.get("postId"),
+            "round": delegated.get("round"),
+            "coordinator": delegated.get("coordinator"),
+            "filingSessionId": delegated.get("filingSessionId"),
+        }
+        context = {key: value for key, value in facts.items() if value is not None}
     log = start_turn(session, prompt={"role": "user", "text": text, **context}, in_action=ctx)
     result = run_turn(
         seat,

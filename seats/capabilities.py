@@ -27,7 +27,7 @@ from workforce.dispatch import DispatchCall, dispatch, dispatch_once, external_d
 from workforce.models import Session
 from workforce.posted_by import seat_posted_by
 from workforce.refusals import Refusal
-from workforce.tools import Tool, ToolContext, refused
+from workforce.tools import Tool, ToolContext, ToolResult, refused
 
 from .models import Seat
 from .queries import reachable_seats
@@ -43,7 +43,7 @@ ANSWER_EXTRA: Final = "answer"
 MAILBOX_EXTRA: Final = "mailbox_session"
 
 
-def post_to_mailbox(ctx: ToolContext, args: dict) -> dict:
+def post_to_mailbox(ctx: ToolContext, args: dict) -> ToolResult:
     """The ``post-to-mailbox`` tool: see the module docstring.
 
     ``ctx.extras`` may carry ``idempotency_prefix`` (a delivery's key): the n-th call

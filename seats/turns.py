@@ -56,13 +56,13 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast, get_args
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, models, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -73,7 +73,7 @@ from workforce.extras import TurnExtras
 from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
-from workforce.models import Item, Organization, Request, Session
+from workforce.models import Item, LeasedWork, Organization, Request, Session
 from workforce.prepared import update_rows, update_statement
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
@@ -345,7 +345,7 @@ def start_turn(
     *,
     prompt: dict | None,
     action: str = "",
-    input: dict | None = None,
+    input: Mapping[str, Any] | None = None,
     user_id: str = "",
     org: Organization | None = None,
     on_started: Callable[[Request], None] | None = None,
@@ -502,7 +502,7 @@ class SlotRule:
     free_alone: Callable[[Session, str, str], bool] | None = None
 
     @staticmethod
-    def leased(session: Session, seat_id: str, *, task: str, model: type[models.Model], pk: int, token: str) -> SlotRule:
+    def leased(session: Session, seat_id: str, *, task: str, model: type[LeasedWork], pk: int, token: str) -> SlotRule:
         """The rule of a caller that runs one claimed ``LeasedWork`` row (a delivery, a
         delegated post, a job, a mail or chat run): when the slot is taken the row's claim
         ``token`` is handed back untouched (``workforce.leases.give_back_lease``) and task
@@ -510,7 +510,7 @@ class SlotRule:
         return SlotRule(session, seat_id, Wake(task, (pk,)), on_wait=lambda: _give_back(model, pk, token))
 
 
-def _give_back(model: type[models.Model], pk: int, token: str) -> None:
+def _give_back(model: type[LeasedWork], pk: int, token: str) -> None:
     give_back_lease(model, pk, token)
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
+from django_q.brokers import Broker
 from django_q.brokers.orm import ORM
 from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
@@ -90,7 +91,7 @@ _ENQUEUE = f'INSERT INTO "{_ORMQ}" ("key", "payload", "lock") VALUES (%s, %s, %s
 _ENQUEUE_AND_NOTIFY = f"WITH task AS ({_ENQUEUE}) SELECT task.id, pg_notify(%s, %s) FROM task"
 
 
-class ClusterConnections:
+class ClusterConnections(Broker):
     """A django-q2 broker whose ``ping`` also switches the calling process to persistent
     database connections (``keep_connections``). django-q2's sentinel pings its broker
     once as it starts, before it forks the cluster's workers, monitor and pusher; the

@@ -41,6 +41,7 @@ class DispatchCall(TypedDict):
     parent_request: NotRequired[Request | None]
     parent_session: NotRequired[Session | None]
     extras: NotRequired[ActionExtras | None]
+    posted_by: NotRequired[PostedBy | None]
 
 
 def dispatch(
@@ -53,7 +54,7 @@ def dispatch(
     user_id: str,
     parent_request: Request | None = None,
     parent_session: Session | None = None,
-    extras: dict[str, Any] | None = None,
+    extras: ActionExtras | None = None,
     posted_by: PostedBy | None = None,
 ) -> Request:
     """Run ``kind.action`` on ``session_id`` in this process, as a flow (internal
@@ -153,6 +154,7 @@ def dispatch_once(*, idempotency_key: str, **kwargs: Unpack[DispatchCall]) -> Re
         parent_request=kwargs.get("parent_request"),
         parent_session=kwargs.get("parent_session"),
         extras=kwargs.get("extras"),
+        posted_by=kwargs.get("posted_by"),
         internal=True,
         idempotency_key=idempotency_key,
     )

@@ -85,14 +85,16 @@ class AnswerSlot(TypedDict):
 
 class Turn(Protocol):
     """What a kind's turn hands its caller (``seats.turns.TurnResult``): the reply, the
-    error (a Refusal, or None), the request it is recorded in, and ``finish()``, which
-    the caller runs inside the transaction that settles its own work item."""
+    error (a Refusal, or None), the request it is recorded in (None for a turn that
+    started no model run: a coordinator's job that best fit placed, a delivery
+    dispatched as a post), and ``finish()``, which the caller runs inside the
+    transaction that settles its own work item."""
 
     reply: str
     error: Refusal | None
 
     @property
-    def request(self) -> Request: ...
+    def request(self) -> Request | None: ...
 
     def finish(self, *, output: dict | None = None) -> None: ...
 

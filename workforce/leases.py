@@ -132,7 +132,9 @@ def give_back_lease(model: type[LeasedWork], pk: int, token: str) -> bool:
     Raises:
         LeaseLost: the claim was no longer ours.
     """
-    if not model._default_manager.filter(pk=pk, claim_token=token, status=RUNNING).update(
+    # ``objects``: the concrete model's manager (LeasedWork declares it for the type
+    # checker), whose ``status`` the abstract model does not have.
+    if not model.objects.filter(pk=pk, claim_token=token, status=RUNNING).update(
         status=PENDING, attempts=F("attempts") - 1, claim_token="", lease_until=None
     ):
         raise LeaseLost()

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db import models
 from django.db.models import Q
+from django.db.models.expressions import Combinable
 from django.utils import timezone
 
 DEFAULT_ORG_ID = "default"
@@ -173,7 +174,10 @@ class Lease(models.Model):
     when free) and a seat's turn slots (``seats.models.TurnSlot``).
     """
 
-    claim_token = models.CharField(max_length=32, blank=True, default="")
+    # Read as ``str | None``: a board row's token is NULL while it is free.
+    claim_token: models.CharField[str | int | Combinable | None, str | None] = models.CharField(
+        max_length=32, blank=True, default=""
+    )
     lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:

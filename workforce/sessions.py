@@ -365,7 +365,7 @@ def do_run_action(
     idempotency_key: str | None = None,
     parent_request: Request | None = None,
     parent_session: Session | None = None,
-    extras: dict[str, Any] | None = None,
+    extras: ActionExtras | None = None,
     posted_by: PostedBy | None = None,
 ) -> Request:
     """Run ``action`` of ``kind`` on session ``session_id`` and record it as a Request.

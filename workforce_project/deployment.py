@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import connections
+
+if TYPE_CHECKING:  # the shape of a DATABASES entry, as settings builds it
+    from dj_database_url import DBConfig
 
 # The cluster's processes beside its workers, one connection each: django-q2's sentinel
 # (which runs the scheduler too), its monitor and its pusher.
@@ -52,7 +56,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def describe_database(conf: dict | None = None) -> str:
+def describe_database(conf: DBConfig | None = None) -> str:
     """``"postgresql wf on 127.0.0.1:5432 as postgres"`` or ``"sqlite3 /path/db"``: the
     engine and where it is, never the password. ``conf`` is a ``DATABASES`` entry
     (default: ``DATABASES["default"]``)."""

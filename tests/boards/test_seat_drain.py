@@ -219,7 +219,8 @@ def test_each_drains_problem_is_a_load_error_naming_the_file(make_tree):
     ]
     assert WORKER_KEYS[-2:] == ("drains", "boardTools")  # on the closed key list
     assert found["singular"] == [
-        f.format("singular") + (f'declares "drain", which a worker cannot declare; the keys are {", ".join(WORKER_KEYS)}')
+        f.format("singular")
+        + (f'declares "drain", which a worker cannot declare (did you mean `drains`?); the keys are {", ".join(WORKER_KEYS)}')
     ]
     assert all(e.kind != WORKER_LOAD_FAILED for e in errors if e.path.endswith("singular"))
     assert all(e.kind == WORKER_LOAD_FAILED for e in errors if not e.path.endswith("singular"))

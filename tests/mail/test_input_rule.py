@@ -146,8 +146,9 @@ async def _mcp(server, name: str, args: dict):
         ("agent_chat", {"worker": "eng.chatty", "message": "hi\x00"}),
         ("post", {"mailbox": "eng.standup", "body": "a\x00"}),
         ("fileTask", {"mailbox": "eng.standup", "board": "b", "goal": "g\x00"}),
+        ("agent_chat_reply", {"requestId": "req_\x00x"}),
     ],
-    ids=["mail body", "mail subject", "mail to", "chat", "post", "fileTask"],
+    ids=["mail body", "mail subject", "mail to", "chat", "post", "fileTask", "chat reply"],
 )
 def test_the_mcp_tools_refuse_unstorable_text_and_write_nothing(world, vaults, tool, args):
     from mail.mcp_server import build_server

@@ -14,6 +14,7 @@ from seats.turns import Wake, free_turn_slot, take_turn_slot
 from tests.mail.test_chat import TREE as CHAT_TREE
 from tests.mail.test_send import mail_turns
 from workforce.models import Session
+from workforce.refusals import Refusal
 
 
 def test_a_mail_to_an_agent_still_running_a_turn_waits_and_runs_when_it_ends(agents, org, send, committed):
@@ -56,3 +57,17 @@ def test_a_chat_message_sent_while_the_agent_still_answers_waits_its_turn(agents
         ("user", "two"),
         ("assistant", "eng.chatty heard: two"),
     ]
+
+
+def test_a_mail_the_vault_refuses_to_mark_working_fails_its_run_with_that_refusal(agents, org, send, monkeypatch):
+    # The refusal comes before the turn starts: the run fails with it, no turn is recorded.
+    agents()
+
+    def refuse(org, thread):
+        raise Refusal("vault-unavailable", "the vault is locked")
+
+    monkeypatch.setattr("mail.runs.do_mark_working", refuse)
+    thread = send("eng.alpha", "Can you look at the printer?")
+    run = MailRun.objects.get(thread=thread)
+    assert (run.status, run.error["reason"], run.request_id) == ("failed", "vault-unavailable", None)
+    assert mail_turns(org, "eng.alpha") == []

@@ -54,4 +54,4 @@ def _refusal_literals() -> list[str]:
 
 
 def test_only_the_helper_builds_a_refusal():
-    assert _refusal_literals() == ["workforce/tools.py:37"]
+    assert _refusal_literals() == ["workforce/tools.py:38"]
