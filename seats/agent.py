@@ -380,51 +380,84 @@ def hand_over_answer(
 # ----------------------------------------------------------------------------- a board row
 
 
-def work_board_row(*, task: BoardTask, seat: Seat, session: Session) -> TurnResult:
-    """The agent kind's ``board_row_turn``: run ``task`` as ``seat``'s turn, with the
-    model outside any transaction, and return the turn (the drain finishes it; the
-    reply is the row's output).
+@dataclass
+class StartedRowTurn:
+    """A turn on a board row, started (``begin_board_row``) and not yet run: ``run()``
+    runs the model outside any transaction and returns the turn."""
 
-    Starts a ``runTask`` request on the seat's board ``session`` (input ``{taskId,
-    boardId, attempt}``) with the turn text as a user message; a ``runTask`` of the same
-    row left running by a crashed worker is marked aborted first. The model sees the
-    seat's instructions and the turn text only (each row is its own turn) and is offered
-    ``agent_tools(seat)``: its ``tools:`` and every board's task tools it holds. Tool
-    posts are dispatched with keys derived from the row, so a turn run again hands each
-    post over once. Finished, the request is completed (``{taskId, reply, toolCalls}``)
-    or failed.
-    """
+    seat: Seat
+    task: BoardTask
+    log: TurnLog
+    text: str
+
+    def run(self) -> TurnResult:
+        """Run the model on the row's turn text (no history: each row is its own turn)
+        and return the turn, which the drain finishes with the row's settle."""
+        task = self.task
+        result = run_turn(
+            self.seat,
+            self.log,
+            text=self.text,
+            history=[],
+            tools=agent_tools(self.seat),
+            extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
+            reply_data={"taskId": task.task_id},
+        )
+        result.output = {"taskId": task.task_id}
+        return result
+
+
+def begin_board_row(*, task: BoardTask, seat: Seat, session: Session) -> StartedRowTurn:
+    """Start ``seat``'s turn on the claimed row ``task`` inside the caller's transaction,
+    with no SAVEPOINT of its own (``seats.turns.drive_turn``'s start step): a
+    ``runTask`` request of the same row left running by a crashed worker is marked
+    aborted, then a ``runTask`` request starts on the seat's board ``session`` (input
+    ``{taskId, boardId, attempt}``) with the turn text as a user message."""
     text = row_turn_text(task)
     now = timezone.now()
-    with transaction.atomic():
-        Request.objects.filter(
-            session=session, action=RUN_TASK_ACTION, status=Request.Status.RUNNING, input__taskId=task.task_id
-        ).update(
-            status=Request.Status.ABORTED,
-            finished_at=now,
-            error=Refusal(
-                "aborted", "the task running this row stopped before it finished; the row was claimed again."
-            ).as_error(),
-        )
-        log = start_turn(
-            session,
-            action=RUN_TASK_ACTION,
-            input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
-            user_id=session.user_id,
-            started_at=now,
-            prompt={"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
-        )
-    result = run_turn(
-        seat,
-        log,
-        text=text,
-        history=[],
-        tools=agent_tools(seat),
-        extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
-        reply_data={"taskId": task.task_id},
+    Request.objects.filter(
+        session=session, action=RUN_TASK_ACTION, status=Request.Status.RUNNING, input__taskId=task.task_id
+    ).update(
+        status=Request.Status.ABORTED,
+        finished_at=now,
+        error=Refusal("aborted", "the task running this row stopped before it finished; the row was claimed again.").as_error(),
     )
-    result.output = {"taskId": task.task_id}
-    return result
+    log = start_turn(
+        session,
+        action=RUN_TASK_ACTION,
+        input={"taskId": task.task_id, "boardId": task.board_id, "attempt": task.attempts},
+        user_id=session.user_id,
+        started_at=now,
+        prompt={"role": "user", "text": text, "taskId": task.task_id, "boardId": task.board_id},
+        savepoint=False,
+    )
+    return StartedRowTurn(seat=seat, task=task, log=log, text=text)
+
+
+class WorkBoardRow:
+    """The agent kind's ``board_row_turn`` facet (``work_board_row``): a callable that
+    starts and runs the turn, and ``begin`` (``begin_board_row``) for a caller that
+    starts it in its own transaction (the drain, through ``seats.turns.drive_turn``)."""
+
+    begin = staticmethod(begin_board_row)
+
+    def __call__(self, *, task: BoardTask, seat: Seat, session: Session) -> TurnResult:
+        """Run ``task`` as ``seat``'s turn, with the model outside any transaction, and
+        return the turn (the caller finishes it; the reply is the row's output).
+
+        The start (``begin_board_row``) commits in a transaction of its own. The model
+        sees the seat's instructions and the turn text only (each row is its own turn)
+        and is offered ``agent_tools(seat)``: its ``tools:`` and every board's task
+        tools it holds. Tool posts are dispatched with keys derived from the row, so a
+        turn run again hands each post over once. Finished, the request is completed
+        (``{taskId, reply, toolCalls}``) or failed.
+        """
+        with transaction.atomic():
+            started = begin_board_row(task=task, seat=seat, session=session)
+        return started.run()
+
+
+work_board_row = WorkBoardRow()
 
 
 # ----------------------------------------------------------------------------- a delegated post

@@ -12,8 +12,9 @@ seat_id, worker_key)``:
 1. enqueued once per seat draining the board when a row is filed (``fileTask``, or a
    seat's ``addTask_…``), and by the periodic sweep (``do_sweep_board_drains``) for rows
    nothing picked up: a dropped task, a lapsed lease, a row whose deps just completed;
-2. ``do_seat_drain`` takes the seat's turn slot once and runs ``boards.services.
-   do_drain_board`` under it: each row is claimed (one statement on PostgreSQL), run as
+2. ``do_seat_drain`` runs the step as one ``seats.turns.drive_turn`` (kind
+   ``board-row``) that takes the seat's turn slot before it claims anything and holds it
+   while its run, ``boards.services.do_drain_board``, works the rows: each row is claimed (one statement on PostgreSQL), run as
    the seat's turn and settled, and the same task claims the next row while rows
    remain, up to ``DRAIN_ROWS_PER_TASK`` rows and ``drain_seconds_per_task()`` seconds
    (a bound that keeps the task inside the cluster's ``timeout`` and lets other work
@@ -35,9 +36,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from functools import partial
+from typing import cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -56,7 +58,7 @@ from boards.drains import (
 from boards.models import BoardTask, TaskStatus
 from boards.naming import split_board_id
 from boards.queries import claimable_tasks
-from boards.services import Settled, do_drain_board, do_settle_claim
+from boards.services import DrainReport, Settled, do_drain_board, do_settle_claim
 from workforce.cancelling import CANCELLED
 from workforce.dispatch import enqueue
 from workforce.facets import BOARD_ROW_TURN, ON_TASK_FILED, BoardRowTurn, Turn
@@ -70,7 +72,7 @@ from workforce.runtime import Slot
 from .boards import default_worker_key, seat_boards
 from .models import DrainWake, Seat
 from .queries import access_seat
-from .turns import TurnPlan, TurnSpec, Wake, drive_turn, turn_slot, turn_timeout
+from .turns import HeldTurns, SlotRule, TurnPlan, TurnSpec, Wake, drive_held_turn, drive_turn, turn_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -374,10 +376,12 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
     bound stopped it, it enqueues the next step. Never raises for a row's failure (the
     row is failed).
 
-    The step takes the seat's turn slot in its board session first
-    (``seats.turns.turn_slot``) and holds it for all its rows, one turn after another:
-    while a turn of the seat runs there it claims nothing, and runs again when that turn
-    ends. The seat and its session are read once per step, not once per row.
+    The step is one ``seats.turns.drive_turn`` (kind ``board-row``) whose slot, the
+    seat's in its board session, is known before any claim (``TurnSpec.slot``): it is
+    taken first and held for all the step's rows, one turn after another (each through
+    ``drive_held_turn``), and freed with the step's end. While a turn of the seat runs
+    there the step claims nothing, and runs again when that turn ends. The seat and its
+    session are read once per step, not once per row.
 
     Returns:
         The drain report (``{boardId, run, claimed, completed, retried, errored, parked,
@@ -401,21 +405,37 @@ def do_seat_drain(org_id: str, board_id: str, seat_id: str, worker_key: str | No
         return {"boardId": board_id, "seat": seat_id, "skipped": refusal.message}
     session.organization = org  # known: the turn reads it without a query
     DrainWake.objects.filter(**_wake_keys(org_id, board_id, seat_id, worker_key)).update(ran_at=timezone.now())
-    # One turn of the seat at a time in its board session (seats.turns): a step that
-    # finds a row's turn running there claims nothing and runs again when it ends.
-    with turn_slot(session, seat_id, wake=Wake(SEAT_DRAIN_TASK, (org_id, board_id, seat_id, worker_key))) as held:
-        if held is None:
-            return {"boardId": board_id, "seat": seat_id, "waiting": True}
-        report = do_drain_board(
-            org,
-            board_id,
-            worker_key=worker_key,
-            run_row=lambda task: _run_row_as(task, seat=seat, session=session, work_row=work_row),
-            run=session.session_id,
-            lease_seconds=lease_seconds(),
-            max_rows=DRAIN_ROWS_PER_TASK,
-            max_seconds=drain_seconds_per_task(),
+
+    def rows() -> HeldTurns[DrainReport]:
+        return HeldTurns(
+            do_drain_board(
+                org,
+                board_id,
+                worker_key=worker_key,
+                run_row=lambda task: drive_held_turn(_row_plan(task, seat=seat, session=session, work_row=work_row)),
+                run=session.session_id,
+                lease_seconds=lease_seconds(),
+                max_rows=DRAIN_ROWS_PER_TASK,
+                max_seconds=drain_seconds_per_task(),
+            )
         )
+
+    def settle(step: HeldTurns[DrainReport]) -> DrainReport | None:
+        return step.outcome
+
+    # One turn of the seat at a time in its board session (seats.turns): the slot is
+    # taken before the claim, so a step that finds a row's turn running there claims
+    # nothing and runs again when it ends.
+    step: TurnPlan[HeldTurns[DrainReport], DrainReport | None] = TurnPlan(
+        start=lambda: rows, settle=settle, slot=None, waiting=None
+    )
+    wake = Wake(SEAT_DRAIN_TASK, (org_id, board_id, seat_id, worker_key))
+    spec: TurnSpec[HeldTurns[DrainReport], DrainReport | None] = TurnSpec(
+        "board-row", lambda: step, slot=SlotRule(session, seat_id, wake), waiting=None
+    )
+    report = drive_turn(spec)
+    if report is None:
+        return {"boardId": board_id, "seat": seat_id, "waiting": True}
     if not report.drained:  # a bound stopped it: rows may remain
         enqueue_drain(org_id, board_id, seat_id, worker_key)
     return {**report.as_dict(), "seat": seat_id}
@@ -460,18 +480,31 @@ def run_board_row(task: BoardTask) -> Settled:
     work_row = BOARD_ROW_TURN.get(registry.require(seat.kind))
     if not callable(work_row):
         raise TurnFailed(f"cannot-drain: the {seat.kind} kind can't run a board's rows")
-    return _run_row_as(task, seat=seat, session=session, work_row=work_row)
+    plan = _row_plan(task, seat=seat, session=session, work_row=work_row)
+
+    def busy() -> None:
+        raise TurnFailed(f"seat-busy: {seat.seat_id} is running a turn in {session.session_id}")
+
+    # A row claimed already (outside a seat's drain step): the slot is taken after the
+    # claim, and a busy seat fails this attempt (the wait is rolled back with it).
+    plan.slot = SlotRule(session, seat.seat_id, Wake(ROW_RUNNER, (task.pk,)), on_wait=busy)
+    return drive_turn(TurnSpec.planned("board-row", plan))
 
 
-def _run_row_as(task: BoardTask, *, seat: Seat, session: Session, work_row: BoardRowTurn) -> Settled:
-    """``run_board_row`` once the seat, its board session and its kind's
-    ``board_row_turn`` are known (a seat drain knows them for all its rows): the row's
-    turn through ``seats.turns.drive_turn`` (kind ``board-row``). The row is claimed by
-    the drain and the seat's slot is held by its step (``do_seat_drain``); the kind's
-    facet starts and runs the turn; the row is settled with the turn's end."""
+def _row_plan(task: BoardTask, *, seat: Seat, session: Session, work_row: BoardRowTurn) -> TurnPlan[Turn, Settled]:
+    """The plan of a claimed row's turn once the seat, its board session and its kind's
+    ``board_row_turn`` are known (a seat drain knows them for all its rows): the turn
+    starts in ``drive_turn``'s start step when the facet has a ``begin`` (the agent
+    kind's ``begin_board_row``); a kind's own facet with none starts and runs the turn
+    in the run. The row is settled with the turn's end (``do_settle_claim``). No slot:
+    the caller names it (``run_board_row``) or holds it (``do_seat_drain``'s step)."""
+    begin = getattr(work_row, "begin", None)
 
-    def run() -> Turn:
-        return work_row(task=task, seat=seat, session=session)
+    def start() -> Callable[[], Turn]:
+        if begin is not None:
+            started = begin(task=task, seat=seat, session=session)
+            return cast(Callable[[], Turn], started.run)
+        return lambda: work_row(task=task, seat=seat, session=session)
 
     def settle(turn: Turn) -> Settled:
         request = turn.request
@@ -485,8 +518,7 @@ def _run_row_as(task: BoardTask, *, seat: Seat, session: Session, work_row: Boar
             settled = do_settle_claim(task, error=f"{TurnFailed.__name__}: {turn.error.message}")
         return Settled(settled)
 
-    plan: TurnPlan[Turn, Settled] = TurnPlan(start=lambda: run, settle=settle, slot=None, waiting=Settled(None))
-    return drive_turn(TurnSpec.planned("board-row", plan))
+    return TurnPlan(start=start, settle=settle, slot=None, waiting=Settled(None))
 
 
 def row_turn_text(task: BoardTask) -> str:

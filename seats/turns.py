@@ -40,7 +40,8 @@ post a seat hears lands in the same conversation, so it remembers the thread).
 ``drive_turn`` takes the seat's ``TurnSlot`` in the session its turn is recorded in
 before it starts the turn (``take_slot``, in the transaction that starts it), and frees
 it in the transaction that writes the turn's end (``free_slot``); a board drain's step
-holds its seat's slot for all its rows (``turn_slot``). A caller that finds the slot
+is one ``drive_turn`` whose slot is taken before anything is claimed
+(``TurnSpec.slot``) and held for all its rows. A caller that finds the slot
 taken hands its claim back and leaves a ``TurnWait``: its task, enqueued again when the
 slot is freed (a dispatch, which cannot wait, is refused ``seat-busy``). Nothing blocks
 a worker and nothing is lost; a holder that died frees the slot when its hold lapses
@@ -55,11 +56,10 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final, Generic, Literal, TypeVar, get_args
+from typing import Any, Final, Generic, Literal, Protocol, TypeVar, cast, get_args
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -70,7 +70,6 @@ from django.utils import timezone
 from workforce.cancelling import cancelled_refusal, is_cancelled
 from workforce.dispatch import enqueue
 from workforce.extras import TurnExtras
-from workforce.facets import Turn
 from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
@@ -289,24 +288,6 @@ def _wake_next(slot: TurnSlot) -> TurnWait | None:
     return wait
 
 
-@contextmanager
-def turn_slot(session: Session, seat_id: str, *, wake: Wake, on_wait: Callable[[], None] | None = None) -> Iterator[str | None]:
-    """``with turn_slot(session, seat_id, wake=...) as token:`` hold the slot while
-    ``token`` is set (a board drain's step: its rows' turns run through ``drive_turn``
-    under the hold); when it is None the slot is taken and ``wake`` waits (see
-    ``take_turn_slot``). The hold is freed when the block ends, however it ends; a
-    database that fails the freeing leaves the hold to lapse (logged)."""
-    token = take_turn_slot(session, seat_id, wake=wake, on_wait=on_wait)
-    try:
-        yield token
-    finally:
-        if token is not None:
-            try:
-                free_turn_slot(session, seat_id, token)
-            except DatabaseError:
-                logger.warning("the turn slot of %s in %s was not freed; it lapses", seat_id, session.session_id, exc_info=True)
-
-
 def do_sweep_turn_waits(*, now: datetime | None = None) -> list[int]:
     """Wake the callers that wait on a slot nobody holds any more: its holder died (its
     hold lapsed) or the task it enqueued was lost. Enqueues one wait per such slot (its
@@ -492,7 +473,15 @@ TurnKind = Literal[
 ]
 TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
 
-T = TypeVar("T", bound=Turn)
+
+class Finishes(Protocol):
+    """What a run hands ``drive_turn``'s finishing transaction: a turn (``workforce.facets.Turn``), or a board
+    drain step's ``HeldTurns`` (its rows' turns, each finished already)."""
+
+    def finish(self) -> None: ...
+
+
+T = TypeVar("T", bound=Finishes)
 R = TypeVar("R")
 
 
@@ -530,8 +519,9 @@ class TurnPlan(Generic[T, R]):
     """What one caller's turn does where callers differ, once its work is claimed.
 
     Attributes:
-        slot: the turn slot to take (``SlotRule``); None when the caller holds the seat's
-            slot already (a board drain's step holds it for all its rows).
+        slot: the turn slot to take once the work is claimed (``SlotRule``); None when
+            the spec took it before the claim (``TurnSpec.slot``), or when a turn of a
+            board drain's step runs under the step's hold (``drive_held_turn``).
         start: starts the turn inside the first transaction (with the claim and the
             slot) and returns its run: a callable that runs the model outside any
             transaction and returns the ``Turn`` (``TurnResult``, or the caller's own).
@@ -561,11 +551,18 @@ class TurnSpec(Generic[T, R]):
     itself (an action's handler, ``onMailboxPost`` by dispatch): ``drive_turn`` returns
     ``later(rest)`` right after the first step, ``rest`` being the run, finish and
     settle, for the caller to run once that transaction has committed
-    (``workforce.sessions.AfterCommit``), so the model never runs inside it."""
+    (``workforce.sessions.AfterCommit``), so the model never runs inside it.
+
+    ``slot``: the turn slot, when the seat and the session are known before the claim
+    (a board drain's step): taken first, before ``claim()`` is called; when it is taken,
+    its ``on_wait`` runs, nothing is claimed and ``waiting`` is returned. The plan then
+    names no slot of its own (``TurnPlan.slot`` None)."""
 
     kind: TurnKind
     claim: Callable[[], TurnPlan[T, R] | R]
     later: Callable[[Callable[[], R]], R] | None = None
+    slot: SlotRule | None = None
+    waiting: R | None = None
 
     @staticmethod
     def planned(kind: TurnKind, plan: TurnPlan[T, R], *, later: Callable[[Callable[[], R]], R] | None = None) -> TurnSpec[T, R]:
@@ -581,7 +578,9 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
     1. **claim, slot, start**, in one transaction (the caller's when it holds one open,
        as an action does; else its own): ``spec.claim()``, then the seat's turn slot
        (``take_slot``: a taken slot runs ``on_wait`` and returns ``plan.waiting``), then
-       ``plan.start()``;
+       ``plan.start()``. With ``spec.slot`` the slot comes first: a taken one returns
+       ``spec.waiting`` before anything is claimed, and a claim that gives no plan frees
+       it in the same transaction;
     2. **run**: the turn's model, outside that transaction (with ``spec.later``, the
        caller's: ``later(rest)`` is returned right after step 1, and ``rest`` runs steps
        2 and 3 once the caller's transaction has committed);
@@ -598,19 +597,29 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
         ``plan.settle`` returned; or, with ``spec.later``, ``later(rest)``.
 
     Raises:
-        What the steps raise (``LeaseLost``, a caller's Refusal), after ``plan.on_error``.
+        What the steps raise (``LeaseLost``, a caller's Refusal), after ``plan.on_error``;
+        ValueError when both the spec and its plan name a slot.
     """
     # The caller's open transaction holds the slot with the start (its rollback or
     # commit decides), unless the rest runs after that transaction committed (``later``).
     joined = connection.in_atomic_block and spec.later is None
     taken: str | None = None
     with transaction.atomic(savepoint=False):
+        rule = spec.slot
+        if rule is not None:
+            taken = _take(rule)
+            if taken is None:
+                return cast(R, spec.waiting)
         plan = spec.claim()
         if not isinstance(plan, TurnPlan):
+            if rule is not None and taken is not None:
+                (rule.free or free_slot)(rule.session, rule.seat_id, taken)
             return plan
-        rule = plan.slot
-        if rule is not None:
-            taken = (rule.take or take_slot)(rule.session, rule.seat_id, wake=rule.wake, on_wait=rule.on_wait)
+        if plan.slot is not None:
+            if rule is not None:
+                raise ValueError(f"a {spec.kind} turn names its slot twice (the spec's and the plan's)")
+            rule = plan.slot
+            taken = _take(rule)
             if taken is None:
                 return plan.waiting
         run = plan.start()
@@ -619,6 +628,43 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
     if spec.later is not None:
         return spec.later(lambda: _run_and_settle(plan, run, rule, hold, joined=False))
     return _run_and_settle(plan, run, rule, hold, joined=joined)
+
+
+def _take(rule: SlotRule) -> str | None:
+    return (rule.take or take_slot)(rule.session, rule.seat_id, wake=rule.wake, on_wait=rule.on_wait)
+
+
+@dataclass
+class HeldTurns(Generic[R]):
+    """What the run of a ``drive_turn`` that holds a slot for several turns returns (a
+    board drain's step: ``outcome`` is its drain report): each of those turns ran and
+    finished through ``drive_held_turn``, so there is nothing left to finish."""
+
+    outcome: R
+
+    def finish(self) -> None:
+        """Nothing: each turn under the hold finished with its own settle."""
+
+
+def drive_held_turn(plan: TurnPlan[T, R]) -> R:
+    """One turn run under a slot the caller's ``drive_turn`` holds for several (the
+    rows of a board drain's step, inside the run of the step's ``drive_turn``):
+    ``drive_turn``'s own steps for it, ``plan.start()`` in a transaction, then the run
+    outside any, then ``turn.finish()`` and ``plan.settle(turn)`` in one. The plan
+    names no slot (``plan.slot`` None: the step's hold covers it).
+
+    Returns:
+        What ``plan.settle`` returned.
+
+    Raises:
+        What the steps raise, after ``plan.on_error``; ValueError when the plan names a
+        slot.
+    """
+    if plan.slot is not None:
+        raise ValueError("a turn under a held slot names no slot of its own")
+    with transaction.atomic(savepoint=False):
+        run = plan.start()
+    return _run_and_settle(plan, run, None, None, joined=False)
 
 
 def _run_and_settle(plan: TurnPlan[T, R], run: Callable[[], T], rule: SlotRule | None, hold: str | None, *, joined: bool) -> R:

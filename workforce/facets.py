@@ -153,7 +153,10 @@ class PostTurn(Protocol):
 
 class BoardRowTurn(Protocol):
     """A worker kind's turn on one claimed board row (``seats.agent.work_board_row``);
-    the drain (its caller) settles the row."""
+    the drain (its caller) settles the row. A facet may also have ``begin`` (same
+    arguments), which starts the turn inside the caller's transaction with no SAVEPOINT
+    and returns an object whose ``run()`` runs it (``seats.agent.begin_board_row``):
+    the drain then starts the turn in ``seats.turns.drive_turn``'s start step."""
 
     def __call__(self, *, task: Any, seat: Any, session: Session) -> Turn: ...
 

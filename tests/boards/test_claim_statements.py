@@ -34,8 +34,10 @@ CLAIM_STATEMENTS = {"postgresql": 1, "sqlite": 6}
 # (21 / 26 before the lean post path and the lean wake landed beside this one; 19 on
 # PostgreSQL before each turn item became one statement with its counter's bump, and the
 # turn's end one statement with its reply; 16 / 24 before the one turn path ran the turn's
-# end in its settle transaction, with no SAVEPOINT and RELEASE around it.)
-DRAINED_ROW_STATEMENTS = {"postgresql": 14, "sqlite": 22}
+# end in its settle transaction, with no SAVEPOINT and RELEASE around it; 14 / 22 before
+# the row's turn started in the one turn path's start step, in its transaction, with no
+# SAVEPOINT and RELEASE of the kind's own and of start_turn's around it.)
+DRAINED_ROW_STATEMENTS = {"postgresql": 10, "sqlite": 18}
 
 
 def _vendor() -> str:

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from boards.drains import BoardDrain, current_board_drains, set_board_drains
@@ -21,15 +21,17 @@ from seats.agent import agent_tools
 from seats.boards import board_id_problem, seat_boards
 from seats.drains import (
     SEAT_DRAIN_TASK,
+    TurnFailed,
     board_run_id,
     board_warnings,
     configure_board_drains,
     do_seat_drain,
     do_sweep_board_drains,
     row_turn_text,
+    run_board_row,
 )
 from seats.hiring import HireRefused, hire_workforce
-from seats.models import Seat, TurnWait
+from seats.models import Seat, TurnSlot, TurnWait
 from seats.turns import Wake, free_turn_slot, take_turn_slot
 from seats.workers import WORKER_KEYS, WORKER_LOAD_FAILED, read_workforce
 from workforce.flows import FlowKind, registry
@@ -590,6 +592,31 @@ def test_a_drain_step_whose_seat_has_a_turn_running_in_its_board_session_claims_
         free_turn_slot(session, "eng.lead", holder)
     assert row(filed).status == "completed"
     assert [r.status for r in Request.objects.filter(session=session).order_by("pk")] == ["completed", "completed"]
+
+
+def test_a_row_run_alone_takes_its_seats_slot_and_fails_the_attempt_while_a_turn_holds_it(hired, org, file_task):
+    """``run_board_row`` (a row claimed outside a seat's drain step) takes the seat's
+    slot through the one turn path after its claim: while another turn holds it, the
+    attempt fails ``seat-busy`` with nothing written; once it is free the row runs."""
+    hired(tree(lead=worker_md(drains=f"[{FOLLOWUPS}]")))
+    set_model_resolver(create_mock_model_resolver({"eng.lead": lambda call: "alone"}))
+    file_task("first")  # drained at once; its run made the board session
+    session = Session.objects.get(session_id=LEAD_RUN)
+    task = do_file_task(org, FOLLOWUPS, goal="run alone")
+    claimed = do_claim_task(org, FOLLOWUPS, worker_key="lead", run=LEAD_RUN)
+    assert claimed.pk == task.pk
+    holder = take_turn_slot(session, "eng.lead", wake=Wake("tests.holder"))
+    with pytest.raises(TurnFailed, match=r"^seat-busy: eng.lead is running a turn in "):
+        with transaction.atomic():  # the task's own transaction (the drain runs it in none)
+            run_board_row(claimed)
+    assert Request.objects.filter(session=session).count() == 1  # the first row's only
+    assert not TurnWait.objects.exists()  # the wait rolled back with the refusal
+    free_turn_slot(session, "eng.lead", holder)
+    settled = run_board_row(claimed).task
+    assert (settled.status, settled.output) == ("completed", "alone")
+    assert [r.status for r in Request.objects.filter(session=session).order_by("pk")] == ["completed", "completed"]
+    slot = TurnSlot.objects.get(session=session, seat_id="eng.lead")
+    assert (slot.claim_token, slot.lease_until) == ("", None)  # taken for the turn, freed with its settle
 
 
 def test_a_redelivered_drain_runs_no_row_twice(hired, org, file_task, django_capture_on_commit_callbacks):
