@@ -47,6 +47,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
 from workforce.api.outages import database_unavailable, database_unavailable_headers
+from workforce.asgi_body import replay
 from workforce.refusals import Refusal
 
 from .mcp_server import CALLER_SCOPE_KEY, McpCaller, http_caller, http_server
@@ -208,7 +209,7 @@ class McpMount:
         scope = {**scope, CALLER_SCOPE_KEY: caller}
         body = await _read_body(receive)
         manager = self.streaming if asks_progress(body) else self.server.session_manager
-        await manager.handle_request(scope, _replay(body, receive), send)
+        await manager.handle_request(scope, replay(body, receive), send)
 
 
 def asks_progress(body: bytes) -> bool:
@@ -235,20 +236,6 @@ async def _read_body(receive) -> bytes:
         if not message.get("more_body"):
             break
     return b"".join(chunks)
-
-
-def _replay(body: bytes, receive):
-    """An ASGI ``receive`` that hands ``body`` over once, then defers to ``receive``."""
-    pending = True
-
-    async def again():
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
 
 
 def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:

@@ -120,21 +120,6 @@ async def read_body(receive, declared: int | None) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def replay(body: bytes, receive):
-    """An ASGI ``receive`` that hands ``body`` over once, whole, then defers to
-    ``receive`` (which tells of the client's disconnect)."""
-    pending = True
-
-    async def again():
-        nonlocal pending
-        if pending:
-            pending = False
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return again
-
-
 class AddressPlaces:
     """The places each client address holds now (``WORKFORCE_ADDRESS_LIMIT`` at most)."""
 

@@ -60,6 +60,7 @@ from django.urls import set_script_prefix  # noqa: E402
 
 from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402
 from mail.repair import index_unswept_vaults_once  # noqa: E402
+from workforce.asgi_body import replay  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
 from workforce_project import admission  # noqa: E402
@@ -118,7 +119,7 @@ async def application(scope, receive, send):
         except admission.ClientGone:
             return
         if long_lived:
-            await _long_lived(scope, admission.replay(body, receive), send, mcp)
+            await _long_lived(scope, replay(body, receive), send, mcp)
             return
         if holding:
             _server.places.give_back(address)
