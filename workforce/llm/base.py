@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -54,12 +55,18 @@ class ModelCall:
         messages: OpenAI chat messages, system prompt first.
         tools: OpenAI ``tools`` entries offered on this call (may be empty).
         timeout: seconds the call may take before it fails with ModelError.
+        on_text: called with each piece of the answer's text as the model writes it
+            (a provider that streams calls it per delta; one that does not may call it
+            once with the whole text, or never). The pieces are a preview: the reply's
+            ``text`` is the answer. It must not raise and must return quickly (it runs on
+            the model call's thread).
     """
 
     block: str
     messages: list[dict]
     tools: list[dict] = field(default_factory=list)
     timeout: float = 60.0
+    on_text: Callable[[str], None] | None = None
 
     def tool_names(self) -> list[str]:
         """The names of the tools offered on this call."""
