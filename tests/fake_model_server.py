@@ -360,6 +360,10 @@ class FakeModelServer:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.1 as the real servers speak it: kept-alive connections, and a
+            # stream in chunked encoding, so a stream cut off is an error to the client.
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, *args):
                 pass
 
@@ -449,16 +453,20 @@ class FakeModelServer:
 
     @staticmethod
     def _send_stream(handler: BaseHTTPRequestHandler, chunks: list[dict], *, done: bool) -> None:
+        def write(data: bytes) -> None:
+            handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            handler.wfile.flush()
+
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
         handler.send_header("Cache-Control", "no-cache")
-        handler.end_headers()  # no length: the stream ends when the connection closes
-        handler.close_connection = True
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
         for chunk in chunks:
-            handler.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            handler.wfile.flush()
+            write(f"data: {json.dumps(chunk)}\n\n".encode())
         if done:
-            handler.wfile.write(b"data: [DONE]\n\n")
+            write(b"data: [DONE]\n\n")
+            handler.wfile.write(b"0\r\n\r\n")  # the last chunk: the answer is whole
             handler.wfile.flush()
 
     # ------------------------------------------------------------------ looking at it
