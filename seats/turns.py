@@ -28,7 +28,8 @@ A turn has three parts, written in the same shape whoever runs it:
    that run instead.
 
 A turn fails, with a named reason, when the provider fails or times out
-(``model-error``), the turn passes its deadline (``turn-timeout``), the model keeps
+(``model-error``) or cuts its answer off at the output limit (``model-truncated``:
+``ModelError.reason``), the turn passes its deadline (``turn-timeout``), the model keeps
 calling tools past ``WORKFORCE_TURN_MAX_STEPS`` (``turn-step-limit``), or it answers
 nothing at all (``empty-reply``). A turn whose request was cancelled
 (``workforce.cancelling``) stops at its next safe point (before a model call, between
@@ -731,8 +732,8 @@ def run_turn(
             reply_data: more keys for the reply item.
 
     Returns:
-        TurnResult; ``error`` is set (reason ``model-error``, ``turn-timeout``,
-        ``turn-step-limit``, ``empty-reply``) when the turn failed.
+        TurnResult; ``error`` is set (reason ``model-error``, ``model-truncated``,
+        ``turn-timeout``, ``turn-step-limit``, ``empty-reply``) when the turn failed.
     """
     extras = TurnExtras() if extras is None else extras
     result = TurnResult(

@@ -17,7 +17,17 @@ every other known id gives a model that cannot evaluate and fails every call.
 
 from __future__ import annotations
 
-from .base import ChatModel, ModelCall, ModelError, ModelReply, ModelResolver, ToolCall, parse_arguments
+from .base import (
+    MODEL_ERROR,
+    MODEL_TRUNCATED,
+    ChatModel,
+    ModelCall,
+    ModelError,
+    ModelReply,
+    ModelResolver,
+    ToolCall,
+    parse_arguments,
+)
 from .embedded import EMBEDDED_MODELS, EchoModel, ScriptedModel
 from .evaluation import (
     CannotEvaluate,
@@ -47,6 +57,8 @@ from .resolver import (
 __all__ = [
     "EMBEDDED_EVALUATORS",
     "EMBEDDED_MODELS",
+    "MODEL_ERROR",
+    "MODEL_TRUNCATED",
     "PROVIDERS",
     "RESOLVER",
     "CannotEvaluate",

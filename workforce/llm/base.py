@@ -76,7 +76,8 @@ class ModelCall:
             ``support.devices``); mock resolvers are scripted by it.
         messages: OpenAI chat messages, system prompt first.
         tools: OpenAI ``tools`` entries offered on this call (may be empty).
-        timeout: seconds the call may take before it fails with ModelError.
+        timeout: seconds the call may take before it fails with ModelError, a
+            provider's retries and their waits included.
         on_text: called with each piece of the answer's text as the model writes it
             (a provider that streams calls it per delta; one that does not may call it
             once with the whole text, or never). The pieces are a preview: the reply's
