@@ -159,9 +159,25 @@ class RunSerializer(serializers.Serializer):
         return working_on(row.input)
 
 
+class FailedRunSerializer(RunSerializer):
+    """One failed run: a run's keys with ``status: "failed"``, ``finishedAt`` and
+    ``error`` (``{reason, message}``: the model's error under ``model-error``)."""
+
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+
+    def get_status(self, row: Request) -> str:
+        return "failed"
+
+
 class RunPageSerializer(serializers.Serializer):
     sessionId = serializers.CharField()
     runs = RunSerializer(many=True)
+
+
+class FailedRunPageSerializer(serializers.Serializer):
+    sessionId = serializers.CharField()
+    runs = FailedRunSerializer(many=True)
 
 
 class RequestPageSerializer(serializers.Serializer):
