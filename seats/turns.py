@@ -788,7 +788,7 @@ def run_turn(
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps(outcome)})
         raise Refusal("turn-step-limit", f"{seat.seat_id} kept calling tools past {max_steps()} model calls.")
     except ModelError as exc:
-        result.error = Refusal("model-error", str(exc))
+        result.error = Refusal(exc.reason, str(exc))
         logger.warning("model call failed: seat %s, model %s: %s", seat.seat_id, model_id, exc)
     except Refusal as refusal:
         result.error = refusal

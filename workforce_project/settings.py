@@ -211,6 +211,9 @@ WORKFORCE_BROKER_IDLE_SECONDS = _env_number("WORKFORCE_BROKER_IDLE_SECONDS", 1.0
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 WORKFORCE_MODEL_TIMEOUT = _env_number("WORKFORCE_MODEL_TIMEOUT", 60, float)
+# Most retries of one openai/<name> call after its first attempt (429, 5xx, timeouts,
+# dropped connections; honouring Retry-After), all within the call's own timeout.
+WORKFORCE_MODEL_RETRIES = _env_number("WORKFORCE_MODEL_RETRIES", 6, int)
 # A route's evaluator call (mailbox routing, a coordinator's best fit); default: a model call's.
 WORKFORCE_ROUTE_TIMEOUT = _env_number("WORKFORCE_ROUTE_TIMEOUT", WORKFORCE_MODEL_TIMEOUT, float)
 WORKFORCE_TURN_TIMEOUT = _env_number("WORKFORCE_TURN_TIMEOUT", 100, float)

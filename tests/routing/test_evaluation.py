@@ -197,12 +197,13 @@ def test_openai_evaluator_asks_for_a_structured_choice(fake_openai):
     assert "My printer keeps jamming" in body["messages"][1]["content"]
 
 
-def test_openai_evaluator_none_and_failures(fake_openai):
+def test_openai_evaluator_none_and_failures(fake_openai, settings):
+    settings.WORKFORCE_MODEL_RETRIES = 1
     fake_openai(lambda body: completion('{"choice": "none"}'))
     assert ask(OpenAIEvaluationModel("fake"), "x").type == "none"
     fake_openai(lambda body: completion("I think devices"))
     with pytest.raises(EvaluationError, match="not JSON"):
         ask(OpenAIEvaluationModel("fake"), "x")
     fake_openai(lambda body: (500, {"error": {"message": "overloaded", "type": "server_error"}}))
-    with pytest.raises(EvaluationError, match="500"):
+    with pytest.raises(EvaluationError, match=r"answered 500: overloaded \(2 attempts in"):
         ask(OpenAIEvaluationModel("fake"), "x")

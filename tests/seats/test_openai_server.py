@@ -10,6 +10,7 @@ import pytest
 
 from mailboxes.models import Delivery, Line
 from tests.conftest import OWNER
+from tests.fake_model_server import Failure
 from tests.fakes import FakeOpenAIServer, chat_completion
 from tests.seats.conftest import SEATS_TREE, worker_md
 from workforce.models import Request
@@ -115,20 +116,54 @@ def test_a_model_that_does_not_answer_in_time_fails_the_turn(openai_tree, post, 
     assert Delivery.objects.get(member="eng.analyst").status == "done"  # the others still ran
 
 
-def test_a_server_error_is_the_providers_error_recorded(openai_tree, post, org):
+def test_a_server_error_is_the_providers_error_recorded(openai_tree, post, org, settings):
+    settings.WORKFORCE_MODEL_RETRIES = 2
     with FakeOpenAI(status=500) as fake:
         openai_tree(fake)
         post("eng.incidents", "hello?")
     turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
     assert turn.error["reason"] == "model-error"
-    assert "openai/fake-model: the server answered 500" in turn.error["message"]
-    assert "overloaded" in turn.error["message"]
-    assert len(fake.requests) == 1  # no silent retries
+    assert "openai/fake-model: the server answered 500: the model is overloaded (3 attempts in" in turn.error["message"]
+    assert len(fake.requests) == 3  # retried WORKFORCE_MODEL_RETRIES times, then the server's error recorded
+
+
+def test_a_rate_limit_is_waited_out_and_the_turn_completes(openai_tree, post, org):
+    with FakeOpenAI() as fake:
+        fake.failures = [Failure(429, first=1, retry_after_ms=200), Failure(503, every=3)]
+        openai_tree(fake)
+        post("eng.incidents", "can someone look at the refund queue?", author="eng.analyst")
+    assert fake.outcomes() == [429, 200, 503, 200]
+    turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
+    assert turn.status == "completed" and turn.output["reply"] == "Posted my answer in the mailbox."
+
+
+class TruncatingOpenAI(FakeOpenAI):
+    """Asks for a post-to-mailbox call cut off at the output limit."""
+
+    def answer(self, body: dict) -> dict:
+        answer = super().answer(body)
+        call = answer["choices"][0]["message"]["tool_calls"][0]["function"]
+        call["arguments"] = call["arguments"][:25]
+        answer["choices"][0]["finish_reason"] = "length"
+        return answer
+
+
+def test_a_truncated_answer_fails_the_turn_as_model_truncated(openai_tree, post, org):
+    with TruncatingOpenAI() as fake:
+        openai_tree(fake)
+        post("eng.incidents", "can someone look at the refund queue?", author="eng.analyst")
+    turn = Request.objects.get(session__session_id="eng.incidents:eng.lead", action="onMailboxPost")
+    assert turn.status == "failed" and turn.error["reason"] == "model-truncated"
+    assert turn.error["message"] == (
+        "model-truncated: openai/fake-model: the answer was cut off at the model's output limit (finish_reason: length)"
+    )
+    assert len(fake.requests) == 1 and not Line.objects.filter(author="eng.lead").exists()  # the cut-off call never ran
 
 
 def test_nothing_listening_fails_the_turn(wired, post, org, settings):
     from tests.e2e.conftest import free_port
 
+    settings.WORKFORCE_MODEL_RETRIES = 1  # a refused connection is retried (once here), then fails
     settings.OPENAI_BASE_URL = f"http://127.0.0.1:{free_port()}/v1"
     wired({**SEATS_TREE, "teams/eng/workers/lead/WORKER.md": OPENAI_WORKER})
     post("eng.incidents", "hello?")

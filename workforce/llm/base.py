@@ -8,14 +8,36 @@ OpenAI-compatible server reads, and the one the embedded and mock models read to
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+MODEL_ERROR = "model-error"
+MODEL_TRUNCATED = "model-truncated"
 
 
 class ModelError(Exception):
     """A model call failed: the provider refused, errored, or gave no answer within the
-    call's timeout. The message names the model (``openai/gpt-4o-mini: ...``)."""
+    call's timeout. The message names the model (``openai/gpt-4o-mini: ...``).
+
+    Args:
+        message: what happened, naming the model (and the server's status and message
+            when it answered an error).
+        reason: the reason code a failed turn records: ``model-error`` (default), or
+            ``model-truncated`` when the answer was cut off at the model's output limit
+            (``finish_reason: "length"``).
+    """
+
+    def __init__(self, message: str = "", *, reason: str = MODEL_ERROR):
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self):
+        return (_model_error, (str(self), self.reason))
+
+
+def _model_error(message: str, reason: str) -> ModelError:
+    return ModelError(message, reason=reason)
 
 
 @dataclass(frozen=True)
@@ -59,7 +81,10 @@ class ModelCall:
             (a provider that streams calls it per delta; one that does not may call it
             once with the whole text, or never). The pieces are a preview: the reply's
             ``text`` is the answer. It must not raise and must return quickly (it runs on
-            the model call's thread).
+            the model call's thread). A call the provider retries after its stream was
+            cut off (``openai/<name>``: a dropped connection) starts its pieces again
+            from the answer's beginning, so a consumer that shows them should start over
+            when it is given text it has already shown; see docs/models.md.
     """
 
     block: str
