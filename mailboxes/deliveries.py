@@ -637,7 +637,9 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
             ).update(
                 status=Delivery.Status.DONE if answered else Delivery.Status.FAILED,
                 finished_at=now,
-                error=None if answered else Refusal("delivery-abandoned", f"given up after {delivery.attempts} attempts").as_error(),
+                error=None
+                if answered
+                else Refusal("delivery-abandoned", f"given up after {delivery.attempts} attempts").as_error(),
             )
             if updated and delivery.turn_request_id:  # its turn's worker is gone: the run ended
                 Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(

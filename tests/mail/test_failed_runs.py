@@ -21,7 +21,9 @@ def failures(org) -> list[LedgerEntry]:
 def test_a_mail_whose_model_keeps_failing_goes_back_to_new_with_each_failure_ledgered(agents, org, store, send, settings):
     settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS = 3
     agents()
-    set_model_resolver(create_mock_model_resolver({"eng.reader": lambda call: (_ for _ in ()).throw(ModelError("429 rate limited"))}))
+    set_model_resolver(
+        create_mock_model_resolver({"eng.reader": lambda call: (_ for _ in ()).throw(ModelError("429 rate limited"))})
+    )
     thread = send("eng.reader", "FYI")
     run = MailRun.objects.get(thread=thread)
     # Run again while it had claims left, then failed for good with the model's error.
@@ -40,7 +42,7 @@ def test_a_mail_whose_model_keeps_failing_goes_back_to_new_with_each_failure_led
     assert [e.data["retried"] for e in ledgered] == [True, True, False]
     assert {e.data["reason"] for e in ledgered} == {"model-error"}
     assert all("429 rate limited" in e.data["error"] for e in ledgered)
-    assert all(e.data["runKind"] == "mail" and e.data["requestId"] == t.request_id for e, t in zip(ledgered, turns))
+    assert all(e.data["runKind"] == "mail" and e.data["requestId"] == t.request_id for e, t in zip(ledgered, turns, strict=True))
     assert TurnSlot.objects.get(session__session_id="mail:eng.reader").claim_token == ""
 
 

@@ -118,7 +118,7 @@ class ItemPageSerializer(serializers.Serializer):
 
 # The input keys that say what a run is working on: a mailbox post's notify input
 # (postId, body, author), a delegated post's message, a board row's task.
-WORKING_ON_KEYS = ("postId", "body", "author", "message", "boardId", "taskId")
+WORKING_ON_KEYS = ("postId", "body", "author", "message", "boardId", "taskId", "thread")
 WORKING_ON_CHARS = 500
 
 

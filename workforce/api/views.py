@@ -37,13 +37,13 @@ from .errors import refusal_response
 from .serializers import (
     ActionCallSerializer,
     CancelCallSerializer,
+    FailedRunPageSerializer,
     ItemPageSerializer,
     ItemSerializer,
     RefusalSerializer,
     RequestAnswerSerializer,
     RequestPageSerializer,
     RequestSerializer,
-    FailedRunPageSerializer,
     RunPageSerializer,
     request_wire,
 )
