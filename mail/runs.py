@@ -55,8 +55,9 @@ RUN_TASK = "mail.tasks.run_mail"
 # before that, its event may still be on its way (a forge's webhook).
 SWEEP_GRACE_SECONDS = 30
 # The turn failures a mail run is run again for while it has claims left: the model's
-# (what the model client's own retries did not get through) and the turn's time limit.
-RETRIED_REASONS = frozenset({"model-error", "turn-timeout"})
+# (what the model client's own retries did not get through), the turn's time limit, and a
+# vault that could not mark the mail working.
+RETRIED_REASONS = frozenset({"model-error", "turn-timeout", "vault-unavailable"})
 
 
 def admit_mail_run(thread: Thread) -> MailRun:
@@ -349,7 +350,8 @@ def do_sweep_mail(*, now=None) -> list[int]:
     """Recover mail the office was not told of or whose run was dropped: a mail indexed
     ``new`` with no run is admitted now (its vault's event was lost with its process);
     a run whose task is known lost is enqueued again (``workforce.leases.requeue_lost``);
-    a run out of claims is failed (``run-abandoned``, ledgered ``run.failed``); a mail
+    a run out of claims is failed (``run-abandoned``, ledgered ``run.failed``), or done
+    when its mail was replied on or closed before its worker stopped; a mail
     left ``mail:working`` by a run that failed goes back to ``mail:new``
     (``do_return_mail``: its vault was unavailable when the run ended, or the process
     died first). Idempotent. Returns the runs enqueued again."""
@@ -366,6 +368,9 @@ def do_sweep_mail(*, now=None) -> list[int]:
                 continue
             if run.request is not None and run.request.status == Request.Status.RUNNING:
                 do_abort_request(run.request.pk, "the task running this mail stopped before it finished.", now=now)
+            if run.thread.state in (Thread.State.REPLIED, Thread.State.CLOSED):  # its work landed first
+                _settle(run, run.claim_token or "", request=run.request)
+                continue
             _failed(run, run.claim_token or "", Refusal("run-abandoned", "its turn never finished"), run.request)
     for thread in Thread.objects.filter(state=Thread.State.WORKING, run__status=MailRun.Status.FAILED).select_related(
         "organization"

@@ -107,3 +107,33 @@ def test_the_sweep_puts_back_a_mail_left_working_by_a_run_that_failed(agents, or
     committed(do_sweep_mail)
     thread.refresh_from_db()
     assert thread.state == "new" and store.get_issue("default", "eng.reader", 1).labels == (LABEL_NEW,)
+
+
+def test_the_sweep_fails_a_run_out_of_claims_and_puts_its_mail_back(agents, org, store, send, committed, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    agents()
+    reply = {"tool_calls": [{"name": "mail_reply", "arguments": {"body": "here"}}]}
+    set_model_resolver(create_mock_model_resolver({"eng.reader": ["read it"], "eng.alpha": [reply, "done"]}))
+    left = send("eng.reader", "FYI")
+    replied = send("eng.alpha", "Answer me")
+    # What a worker that died on the run's last claim leaves: running, its lease lapsed.
+    store.set_labels("default", "eng.reader", 1, ["mail:working"])
+    Thread.objects.filter(pk=left.pk).update(state="working", labels=["mail:working"])
+    lapsed = timezone.now() - timedelta(seconds=1)
+    MailRun.objects.update(
+        status="running", attempts=settings.WORKFORCE_DELIVERY_MAX_ATTEMPTS, claim_token="gone", lease_until=lapsed
+    )
+    committed(do_sweep_mail)
+    abandoned = MailRun.objects.get(thread=left)
+    assert abandoned.status == "failed" and abandoned.error["reason"] == "run-abandoned"
+    left.refresh_from_db()
+    assert left.state == "new" and store.get_issue("default", "eng.reader", 1).labels == (LABEL_NEW,)
+    [ledgered] = failures(org)
+    assert (ledgered.thread, ledgered.data["reason"], ledgered.data["retried"]) == ("eng.reader:1", "run-abandoned", False)
+    # The run whose reply had landed is done, its mail left replied.
+    assert MailRun.objects.get(thread=replied).status == "done"
+    replied.refresh_from_db()
+    assert replied.state == "replied"
