@@ -7,9 +7,14 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
+from workforce.facets import CAPABILITIES, TOOL_CATALOG
+from workforce.flows import registry
+from workforce.llm.openai_provider import MAX_TOOL_NAME, TOOL_NAME_PATTERN, tool_alias
 from workforce.tree import UNREADABLE_SLOT, WorkforceRootError
 
-from .hiring import hire_problems
+from .hiring import _seat_fields, hire_problems
+from .models import Seat
+from .turns import offered_tools
 from .workers import read_workforce
 
 
@@ -100,3 +105,44 @@ def check_model_endpoints(app_configs=None, **kwargs):
         for where, model in uses
         if isinstance(model, str) and model.startswith(OPENAI_PREFIX)
     ]
+
+
+@checks.register("workforce")
+def check_tool_names(app_configs=None, **kwargs):
+    """A seat on an ``openai/<name>`` model offered a tool whose name OpenAI refuses
+    (over 64 characters, or characters outside ``[a-zA-Z0-9_-]``): typically a board's
+    ``completeTask_<mailbox>_<board>`` for a long board id. Its calls still work (the
+    model is sent a stable alias, ``workforce.llm.openai_provider.tool_alias``), but the
+    model reads a name unlike the spec's: one warning per seat (seats.W002), naming its
+    file and each such tool. Says nothing when the tree does not load (the other
+    checks' errors)."""
+    try:
+        workers, _ = read_workforce(settings.WORKFORCE_ROOT)
+    except WorkforceRootError:
+        return []
+    warnings = []
+    for worker in workers:
+        seat = Seat(seat_id=worker.id, scope=Seat.Scope.SHARED, **_seat_fields(worker))
+        if not seat.model_id(settings.WORKFORCE_MODEL).startswith(OPENAI_PREFIX):
+            continue
+        flow = registry.get(seat.kind)
+        if flow is None:
+            continue  # cannot be hired: seats.E002 says why
+        try:
+            tools = offered_tools(seat, TOOL_CATALOG.get(flow) or {}, CAPABILITIES.get(flow) or [])
+        except Exception:  # a capability that cannot read the worker's keys: hiring names it
+            continue
+        long = [tool.name for tool in tools if not TOOL_NAME_PATTERN.match(tool.name)]
+        if not long:
+            continue
+        names = "; ".join(f"{name} ({len(name)} characters) is sent as {tool_alias(name)}" for name in long)
+        warnings.append(
+            checks.Warning(
+                f"{worker.path}/WORKER.md: seat {worker.id} ({seat.model_id(settings.WORKFORCE_MODEL)}) is offered "
+                f"tools OpenAI refuses by name (more than {MAX_TOOL_NAME} characters, or not [a-zA-Z0-9_-]): {names}.",
+                hint="The calls work through the alias; to let the model read the real name, shorten the board's "
+                "mailbox id or board name.",
+                id="seats.W002",
+            )
+        )
+    return warnings

@@ -52,3 +52,43 @@ def test_an_endpoint_or_a_key_is_enough(settings, tmp_path):
     assert check_model_endpoints() == []
     settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY = "", "sk-test"
     assert check_model_endpoints() == []
+
+
+BOARD = "customer-escalations-awaiting-engineering-review"
+MAILBOX = "support.escalations"
+
+
+def test_a_seat_offered_a_tool_name_openai_refuses_is_named(settings, tmp_path):
+    from tests.conftest import mailbox_md
+    from workforce.llm.openai_provider import tool_alias
+
+    settings.WORKFORCE_ROOT = str(
+        write_tree(
+            tmp_path,
+            {
+                "teams/support/mailboxes/escalations/MAILBOX.md": mailbox_md(
+                    members=("support.lead", "support.quiet"), boards=f"[{BOARD}]"
+                ),
+                "teams/support/workers/lead/WORKER.md": worker_md(
+                    "Leads.", model="openai/gpt-4o-mini", drains=f"[{MAILBOX}.{BOARD}]"
+                ),
+                "teams/support/workers/echo/WORKER.md": worker_md(
+                    "Echoes.", model="embedded/echo", drains=f"[{MAILBOX}.{BOARD}]"
+                ),
+                "teams/support/workers/quiet/WORKER.md": worker_md("Short ids only.", model="openai/gpt-4o-mini"),
+            },
+        )
+    )
+    settings.WORKFORCE_MODEL = "embedded/echo"
+    from seats.checks import check_tool_names
+
+    [warning] = check_tool_names()  # not the embedded seat (no limit), not the one with short names
+    assert warning.id == "seats.W002" and warning.level == 30
+    suffix = "_support_escalations_customer_escalations_awaiting_engineering_review"
+    tools = ("addTask", "assignTask", "updateTask", "listTasks", "completeTask", "failTask", "blockTask", "cancelTask")
+    names = "; ".join(f"{t}{suffix} ({len(t + suffix)} characters) is sent as {tool_alias(t + suffix)}" for t in tools)
+    assert warning.msg == (
+        "teams/support/workers/lead/WORKER.md: seat support.lead (openai/gpt-4o-mini) is offered tools OpenAI refuses by "
+        f"name (more than 64 characters, or not [a-zA-Z0-9_-]): {names}."
+    )
+    assert all(len(t + suffix) > 64 for t in tools)

@@ -286,3 +286,50 @@ def test_a_streamed_tool_call_without_an_id_gets_one(serve):
     serve(scripted({"m": [{"role": "assistant", "content": None, "tool_calls": [tool_call("post", {"x": 1}, id=None)]}]}))
     (call,) = complete(tools=[tool("post")], on_text=lambda piece: None).tool_calls
     assert call.id.startswith("call_") and call.name == "post" and call.arguments == {"x": 1}
+
+
+class Trickling(FakeModelServer):
+    """Streams one piece of text every ``gap`` seconds, for ever (a server looping on
+    output, or stalled mid-answer when the gap is long)."""
+
+    gap = 0.3
+
+    def _send_stream(self, handler, chunks, *, done):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        first = chunks[1]
+        while not self._closing.wait(self.gap):
+            data = f"data: {json.dumps(first)}\n\n".encode()
+            handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            handler.wfile.flush()
+
+
+def test_a_stream_that_never_ends_is_stopped_at_the_calls_budget(settings):
+    with Trickling() as fake:
+        settings.OPENAI_BASE_URL = fake.base_url
+        pieces: list[str] = []
+        start = time.monotonic()
+        with pytest.raises(ModelError, match=r"^openai/m: no answer within 1.5s$"):
+            complete(call_timeout=1.5, on_text=pieces.append)
+        assert time.monotonic() - start < 3 and len(fake.requests) == 1 and pieces
+
+
+def test_an_on_text_that_raises_does_not_fail_the_call(serve):
+    serve()
+
+    def broken(piece: str) -> None:
+        raise RuntimeError("the page went away")
+
+    assert complete(on_text=broken).text == "echo: hello there, how are you today?"
+
+
+def test_a_stream_stalled_mid_answer_is_stopped_at_the_calls_budget(settings):
+    with Trickling() as fake:
+        fake.gap = 1.6  # a piece at 1.6 s, then the next read may wait the attempt's whole 2 s
+        settings.OPENAI_BASE_URL = fake.base_url
+        start = time.monotonic()
+        with pytest.raises(ModelError, match=r"^openai/m: no answer within 2s$"):
+            complete(call_timeout=2, on_text=lambda piece: None)
+        assert time.monotonic() - start < 2.9  # not the next piece's 3.2 s

@@ -40,6 +40,7 @@ import json
 import logging
 import random
 import re
+import socket
 import threading
 import time
 import uuid
@@ -288,17 +289,46 @@ def _streamed_choice(model_id: str, kwargs: dict, timeout: float, on_text: Calla
 
     client = _client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
 
+    listening = True
+
+    def show(piece: str) -> None:
+        nonlocal listening
+        if not listening:
+            return
+        try:
+            on_text(piece)
+        except Exception:  # it must not raise; a preview that breaks never fails the call
+            listening = False
+            logger.exception("model %s: on_text raised; the rest of the answer is not shown", model_id)
+
     def attempt(seconds: float):
+        ends = time.monotonic() + seconds
         state = ChatCompletionStreamState()
         seen = False
-        stream = client.chat.completions.create(**kwargs, stream=True, timeout=seconds)
-        with stream:
-            for chunk in stream:
-                state.handle_chunk(chunk)
-                seen = True
-                for choice in chunk.choices:
-                    if choice.index == 0 and choice.delta.content:
-                        on_text(choice.delta.content)
+        stream = client.chat.completions.create(**kwargs, stream=True, timeout=max(ends - time.monotonic(), 0.001))
+        # The client's timeout bounds each read, not the whole stream: at the budget's end
+        # the stream is closed under a server that writes slowly or stalls mid-answer.
+        watchdog = threading.Timer(max(ends - time.monotonic(), 0.0), _cut, (stream.response,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            with stream:
+                for chunk in stream:
+                    if time.monotonic() > ends:
+                        break
+                    state.handle_chunk(chunk)
+                    seen = True
+                    for choice in chunk.choices:
+                        if choice.index == 0 and choice.delta.content:
+                            show(choice.delta.content)
+        except Exception:
+            if time.monotonic() >= ends:
+                raise openai.APITimeoutError(request=stream.response.request) from None
+            raise
+        finally:
+            watchdog.cancel()
+        if time.monotonic() >= ends:
+            raise openai.APITimeoutError(request=stream.response.request)
         if not seen:
             return None
         snapshot = state.current_completion_snapshot
@@ -311,6 +341,21 @@ def _streamed_choice(model_id: str, kwargs: dict, timeout: float, on_text: Calla
     if response is None or not getattr(response, "choices", None):
         raise ModelError(f"{model_id}: the answer had no choices")
     return response.choices[0]
+
+
+def _cut(response) -> None:
+    """Stop a streamed answer from another thread: shut its socket down (the network
+    stream's ``socket``, as httpx exposes it), which ends a read blocked on it; closing
+    the response alone would not."""
+    stream = (getattr(response, "extensions", None) or {}).get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+        else:
+            response.close()
+    except Exception:  # already closed: nothing to stop
+        pass
 
 
 class OpenAIChatModel:
