@@ -139,17 +139,28 @@ def test_fifty_mails_and_fifty_posts_against_a_model_that_rate_limits_and_is_bus
             posted = list(pool.map(post, range(POSTS)))
         assert len(set(sent)) == MAILS
 
+        missing_mails: dict[str, str] = {}
+        missing_posts: dict[str, int] = {}
+
         def settled():
             found = threads(server)
-            if any(found[t]["state"] != "replied" for t in sent):
-                return None
+            missing_mails.clear()
+            missing_mails.update({t: found[t]["state"] for t in sent if found[t]["state"] != "replied"})
+            missing_posts.clear()
             for desk in {d for d, _ in posted}:
                 seat_lines = [ln for ln in transcript(server, desk) if ln.get("seatAuthored")]
-                if len(seat_lines) < sum(1 for d, _ in posted if d == desk):
-                    return None
-            return found
+                unanswered = sum(1 for d, _ in posted if d == desk) - len(seat_lines)
+                if unanswered > 0:
+                    missing_posts[desk] = unanswered
+            return None if missing_mails or missing_posts else found
 
-        found = wait_for(settled, timeout=150, what="every mail replied and every post answered", log=server.log)
+        try:
+            found = wait_for(settled, timeout=150, what="every mail replied and every post answered")
+        except AssertionError as timed_out:
+            failed = {s: failed_runs(server, s) for s in [f"mail:{x}" for x in SEATS] + [f"eng.desk{x[4:]}" for x in SEATS]}
+            raise AssertionError(
+                f"{timed_out}; mails not replied: {missing_mails}; posts unanswered: {missing_posts}; failed runs: {failed}"
+            ) from None
         elapsed = time.monotonic() - started
 
         # Every mail ended mail:replied, once: one reply under the mail, nothing left working.
