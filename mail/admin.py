@@ -39,8 +39,14 @@ class ThreadAdmin(ReadOnly):
 
 @admin.register(MailRun)
 class MailRunAdmin(ReadOnly):
-    list_display = ("pk", "thread", "recipient", "status", "attempts", "created_at", "finished_at")
+    list_display = ("pk", "thread", "recipient", "status", "attempts", "error_text", "created_at", "finished_at")
     list_filter = ("status",)
+
+    @admin.display(description="error")
+    def error_text(self, obj: MailRun) -> str:
+        """The run's (last) failure, ``<reason>: <sentence>``: a model's under ``model-error``."""
+        error = obj.error or {}
+        return str(error.get("message") or error.get("reason") or "")
 
 
 @admin.register(LedgerEntry)

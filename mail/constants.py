@@ -21,7 +21,10 @@ RUN_DENIED = "run.denied"
 # Not the spec's: the vault sweep met an issue whose text the index cannot keep (a NUL, a
 # lone surrogate), recorded once and passed over (mail.repair).
 MAIL_UNSTORABLE = "mail.unstorable"
-LEDGER_EVENTS = (MAIL_SENT, MAIL_REPLIED, MAIL_CLOSED, MAIL_LOOP_GUARD, RUN_DENIED, MAIL_UNSTORABLE)
+# Not the spec's: a mail run failed and its mail went back to mail:new (mail.runs), named
+# after the spec's run.denied.
+RUN_FAILED = "run.failed"
+LEDGER_EVENTS = (MAIL_SENT, MAIL_REPLIED, MAIL_CLOSED, MAIL_LOOP_GUARD, RUN_DENIED, MAIL_UNSTORABLE, RUN_FAILED)
 
 # The run kind a mail starts (spec "Mail versus chat"), and the trigger a recipient's
 # WORKER.md must list in run.triggers for it to be admitted.

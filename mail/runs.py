@@ -40,12 +40,12 @@ from workforce.models import Organization, Request, Session
 from workforce.refusals import Refusal
 from workforce.sessions import do_abort_request
 
-from .constants import MAIL_RUN_ACTION, RUN_DENIED, RUN_KIND_MAIL
+from .constants import MAIL_RUN_ACTION, RUN_DENIED, RUN_FAILED, RUN_KIND_MAIL
 from .index import UNKNOWN_SENDER
 from .ledger import ledger
 from .models import MailRun, Thread
 from .queries import unseen_threads
-from .services import agent_principal, do_mark_working, recipient_seat
+from .services import agent_principal, do_mark_working, do_return_mail, recipient_seat
 from .tools import THREAD_EXTRA, mail_run_tools
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,10 @@ RUN_TASK = "mail.tasks.run_mail"
 # A mail indexed new with no run is admitted by the sweep only this long after it was sent:
 # before that, its event may still be on its way (a forge's webhook).
 SWEEP_GRACE_SECONDS = 30
+# The turn failures a mail run is run again for while it has claims left: the model's
+# (what the model client's own retries did not get through), the turn's time limit, and a
+# vault that could not mark the mail working.
+RETRIED_REASONS = frozenset({"model-error", "turn-timeout", "vault-unavailable"})
 
 
 def admit_mail_run(thread: Thread) -> MailRun:
@@ -146,23 +150,84 @@ def mail_turn_text(thread: Thread, unseen: list[Thread]) -> str:
     return "\n".join(lines)
 
 
-def _settle(run: MailRun, token: str, *, error: Refusal | None = None, request: Request | None = None) -> None:
+def _settle(
+    run: MailRun, token: str, *, error: Refusal | None = None, request: Request | None = None, retry: bool = False
+) -> None:
+    """The run done, failed with ``error``, or (``retry``) pending again and enqueued
+    with the commit, keeping ``error`` as its last failure; only while the claim
+    ``token`` holds (else LeaseLost)."""
+    if retry:
+        fields: dict = {"status": MailRun.Status.PENDING, "claim_token": "", "lease_until": None, "enqueued_at": timezone.now()}
+    else:
+        fields = {"status": MailRun.Status.FAILED if error else MailRun.Status.DONE, "finished_at": timezone.now()}
     updated = MailRun.objects.filter(pk=run.pk, claim_token=token, status=MailRun.Status.RUNNING).update(
-        status=MailRun.Status.FAILED if error else MailRun.Status.DONE,
-        finished_at=timezone.now(),
         error=error.as_error() if error else None,
+        **fields,
         **({"request": request} if request is not None else {}),
     )
     if not updated:
         raise LeaseLost()
 
 
+def _failed(run: MailRun, token: str, error: Refusal, request: Request | None) -> str:
+    """Inside the transaction that ends the run: a run whose turn failed. Its mail goes
+    back to ``mail:new`` once this commits (``do_return_mail``; the mail sweep repairs
+    what a vault that failed then left), the failure is ledgered (``run.failed``:
+    ``{runKind, reason, error, attempt, retried, requestId}``), and a failure in
+    ``RETRIED_REASONS`` is run again while the run has claims left
+    (``max_run_attempts()``). Returns ``"retried"`` or ``"failed"``."""
+    retry = error.reason in RETRIED_REASONS and run.attempts < max_run_attempts()
+    _settle(run, token, error=error, request=request, retry=retry)
+    thread = run.thread
+    ledger(
+        run.organization,
+        RUN_FAILED,
+        agent_principal(thread.recipient),
+        thread.thread_id,
+        runKind=RUN_KIND_MAIL,
+        reason=error.reason,
+        error=error.message,
+        attempt=run.attempts,
+        retried=retry,
+        requestId=request.request_id if request is not None else None,
+    )
+    logger.warning(
+        "mail run %s of %s failed (attempt %s%s): %s",
+        run.pk,
+        thread.thread_id,
+        run.attempts,
+        ", run again" if retry else "",
+        error.message,
+    )
+    transaction.on_commit(lambda: _back_to_new(run.pk, enqueue_again=retry))
+    return "retried" if retry else "failed"
+
+
+def _back_to_new(run_pk: int, *, enqueue_again: bool) -> None:
+    """After a failed run committed: its mail back to ``mail:new``, then, for a run to
+    run again, its task enqueued (its claim then marks the mail working again)."""
+    run = MailRun.objects.select_related("thread", "organization").filter(pk=run_pk).first()
+    if run is None:
+        return
+    try:
+        do_return_mail(run.organization, run.thread)
+    except Refusal as refusal:
+        logger.warning("%s stays mail:working for now (the mail sweep moves it): %s", run.thread.thread_id, refusal.message)
+    if enqueue_again:
+        enqueue(RUN_TASK, run_pk)
+
+
 def do_run_mail(run_pk: int) -> str:
     """Run one admitted mail run, once (the ``run_mail`` task's body). Never raises.
 
-    Returns ``"done"``, ``"failed"``, ``"waiting"`` (its agent is running a turn in its
-    mail session: the run is enqueued again when that turn ends), ``"not-claimed"`` or
-    ``"lease-lost"``.
+    A turn that fails sends the mail back to ``mail:new`` with the failure ledgered
+    (``run.failed``), and a model failure runs the mail again while it has claims left
+    (``_failed``); a turn that replied on (or closed) its mail before it failed did the
+    run's work: the run is done, its failed request listed for operators.
+
+    Returns ``"done"``, ``"failed"``, ``"retried"`` (pending again, enqueued),
+    ``"waiting"`` (its agent is running a turn in its mail session: the run is enqueued
+    again when that turn ends), ``"not-claimed"`` or ``"lease-lost"``.
     """
     now = timezone.now()
     token = claim_lease(MailRun, run_pk, now=now)
@@ -179,8 +244,7 @@ def do_run_mail(run_pk: int) -> str:
             seat = recipient_seat(org, thread.recipient)
         except Refusal as refusal:
             with transaction.atomic():
-                _settle(run, token, error=refusal)
-            return "failed"
+                return _failed(run, token, refusal, None)
         with transaction.atomic():
             session = mail_session(org, seat)
         # One turn at a time per seat per conversation: a second mail to a busy agent
@@ -196,10 +260,9 @@ def do_run_mail(run_pk: int) -> str:
         logger.exception("mail run %s failed", run_pk)
         try:
             with transaction.atomic():
-                _settle(run, token, error=Refusal("internal-error", f"{type(exc).__name__}: {exc}"))
+                return _failed(run, token, Refusal("internal-error", f"{type(exc).__name__}: {exc}"), None)
         except LeaseLost:
             return "lease-lost"
-        return "failed"
 
 
 @dataclass
@@ -269,30 +332,53 @@ class _MailTurn:
         return result
 
     def settle(self, turn: Turn) -> str:
-        """The run done or failed with the turn's error; what the turn showed marked seen."""
-        _settle(self.run, self.token, error=turn.error, request=turn.request)
+        """The run done, or its failure handled (``_failed``); what the turn showed
+        marked seen. A turn that failed after its mail was replied on or closed did the
+        run's work: the run is done (its request stays failed, with the model's error)."""
         if self.unseen and turn.request is not None:
             Thread.objects.filter(pk__in=[t.pk for t in self.unseen]).update(seen_at=timezone.now())
-        return "done" if turn.error is None else "failed"
+        error = turn.error
+        if error is not None:
+            state = Thread.objects.filter(pk=self.thread.pk).values_list("state", flat=True).first()
+            if state not in (Thread.State.REPLIED, Thread.State.CLOSED):
+                return _failed(self.run, self.token, error, turn.request)
+        _settle(self.run, self.token, request=turn.request)
+        return "done"
 
 
 def do_sweep_mail(*, now=None) -> list[int]:
     """Recover mail the office was not told of or whose run was dropped: a mail indexed
     ``new`` with no run is admitted now (its vault's event was lost with its process);
     a run whose task is known lost is enqueued again (``workforce.leases.requeue_lost``);
-    a run out of claims is failed (``run-abandoned``). Idempotent. Returns the runs
-    enqueued again."""
+    a run out of claims is failed (``run-abandoned``, ledgered ``run.failed``), or done
+    when its mail was replied on or closed before its worker stopped; a mail
+    left ``mail:working`` by a run that failed goes back to ``mail:new``
+    (``do_return_mail``: its vault was unavailable when the run ended, or the process
+    died first). Idempotent. Returns the runs enqueued again."""
     now = now or timezone.now()
     for thread in Thread.objects.filter(
         state=Thread.State.NEW, run__isnull=True, sent_at__lt=now - timedelta(seconds=SWEEP_GRACE_SECONDS)
     ).exclude(sender=UNKNOWN_SENDER):  # no sender the office recorded: it starts no run (mail.events)
         with transaction.atomic():
             admit_mail_run(thread)
-    MailRun.objects.filter(status=MailRun.Status.RUNNING, lease_until__lt=now, attempts__gte=max_run_attempts()).update(
-        status=MailRun.Status.FAILED,
-        finished_at=now,
-        error=Refusal("run-abandoned", "its turn never finished").as_error(),
-    )
+    abandoned = MailRun.objects.filter(status=MailRun.Status.RUNNING, lease_until__lt=now, attempts__gte=max_run_attempts())
+    for run in abandoned.select_related("thread", "organization", "request"):
+        with transaction.atomic():
+            if not MailRun.objects.filter(pk=run.pk, claim_token=run.claim_token, status=MailRun.Status.RUNNING).exists():
+                continue
+            if run.request is not None and run.request.status == Request.Status.RUNNING:
+                do_abort_request(run.request.pk, "the task running this mail stopped before it finished.", now=now)
+            if run.thread.state in (Thread.State.REPLIED, Thread.State.CLOSED):  # its work landed first
+                _settle(run, run.claim_token or "", request=run.request)
+                continue
+            _failed(run, run.claim_token or "", Refusal("run-abandoned", "its turn never finished"), run.request)
+    for thread in Thread.objects.filter(state=Thread.State.WORKING, run__status=MailRun.Status.FAILED).select_related(
+        "organization"
+    ):
+        try:
+            do_return_mail(thread.organization, thread)
+        except Refusal as refusal:
+            logger.warning("%s stays mail:working for now: %s", thread.thread_id, refusal.message)
     lost, waiting_again = lapsed_claim_q(now)
     done = requeue_lost(
         MailRun,

@@ -292,6 +292,23 @@ def do_mark_working(org: Organization, thread: Thread, *, store: MailStore | Non
         return index_issue(org, thread.recipient, issue)
 
 
+def do_return_mail(org: Organization, thread: Thread, *, store: MailStore | None = None) -> Thread:
+    """A mail whose run failed goes back to ``mail:new`` in its vault and the index,
+    where the next run or a person finds it (``mail.runs``). Only a mail still marked
+    ``mail:working`` moves: one new, replied or closed meanwhile is left as it is.
+
+    Raises:
+        Refusal("vault-unavailable"): the vault could not be written (the mail sweep
+            tries again).
+    """
+    if thread.state != Thread.State.WORKING:
+        return thread
+    store = store or current_store()
+    with transaction.atomic():
+        issue = _store_call(store.set_labels, org.pk, thread.recipient, thread.number, [LABEL_NEW])
+        return index_issue(org, thread.recipient, issue)
+
+
 def _thread_of(entry) -> Thread | None:
     if entry is None:
         return None

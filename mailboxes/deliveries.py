@@ -47,7 +47,7 @@ from workforce.rows import concrete_field, quote
 from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
 
 from .fairness import do_release_deliveries, do_release_held_everywhere
-from .models import Delivery
+from .models import Delivery, Line, RoomLine
 from .notify import DELIVER_TASK, NotifyFanOut, seat_hears
 from .rooms import post_request_of
 from .routing import do_finish_fan_out
@@ -285,17 +285,32 @@ def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
 
 def _turn_settled(delivery: Delivery, token: str) -> Callable[[Turn], str]:
     """How a delivery's turn settles (inside the transaction that finishes it): the
-    delivery done with ``{requestId}``, or failed with the turn's error."""
+    delivery done with ``{requestId}``, or failed with the turn's error. A turn that
+    failed (not cancelled) after its answer line was stored did the delivery's work:
+    the delivery is done, so nothing runs it again into a second answer, and the
+    turn's request stays failed with its error (``runs?status=failed``)."""
 
     def settle(turn: Turn) -> str:
         request = turn.request
-        if turn.error is None and request is not None:
+        if request is not None and (turn.error is None or (turn.error.reason != CANCELLED and answer_stored(delivery))):
             _settle(delivery, token, output={"requestId": request.request_id})
             return "done"
         _settle(delivery, token, error=turn.error)
         return "failed"
 
     return settle
+
+
+def answer_stored(delivery: Delivery) -> bool:
+    """True when the delivery's member has an answer line to its post: the post's one
+    answer line in a mailbox, or the seat's answer in a room (spec "The answer lands in
+    the mailbox", "A room per project"). Only a delivery with an answer slot
+    (``answer_slot``: routed, or a room's) has one."""
+    if answer_slot(delivery) is None:
+        return False
+    if Line.objects.filter(answer_to__line_id=delivery.post_id, author=delivery.member).exists():
+        return True
+    return RoomLine.objects.filter(answer_to__line_id=delivery.post_id, author=delivery.member).exists()
 
 
 def _abort_when_lost(turn: Turn, exc: Exception) -> None:
@@ -599,7 +614,8 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
     from several processes at once (each re-enqueue is a conditional UPDATE).
 
     - running with a lapsed lease after ``max_delivery_attempts()`` claims: failed
-      (``delivery-abandoned``) and recorded on the mailbox's session;
+      (``delivery-abandoned``) and recorded on the mailbox's session, or done when its
+      answer line is stored (``answer_stored``);
     - otherwise enqueued again only when its task is known lost
       (``workforce.leases.requeue_lost``): a lapsed claim not enqueued since, at once
       (the next claim aborts the dead turn); a delivery enqueued and not yet claimed
@@ -614,14 +630,27 @@ def do_sweep_deliveries(*, now=None) -> SweepResult:
     lapsed = Delivery.objects.filter(status=Delivery.Status.RUNNING, lease_until__lt=now)
     for delivery in lapsed.filter(attempts__gte=max_delivery_attempts()).select_related("mailbox"):
         with transaction.atomic():
+            # Its answer line is stored (its turn stopped after it): done, not given up.
+            answered = answer_stored(delivery)
             updated = Delivery.objects.filter(
                 pk=delivery.pk, status=Delivery.Status.RUNNING, lease_until__lt=now, claim_token=delivery.claim_token
             ).update(
-                status=Delivery.Status.FAILED,
+                status=Delivery.Status.DONE if answered else Delivery.Status.FAILED,
                 finished_at=now,
-                error=Refusal("delivery-abandoned", f"given up after {delivery.attempts} attempts").as_error(),
+                error=None
+                if answered
+                else Refusal("delivery-abandoned", f"given up after {delivery.attempts} attempts").as_error(),
             )
-            if updated:
+            if updated and delivery.turn_request_id:  # its turn's worker is gone: the run ended
+                Request.objects.filter(pk=delivery.turn_request_id, status=Request.Status.RUNNING).update(
+                    status=Request.Status.ABORTED,
+                    finished_at=now,
+                    error=Refusal("aborted", "the task running this turn stopped before it finished.").as_error(),
+                )
+            if updated and answered:
+                if delivery.notify_input.get("routed"):
+                    do_finish_fan_out(delivery.mailbox, delivery.post_id, now=now)
+            elif updated:
                 record_failed_delivery(
                     delivery, Refusal("delivery-abandoned", f"its turn never finished in {delivery.attempts} attempts")
                 )

@@ -97,9 +97,18 @@ class SessionAdmin(admin.ModelAdmin):
 
 @admin.register(Request)
 class RequestAdmin(admin.ModelAdmin):
-    list_display = ("request_id", "session", "action", "status", "user_id", "created_at")
+    """Every request; a failed run is found under ``status: failed`` with its error (the
+    model's, under ``model-error``) in the list."""
+
+    list_display = ("request_id", "session", "action", "status", "error_text", "user_id", "created_at")
     list_filter = ("status", "action", "internal")
     search_fields = ("request_id", "session__session_id")
+
+    @admin.display(description="error")
+    def error_text(self, obj: Request) -> str:
+        """The error's message (``<reason>: <sentence>``), or nothing."""
+        error = obj.error or {}
+        return str(error.get("message") or error.get("reason") or "")
 
     def has_change_permission(self, request, obj=None):
         return False

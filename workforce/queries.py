@@ -4,7 +4,7 @@ session under it are their owner's (``workforce.privacy``)."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from .models import Item, Organization, Request, Session
 from .privacy import PARENT_JOIN, may_cancel, may_read
@@ -101,6 +101,28 @@ def list_active_runs(session: Session, *, reader: str | None, started_by: str | 
         Request.objects.filter(session__parent=session, status__in=ACTIVE_STATUSES)
         .select_related(f"session__{PARENT_JOIN}", "parent_request")
         .order_by("pk")
+    )
+    if started_by is not None:
+        qs = qs.filter(parent_request__request_id=started_by)
+    return [row for row in qs[:limit] if may_read(row.session, reader)]
+
+
+def list_failed_runs(session: Session, *, reader: str | None, started_by: str | None = None, limit: int = 100) -> list[Request]:
+    """The runs that failed on ``session`` and its child sessions, for operators (issue
+    24: "every failed run is listed"): the failed requests there, newest first, at most
+    ``limit``, each readable by ``reader``, each with its ``error`` (``{reason,
+    message}``, a model's error under ``model-error``). On a mailbox that is a seat's
+    failed turn in its conversation and the mailbox's own record of the failed delivery
+    (``deliverPost``); on a mail session (``mail:<slug>``) its failed mail runs.
+
+    Args:
+        session: a session the caller may read (``access_session``).
+        started_by: a request id: only the runs that request started.
+    """
+    qs = (
+        Request.objects.filter(Q(session__parent=session) | Q(session=session), status=Request.Status.FAILED)
+        .select_related(f"session__{PARENT_JOIN}", "parent_request")
+        .order_by("-pk")
     )
     if started_by is not None:
         qs = qs.filter(parent_request__request_id=started_by)

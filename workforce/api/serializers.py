@@ -118,7 +118,7 @@ class ItemPageSerializer(serializers.Serializer):
 
 # The input keys that say what a run is working on: a mailbox post's notify input
 # (postId, body, author), a delegated post's message, a board row's task.
-WORKING_ON_KEYS = ("postId", "body", "author", "message", "boardId", "taskId")
+WORKING_ON_KEYS = ("postId", "body", "author", "message", "boardId", "taskId", "thread")
 WORKING_ON_CHARS = 500
 
 
@@ -159,9 +159,25 @@ class RunSerializer(serializers.Serializer):
         return working_on(row.input)
 
 
+class FailedRunSerializer(RunSerializer):
+    """One failed run: a run's keys with ``status: "failed"``, ``finishedAt`` and
+    ``error`` (``{reason, message}``: the model's error under ``model-error``)."""
+
+    finishedAt = serializers.DateTimeField(source="finished_at", allow_null=True)
+    error = serializers.JSONField(allow_null=True)
+
+    def get_status(self, row: Request) -> str:
+        return "failed"
+
+
 class RunPageSerializer(serializers.Serializer):
     sessionId = serializers.CharField()
     runs = RunSerializer(many=True)
+
+
+class FailedRunPageSerializer(serializers.Serializer):
+    sessionId = serializers.CharField()
+    runs = FailedRunSerializer(many=True)
 
 
 class RequestPageSerializer(serializers.Serializer):

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.urls import get_script_prefix, reverse
 from django.utils.http import RFC3986_SUBDELIMS
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
@@ -20,7 +20,15 @@ from rest_framework.views import APIView
 
 from workforce.cancelling import do_cancel_request
 from workforce.principals import resolve_principal
-from workforce.queries import ACTIVE_STATUSES, access_request, access_session, list_active_runs, list_items, list_requests
+from workforce.queries import (
+    ACTIVE_STATUSES,
+    access_request,
+    access_session,
+    list_active_runs,
+    list_failed_runs,
+    list_items,
+    list_requests,
+)
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
 from workforce.streams import item_events, release_connection
@@ -29,6 +37,7 @@ from .errors import refusal_response
 from .serializers import (
     ActionCallSerializer,
     CancelCallSerializer,
+    FailedRunPageSerializer,
     ItemPageSerializer,
     ItemSerializer,
     RefusalSerializer,
@@ -400,24 +409,37 @@ class SessionStreamView(APIView):
 
 class SessionRunsView(APIView):
     """The runs a session's work started that have not finished (its busy seats and
-    delegates); ``workforce.queries.list_active_runs`` reads them."""
+    delegates; ``workforce.queries.list_active_runs``), or, with ``status=failed``, the
+    runs that failed on it and its child sessions with their errors
+    (``workforce.queries.list_failed_runs``)."""
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("status", str, enum=["active"], description="Only `active` (the default): not finished"),
+            OpenApiParameter(
+                "status",
+                str,
+                enum=["active", "failed"],
+                description="`active` (the default): not finished, oldest first; `failed`: failed, newest first, with their errors",
+            ),
             OpenApiParameter("startedBy", str, description="Only the runs this request started (a post's request id)"),
-            OpenApiParameter("limit", int, description="At most this many, oldest first (1-1000, default 100)"),
+            OpenApiParameter("limit", int, description="At most this many (1-1000, default 100)"),
         ],
-        responses={200: RunPageSerializer, 404: OpenApiResponse(description="session-not-found")},
-        summary="List the runs a session started that have not finished",
+        responses={
+            200: PolymorphicProxySerializer("RunsAnswer", [RunPageSerializer, FailedRunPageSerializer], None),
+            404: OpenApiResponse(description="session-not-found"),
+        },
+        summary="List the runs a session started that have not finished, or that failed",
     )
     def get(self, request: HttpRequest, session_id: str) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_session(principal.org, session_id, reader=principal.reader)
         status = request.query_params.get("status") or "active"
-        if status != "active":
-            raise Refusal("invalid-input", f'status must be "active", not {status[:40]!r}.')
+        if status not in ("active", "failed"):
+            raise Refusal("invalid-input", f'status must be "active" or "failed", not {status[:40]!r}.')
         started_by = request.query_params.get("startedBy") or None
         limit = int_param(request, "limit", 100, minimum=1, maximum=1000)
+        if status == "failed":
+            failed = list_failed_runs(session, reader=principal.reader, started_by=started_by, limit=limit)
+            return Response(FailedRunPageSerializer({"sessionId": session.session_id, "runs": failed}).data)
         runs = list_active_runs(session, reader=principal.reader, started_by=started_by, limit=limit)
         return Response(RunPageSerializer({"sessionId": session.session_id, "runs": runs}).data)
