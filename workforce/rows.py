@@ -5,9 +5,10 @@ instead of compiled by the ORM on every call (docs/architecture.md "A post end t
 Compiling a query is most of what an ORM call costs on this stack (on SQLite a
 ``Model.objects.get`` cost about ten times its ``execute``), and a post makes a few of
 them. These helpers send the same statements the ORM would, with each field's own
-conversions (``Field.pre_save``, ``Field.get_db_prep_save`` on the way in; the
-backend's and the field's ``from_db_value`` converters on the way out), so an instance
-read or written here is the instance the ORM would give. They run on the two databases
+conversions (``Field.pre_save``, ``Field.get_db_prep_save`` on the way in, skipped per
+field where they change nothing, decided once per model: ``WritePlan``; the backend's
+and the field's ``from_db_value`` converters on the way out), so an instance read or
+written here is the instance the ORM would give. They run on the two databases
 the server supports, PostgreSQL and SQLite (3.35 or newer: ``RETURNING``; a system check
 refuses any other).
 
@@ -148,7 +149,11 @@ _SENT_AS_IS: dict[type[models.Field], tuple[type, ...]] = {
     models.SmallIntegerField: (int,),
     models.PositiveIntegerField: (int,),
     models.PositiveSmallIntegerField: (int,),
-    models.ForeignKey: (int, str),
+    # A key's own column (``ops.validate_autopk_value`` changes nothing on PostgreSQL or
+    # SQLite), and a foreign key's value, which goes as its target's does.
+    models.AutoField: (int,),
+    models.BigAutoField: (int,),
+    models.SmallAutoField: (int,),
 }
 
 # How a plan turns a field's value into its parameter (``WritePlan``).
@@ -165,6 +170,9 @@ _JSON_PLAIN = (dict, list, str, int, float, bool)
 
 def _step(field: models.Field, add: bool) -> tuple[int, tuple[type, ...]]:
     kind = type(field)
+    if kind is models.ForeignKey:  # ForeignKey.get_db_prep_save is its target field's
+        target = type(field.target_field)  # type: ignore[attr-defined]
+        return (_AS_IS, _SENT_AS_IS[target]) if target in _SENT_AS_IS else (_CHAIN, ())
     if kind in _SENT_AS_IS:
         return _AS_IS, _SENT_AS_IS[kind]
     if kind is models.DateTimeField:
