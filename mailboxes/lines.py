@@ -30,8 +30,10 @@ on SQLite, whose streams poll, by nothing.
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from workforce import rows
 from workforce.models import Item, Session
@@ -68,9 +70,9 @@ def _postgresql_sql() -> str:
     )
 
 
-def _post_item(ctx: ActionContext, line: Line) -> Item:
-    # By id: the item is only written, never read through its relations.
-    return Item(session_id=ctx.session.pk, request_id=ctx.request.pk, type="component", component=POST_ITEM, data=line.as_wire())
+def _item_values(ctx: ActionContext, wire: dict) -> dict[str, Any]:
+    # By id, and no instance: the item is only written, never read back here.
+    return {"session_id": ctx.session.pk, "request_id": ctx.request.pk, "type": "component", "component": POST_ITEM, "data": wire}
 
 
 def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
@@ -89,45 +91,42 @@ def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
         IntegrityError: ``line.answer_to`` already has an answer (a unique constraint;
             call inside a savepoint when that can happen).
     """
-    if connection.vendor == "postgresql":
-        return _insert_postgresql(ctx, line, settle=settle)  # and its NOTIFY
-    return _insert_sqlite(ctx, line)
+    conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
+    if conn.vendor == "postgresql":
+        return _insert_postgresql(conn, ctx, line, settle=settle)  # and its NOTIFY
+    return _insert_sqlite(conn, ctx, line)
 
 
-def _insert_postgresql(ctx: ActionContext, line: Line, *, settle: bool) -> int:
+def _insert_postgresql(conn: BaseDatabaseWrapper, ctx: ActionContext, line: Line, *, settle: bool) -> int:
     session = ctx.session.pk
-    item = _post_item(ctx, line)
+    wire = line.as_wire()
     params = [
         session,
-        *rows.insert_params(line, rows.insert_parts(Line, "postgresql", _LINE_SEQ)[2]),
-        *rows.insert_params(item, rows.insert_parts(Item, "postgresql", _ITEM_SEQ)[2]),
+        *rows.insert_parts(Line, "postgresql", _LINE_SEQ)[2].params(line, conn),
+        *rows.insert_parts(Item, "postgresql", _ITEM_SEQ)[2].values(_item_values(ctx, wire), conn),
     ]
     settle_cte = ""
     if settle:
-        completion, completion_params = ctx.completion_statement(item.data)
+        completion, completion_params = ctx.completion_statement(wire, conn)
         settle_cte = f", settled AS ({completion})"
         params += completion_params
     params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>"
-    with connection.cursor() as cursor:
+    with conn.cursor() as cursor:
         cursor.execute(_postgresql_sql().format(settle=settle_cte), params)
         line_pk, line.seq, item_seq, _ = cursor.fetchone()
-    rows.mark_saved(line, line_pk)
+    rows.mark_saved(line, line_pk, conn)
     return item_seq
 
 
-def _insert_sqlite(ctx: ActionContext, line: Line) -> int:
+def _insert_sqlite(conn: BaseDatabaseWrapper, ctx: ActionContext, line: Line) -> int:
     # One cursor for the three statements: a cursor each costs more than a statement here.
-    with connection.cursor() as cursor:
+    with conn.cursor() as cursor:
         cursor.execute(_COUNTERS, [ctx.session.pk])
         item_seq, line.seq = cursor.fetchone()
-        cursor.execute(
-            rows.insert_sql(Line, "sqlite"), rows.insert_params(line, rows.insert_parts(Line, "sqlite")[2], connection)
-        )
+        cursor.execute(rows.insert_sql(Line, "sqlite"), rows.insert_parts(Line, "sqlite")[2].params(line, conn))
         (line_pk,) = cursor.fetchone()
-        item = _post_item(ctx, line)
-        item.seq = item_seq
-        cursor.execute(
-            rows.insert_sql(Item, "sqlite"), rows.insert_params(item, rows.insert_parts(Item, "sqlite")[2], connection)
-        )
-    rows.mark_saved(line, line_pk, connection)
+        item = _item_values(ctx, line.as_wire())
+        item["seq"] = item_seq
+        cursor.execute(rows.insert_sql(Item, "sqlite"), rows.insert_parts(Item, "sqlite")[2].values(item, conn))
+    rows.mark_saved(line, line_pk, conn)
     return item_seq

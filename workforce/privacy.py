@@ -36,9 +36,12 @@ def _private_owner(session: Session) -> object:
         rule = PRIVATE_SESSION.of(node.flow_kind)
         if rule is not None and rule(node):
             return node.user_id
-        if node.parent is None:
+        if node.parent_id is None:  # the key, not the relation: no descriptor call on every read
             return None
-        node = node.parent
+        parent = node.parent
+        if parent is None:
+            return None
+        node = parent
     return _UNREADABLE
 
 

@@ -25,6 +25,7 @@ from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from . import rows
@@ -85,18 +86,19 @@ class ActionContext:
     settled: bool = False
     posted_by: PostedBy | None = None
 
-    def completion_statement(self, output: Any) -> tuple[str, list]:
+    def completion_statement(self, output: Any, conn: BaseDatabaseWrapper | None = None) -> tuple[str, list]:
         """The request's completion with ``output`` as ``(sql, params)`` (an UPDATE,
         ``%s`` placeholders) for a handler that sends it inside its own last statement
         (a PostgreSQL CTE), saving a round trip. The handler must then return
         ``output``: ``do_run_action`` writes no completion of its own for it. A refusal
         or error after this still fails the request (the transaction is rolled back,
-        the completion with it). PostgreSQL and SQLite only (``workforce.rows``)."""
+        the completion with it). PostgreSQL and SQLite only (``workforce.rows``);
+        ``conn``: the default database's connection when the caller holds it."""
         self.request.status = Request.Status.COMPLETED
         self.request.output = output
         self.request.finished_at = timezone.now()
         self.settled = True
-        return rows.update_statement(self.request, COMPLETION_FIELDS)
+        return rows.update_statement(self.request, COMPLETION_FIELDS, conn)
 
     def lock_session(self) -> Session:
         """Take the session's row lock (``SELECT … FOR NO KEY UPDATE`` on PostgreSQL:
@@ -209,8 +211,8 @@ def _item_insert_postgresql(guarded: bool) -> str:
 
 def _item_params(item: Item) -> list[Any]:
     """The counter's parameter, the item's values, the streams' note prefix."""
-    fields = rows.insert_parts(Item, "postgresql", _SEQ_FROM_COUNTER)[2]
-    return [item.session_id, *rows.insert_params(item, fields), STREAM_CHANNEL, f"{item.session_id}:"]
+    plan = rows.insert_parts(Item, "postgresql", _SEQ_FROM_COUNTER)[2]
+    return [item.session_id, *rows.insert_params(item, plan), STREAM_CHANNEL, f"{item.session_id}:"]
 
 
 @in_callers_transaction
