@@ -1,0 +1,73 @@
+"""A real MCP tool server for tests, written on the SDK (``mcp.server.mcpserver.MCPServer``).
+
+``python orders_server.py`` serves over stdio; ``python orders_server.py --http PORT``
+over streamable HTTP on 127.0.0.1:PORT at ``/mcp`` (it checks the ``Authorization``
+header against ``ORDERS_TOKEN`` when that is set). Tools:
+
+- ``lookup_order(order_id)``: ``{"order_id", "status", "carrier"}`` as structured content
+  (order ``A-1001`` shipped with Parcelways; any other id is not found, an ``isError``);
+- ``crash(note)``: the server process dies in the middle of the call;
+- ``sleep(seconds)``: answers after that long;
+- ``whoami()``: the process id and the ``ORDERS_GREETING`` variable it was given.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TypedDict
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+app = MCPServer("orders")
+
+
+class Order(TypedDict):
+    order_id: str
+    status: str
+    carrier: str
+
+
+class Identity(TypedDict):
+    pid: int
+    greeting: str
+
+
+ORDERS: dict[str, Order] = {"A-1001": {"order_id": "A-1001", "status": "shipped", "carrier": "Parcelways"}}
+
+
+@app.tool(structured_output=True)
+def lookup_order(order_id: str) -> Order:
+    """Look up one order by its id: its status and carrier."""
+    order = ORDERS.get(order_id)
+    if order is None:
+        raise ToolError(f"no order {order_id}")
+    return order
+
+
+@app.tool()
+def crash(note: str = "") -> str:
+    """Dies in the middle of the call (a test's killed server)."""
+    os._exit(3)
+
+
+@app.tool()
+def sleep(seconds: float) -> str:
+    """Answers after ``seconds``."""
+    time.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@app.tool(structured_output=True)
+def whoami() -> Identity:
+    """This server's process id and the greeting it was given."""
+    return Identity(pid=os.getpid(), greeting=os.environ.get("ORDERS_GREETING", ""))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), streamable_http_path="/mcp")
+    else:
+        app.run()
