@@ -322,11 +322,21 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
 def refuse_unoffered(name: str, ctx: ToolContext) -> ToolResult:
     """The answer to a call of a tool the turn did not offer: ``tool-not-granted``,
     ledgered ``run.denied``, when ``name`` is a declared server's tool (``<server>__...``)
-    the seat was not granted; else ``tool-not-offered``."""
+    the seat was not granted; ``tool-server-unavailable`` when it was granted but its
+    server could not list its tools as the turn began; else ``tool-not-offered``."""
+    from .turns import SEAT_EXTRA  # (turns imports this module)
+
+    seat = ctx.extras.get(SEAT_EXTRA)
+    grants = tool_grants(seat.tools) if isinstance(seat, Seat) else []
     for server in declared_servers().values():
         prefix = wire_name(server.name, "")
         if name.startswith(prefix) and len(name) > len(prefix):
             tool = name[len(prefix) :]
+            if any(s == server.name and (t == GRANT_ALL or wire_name(s, t) == name) for s, t in grants):
+                # Granted, but the server could not list its tools when the turn began.
+                return refuse(
+                    "tool-server-unavailable", f"{server.name}/{tool}: the tool server {server.name} cannot be reached now."
+                )
             _ledger(ctx, ToolCallEntry.Event.DENIED, server.name, tool, reason="tool-not-granted")
             return refuse("tool-not-granted", f"{server.name}/{tool} is not one of your tools; nothing was called.")
     return refuse("tool-not-offered", f'"{name}" is not one of your tools.')

@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
 import pytest
 from django.test import override_settings
 
@@ -17,6 +23,7 @@ from seats.queries import tool_call_counts
 from seats.tool_servers import TOOL_SERVERS_FILE, declared_servers, tool_server_capability, wire_name
 from seats.workers import read_workforce
 from tests.conftest import mailbox_md, open_mailboxes
+from tests.e2e.conftest import free_port
 from tests.seats.conftest import worker_md
 from workforce.llm import use_model_resolver
 from workforce.models import Item, Session
@@ -24,6 +31,31 @@ from workforce.testing import create_mock_model_resolver
 
 SERVER = Path(__file__).resolve().parent.parent / "toolservers" / "orders_server.py"
 SERVERS_YAML = f"servers:\n  orders:\n    description: Order lookup.\n    command: python\n    args: [{SERVER}]\n    env: [ORDERS_GREETING]\n"
+
+
+def http_server_yaml(port: int) -> str:
+    return f"  crm:\n    url: http://127.0.0.1:{port}/mcp\n    headers: {{Authorization: CRM_AUTHORIZATION}}\n"
+
+
+def start_http_orders(port: int, token: str) -> subprocess.Popen:
+    """tests/toolservers/orders_server.py over streamable HTTP on ``port``, wanting ``token``;
+    returns once it answers."""
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "--http", str(port)],
+        env={**__import__("os").environ, "ORDERS_TOKEN": token, "ORDERS_GREETING": "over http"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/mcp", timeout=1)
+        except urllib.error.HTTPError:
+            return process  # it answers (401 without the token)
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise AssertionError("the HTTP tool server did not start")
 
 
 def tree(tools: str = "[post-to-mailbox, orders/lookup_order]", servers: str = SERVERS_YAML, **more) -> dict[str, str]:
@@ -162,8 +194,8 @@ def run_turn_with(make_tree, org, django_capture_on_commit_callbacks, monkeypatc
     with the orders server, eng.lead's turn on a post in eng.incidents, scripted."""
     from workforce.sessions import do_run_action
 
-    def _run(script, *, tools: str = "[orders/lookup_order]", body: str = "where is A-1001?", **settings_):
-        root = make_tree(tree(tools=tools))
+    def _run(script, *, tools: str = "[orders/lookup_order]", body: str = "where is A-1001?", servers=SERVERS_YAML, **settings_):
+        root = make_tree(tree(tools=tools, servers=servers))
         open_mailboxes(root, org)
         seats = do_hire_tree_workers(root)
         configure_notify("mailbox", wake_member_seats(seats))
@@ -258,3 +290,32 @@ def test_the_server_is_given_the_variables_env_names(run_turn_with, monkeypatch)
 def test_sessions_are_kept_and_reused(run_turn_with):
     _, items = run_turn_with([calls(("orders__whoami", {})), calls(("orders__whoami", {})), "ok"], tools="[orders/whoami]")
     assert items[0]["result"]["structuredContent"]["pid"] == items[1]["result"]["structuredContent"]["pid"]
+
+
+@pytest.fixture
+def http_orders():
+    port = free_port()
+    process = start_http_orders(port, "t0ken")
+    yield port
+    process.kill()
+    process.wait()
+
+
+def test_a_streamable_http_server_is_called_with_headers_from_the_environment(run_turn_with, http_orders, monkeypatch):
+    monkeypatch.setenv("CRM_AUTHORIZATION", "Bearer t0ken")
+    _, [item] = run_turn_with(
+        [calls(("crm__whoami", {})), "ok"], tools="[crm/whoami]", servers=SERVERS_YAML + http_server_yaml(http_orders)
+    )
+    assert item["result"]["structuredContent"]["greeting"] == "over http"
+
+
+def test_an_http_server_that_refuses_the_session_offers_nothing_and_its_call_fails_cleanly(
+    run_turn_with, http_orders, monkeypatch
+):
+    monkeypatch.setenv("CRM_AUTHORIZATION", "Bearer wrong")  # a whole set is not listed at hire
+    mock, [item] = run_turn_with(
+        [calls(("crm__whoami", {})), "ok"], tools="[crm/*]", servers=SERVERS_YAML + http_server_yaml(http_orders)
+    )
+    assert mock.calls_for("eng.lead")[0].tools == []
+    assert item["result"] == {"refused": "tool-server-unavailable: crm/whoami: the tool server crm cannot be reached now."}
+    assert not ToolCallEntry.objects.exists()  # not a denial: the seat holds the grant
