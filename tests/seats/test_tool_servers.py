@@ -4,14 +4,6 @@ turn to a real tool server on the SDK (tests/toolservers/orders_server.py, over 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-
 import pytest
 from django.test import override_settings
 
@@ -25,37 +17,16 @@ from seats.workers import read_workforce
 from tests.conftest import mailbox_md, open_mailboxes
 from tests.e2e.conftest import free_port
 from tests.seats.conftest import worker_md
+from tests.toolservers import SERVER, start_http_orders
 from workforce.llm import use_model_resolver
 from workforce.models import Item, Session
 from workforce.testing import create_mock_model_resolver
 
-SERVER = Path(__file__).resolve().parent.parent / "toolservers" / "orders_server.py"
 SERVERS_YAML = f"servers:\n  orders:\n    description: Order lookup.\n    command: python\n    args: [{SERVER}]\n    env: [ORDERS_GREETING]\n"
 
 
 def http_server_yaml(port: int) -> str:
     return f"  crm:\n    url: http://127.0.0.1:{port}/mcp\n    headers: {{Authorization: CRM_AUTHORIZATION}}\n"
-
-
-def start_http_orders(port: int, token: str) -> subprocess.Popen:
-    """tests/toolservers/orders_server.py over streamable HTTP on ``port``, wanting ``token``;
-    returns once it answers."""
-    process = subprocess.Popen(
-        [sys.executable, str(SERVER), "--http", str(port)],
-        env={**__import__("os").environ, "ORDERS_TOKEN": token, "ORDERS_GREETING": "over http"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/mcp", timeout=1)
-        except urllib.error.HTTPError:
-            return process  # it answers (401 without the token)
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise AssertionError("the HTTP tool server did not start")
 
 
 def tree(tools: str = "[post-to-mailbox, orders/lookup_order]", servers: str = SERVERS_YAML, **more) -> dict[str, str]:
