@@ -4,6 +4,8 @@ turn to a real tool server on the SDK (tests/toolservers/orders_server.py, over 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.test import override_settings
 
@@ -14,7 +16,7 @@ from seats.models import ToolCallEntry
 from seats.queries import tool_call_counts
 from seats.tool_servers import TOOL_SERVERS_FILE, declared_servers, tool_server_capability, wire_name
 from seats.workers import read_workforce
-from tests.conftest import mailbox_md, open_mailboxes
+from tests.conftest import OWNER, mailbox_md, open_mailboxes
 from tests.e2e.conftest import free_port
 from tests.seats.conftest import worker_md
 from tests.toolservers import SERVER, start_http_orders
@@ -290,3 +292,50 @@ def test_an_http_server_that_refuses_the_session_offers_nothing_and_its_call_fai
     assert mock.calls_for("eng.lead")[0].tools == []
     assert item["result"] == {"refused": "tool-server-unavailable: crm/whoami: the tool server crm cannot be reached now."}
     assert not ToolCallEntry.objects.exists()  # not a denial: the seat holds the grant
+
+
+def test_the_conversation_page_shows_each_call_and_its_result(run_turn_with, client):
+    from web.views import SESSION_USER
+
+    run_turn_with([calls(("orders__lookup_order", {"order_id": "A-1001"}), ("orders__whoami", {})), "done"])
+    session = client.session
+    session[SESSION_USER] = OWNER
+    session.save()
+    page = client.get("/sessions/eng.incidents:eng.lead/").content.decode()
+    assert "<code>orders__lookup_order</code> answered: {" in page and "Parcelways" in page
+    assert "<code>orders__whoami</code> refused: tool-not-granted: orders/whoami is not one of your tools" in page
+
+
+# ----------------------------------------------------------------------------- (6) the example tree
+
+
+def test_the_example_desk_looks_an_order_up_with_its_tool_server(org, django_capture_on_commit_callbacks):
+    from django.conf import settings
+
+    from workforce.sessions import do_run_action
+
+    root = Path(settings.BASE_DIR) / "examples" / "support-desk"
+    assert set(declared_servers(root)) == {"orders"}
+    open_mailboxes(root, org)
+    seats = do_hire_tree_workers(root)
+    configure_notify("mailbox", wake_member_seats(seats))
+    with override_settings(WORKFORCE_ROOT=str(root)), django_capture_on_commit_callbacks(execute=True):
+        do_run_action(
+            org=org,
+            kind="mailbox",
+            session_id="support.desk",
+            action="post",
+            input={"body": "where is my order A-1001? it has not arrived"},
+            user_id="u_42",
+        )
+    conversation = Session.objects.get(organization=org, session_id="support.desk:support.general")
+    lookup, answer = [i.data for i in Item.objects.filter(session=conversation, component="tool-call").order_by("seq")]
+    assert lookup["name"] == "orders__lookup_order"
+    assert lookup["result"]["structuredContent"] == {
+        "found": True,
+        "order_id": "A-1001",
+        "status": "shipped",
+        "carrier": "Parcelways",
+        "eta": "Thursday",
+    }
+    assert answer["name"] == "post-to-mailbox" and answer["result"]["ok"] is True
