@@ -319,14 +319,12 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
     return tools
 
 
-def refuse_unoffered(name: str, ctx: ToolContext) -> ToolResult:
+def refuse_unoffered(name: str, ctx: ToolContext, seat: object = None) -> ToolResult:
     """The answer to a call of a tool the turn did not offer: ``tool-not-granted``,
     ledgered ``run.denied``, when ``name`` is a declared server's tool (``<server>__...``)
     the seat was not granted; ``tool-server-unavailable`` when it was granted but its
-    server could not list its tools as the turn began; else ``tool-not-offered``."""
-    from .turns import SEAT_EXTRA  # (turns imports this module)
-
-    seat = ctx.extras.get(SEAT_EXTRA)
+    server could not list its tools as the turn began; else ``tool-not-offered``.
+    ``seat`` is the calling ``Seat`` (whose ``tools:`` holds its grants)."""
     grants = tool_grants(seat.tools) if isinstance(seat, Seat) else []
     for server in declared_servers().values():
         prefix = wire_name(server.name, "")

@@ -863,7 +863,7 @@ def _unstorable_call(name: str, arguments: dict | None) -> Refusal | None:
 
 def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> ToolResult:
     if tool is None:  # a tool server's tool the seat was not granted: ledgered run.denied
-        return refuse_unoffered(name, ctx)
+        return refuse_unoffered(name, ctx, ctx.extras.get(SEAT_EXTRA))
     if arguments is None:
         return refuse("invalid-input", f"{name} takes a JSON object.")
     try:
