@@ -339,3 +339,51 @@ def test_the_example_desk_looks_an_order_up_with_its_tool_server(org, django_cap
         "eta": "Thursday",
     }
     assert answer["name"] == "post-to-mailbox" and answer["result"]["ok"] is True
+
+
+def test_manage_py_check_names_the_files_problems_and_unknown_servers_without_starting_any(make_tree):
+    from seats.checks import check_workers
+
+    root = make_tree(
+        tree(tools="[billing/refund, orders/no_such_tool]", servers="servers:\n  orders:\n    command: /nonexistent/x\n")
+    )
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        found = [(e.id, e.msg) for e in check_workers()]
+    assert found == [
+        (
+            "seats.E002",
+            'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names the tool server "billing", which '
+            f"{TOOL_SERVERS_FILE} does not declare (it declares orders)",
+        )
+    ]  # orders/no_such_tool is checked at hire, where the server is started
+    root = make_tree(tree(servers="servers: [orders]\n"))
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        found = [(e.id, e.msg) for e in check_workers()]
+    assert (
+        "seats.E001",
+        f"{TOOL_SERVERS_FILE}: [tool-servers-load-failed] {TOOL_SERVERS_FILE}: servers: must be a mapping from a "
+        "server's name to its declaration",
+    ) in found
+
+
+def test_a_persons_own_worker_is_refused_its_unknown_grants_by_name(make_tree, db):
+    from rest_framework.test import APIClient
+
+    root = make_tree(tree())
+    text = worker_md("Mine.", tools="[billing/refund, orders/refund_order, orders/lookup_order]")
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        answer = APIClient().post("/api/workers", {"userId": "u_42", "id": "u42.scribe", "workerMd": text}, format="json")
+        assert answer.status_code == 400, answer.content
+        assert answer.json()["error"]["reason"] == "invalid-worker"
+        assert answer.json()["error"]["problems"] == [
+            f'tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares orders)',
+            'tools: names "orders/refund_order", which the tool server orders does not offer '
+            "(it offers crash, lookup_order, sleep, whoami)",
+        ]
+        ok = APIClient().post(
+            "/api/workers",
+            {"userId": "u_42", "id": "u42.scribe", "workerMd": worker_md("Mine.", tools="[orders/lookup_order]")},
+            format="json",
+        )
+        assert ok.status_code == 201, ok.content
+        assert ok.json()["tools"] == ["orders/lookup_order"]
