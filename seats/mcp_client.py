@@ -173,7 +173,11 @@ class ToolServerPool:
                 return conn
             conn = _Connection(server)
             conn.task = asyncio.get_running_loop().create_task(self._hold(conn))
-            await conn.ready.wait()
+            try:
+                await conn.ready.wait()
+            except asyncio.CancelledError:  # the call's time limit passed while it started
+                conn.stop.set()  # so a server that starts late is closed, not left running
+                raise
             if conn.session is None:
                 error = _first_cause(conn.error)
                 detail = f"{type(error).__name__}: {error}" if error is not None else "it closed"
@@ -198,7 +202,7 @@ class ToolServerPool:
         except BaseException as exc:  # noqa: BLE001 - reported to the caller, logged
             conn.error = exc
             if not isinstance(exc, asyncio.CancelledError):
-                logger.warning("tool server %s closed: %s", conn.server.name, exc)
+                logger.warning("tool server %s closed: %s", conn.server.name, _first_cause(exc))
         finally:
             conn.stop.set()
             conn.ready.set()
@@ -211,14 +215,14 @@ class ToolServerPool:
             del self._connections[conn.server]
 
     async def _list(self, server: ToolServer) -> list[ServerTool]:
+        from mcp import types
+
         conn = await self._connection(server)
         if conn.tools is None:
             try:
                 tools: list[ServerTool] = []
                 cursor = None
                 while True:
-                    from mcp import types
-
                     params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
                     page = await conn.session.list_tools(params=params)
                     tools.extend(ServerTool(t.name, t.description or "", dict(t.input_schema or {})) for t in page.tools)
