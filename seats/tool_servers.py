@@ -37,8 +37,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext, ToolResult, refuse
 from workforce.tree import FrontmatterError, LoadError, name_problem, os_reason, strict_yaml_load
+from workforce.wire import check_storable
 
 from .mcp_client import ServerTool, ToolServer, ToolServerError, list_server_tools, pool
 from .models import Seat, ToolCallEntry
@@ -278,6 +280,10 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
             _ledger(ctx, ToolCallEntry.Event.FAILED, server.name, listed.name, reason=exc.code)
             return refuse(exc.code, f"{server.name}/{listed.name}: {exc}; nothing came back.")
         _ledger(ctx, ToolCallEntry.Event.CALLED, server.name, listed.name, isError=outcome.is_error)
+        try:  # the one input rule (workforce.wire): a server's answer is input too
+            check_storable({"text": outcome.text, "structured": outcome.structured}, label="the tool's answer")
+        except Refusal as refusal:
+            return refuse("tool-error", f"{server.name}/{listed.name} answered what cannot be kept: {refusal.detail}")
         if outcome.is_error:
             return refuse("tool-error", f"{server.name}/{listed.name} answered with an error: {outcome.text or '(no text)'}")
         result: dict[str, object] = {"text": outcome.text}

@@ -126,7 +126,7 @@ def test_hire_refuses_a_tool_the_server_does_not_list_by_name(make_tree, db):
     lines = hire_lines(make_tree(tree(tools="[orders/refund_order]")))
     assert lines == [
         'eng.lead: tools: names "orders/refund_order", which the tool server orders does not offer '
-        "(it offers crash, lookup_order, sleep, whoami)"
+        "(it offers crash, lookup_order, nul, sleep, whoami)"
     ]
 
 
@@ -254,6 +254,11 @@ def test_a_turn_makes_at_most_the_set_number_of_tool_calls(run_turn_with):
     assert ToolCallEntry.objects.count() == 2
 
 
+def test_an_answer_the_store_cannot_keep_is_a_refusal(run_turn_with):
+    _, [item] = run_turn_with([calls(("orders__nul", {})), "ok"], tools="[orders/nul]")
+    assert item["result"]["refused"].startswith("tool-error: orders/nul answered what cannot be kept: ")
+
+
 def test_the_server_is_given_the_variables_env_names(run_turn_with, monkeypatch):
     monkeypatch.setenv("ORDERS_GREETING", "hello from settings")
     _, [item] = run_turn_with([calls(("orders__whoami", {})), "ok"], tools="[orders/whoami]")
@@ -378,7 +383,7 @@ def test_a_persons_own_worker_is_refused_its_unknown_grants_by_name(make_tree, d
         assert answer.json()["error"]["problems"] == [
             f'tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares orders)',
             'tools: names "orders/refund_order", which the tool server orders does not offer '
-            "(it offers crash, lookup_order, sleep, whoami)",
+            "(it offers crash, lookup_order, nul, sleep, whoami)",
         ]
         ok = APIClient().post(
             "/api/workers",

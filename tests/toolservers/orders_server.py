@@ -8,6 +8,7 @@ over streamable HTTP on 127.0.0.1:PORT at ``/mcp`` (answering 401 unless the
   (order ``A-1001`` shipped with Parcelways; any other id is not found, an ``isError``);
 - ``crash(note)``: the server process dies in the middle of the call;
 - ``sleep(seconds, marker)``: answers after that long (writing the file ``marker`` first);
+- ``nul()``: a text holding a NUL character;
 - ``whoami()``: the process id and the ``ORDERS_GREETING`` variable it was given.
 """
 
@@ -61,6 +62,12 @@ def sleep(seconds: float, marker: str = "") -> str:
         Path(marker).write_text(str(os.getpid()))
     time.sleep(seconds)
     return f"slept {seconds}"
+
+
+@app.tool()
+def nul() -> str:
+    """Answers a text holding a NUL character, which no store keeps."""
+    return "before\x00after"
 
 
 @app.tool(structured_output=True)
