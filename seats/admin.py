@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from .models import Seat, TurnSlot
+from .models import Seat, ToolCallEntry, TurnSlot
 
 
 @admin.register(Seat)
@@ -20,6 +20,21 @@ class TurnSlotAdmin(admin.ModelAdmin):
 
     list_display = ("seat_id", "session", "claim_token", "lease_until", "taken_at")
     search_fields = ("seat_id", "session__session_id")
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ToolCallEntry)
+class ToolCallEntryAdmin(admin.ModelAdmin):
+    """Every tool-server call a seat made (read-only: a ledger); filter by seat, server or event."""
+
+    list_display = ("at", "event", "seat_id", "server", "tool", "request_id", "organization")
+    list_filter = ("event", "server", "seat_id")
+    search_fields = ("seat_id", "server", "tool", "request_id")
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -17,7 +17,8 @@ caller settles its own work item:
 
 Facets (``workforce.facets``): ``worker``, ``hears_posts``, ``tools`` (the catalog a
 worker's ``tools:`` line is read against: ``post-to-mailbox``), ``capabilities``
-(``seats.board_tools.board_task_capability``), ``post_turn``, ``board_row_turn`` and
+(``seats.board_tools.board_task_capability``, and ``seats.tool_servers.tool_server_capability``:
+the tool servers' tools its ``tools:`` grants), ``post_turn``, ``board_row_turn`` and
 ``request_on_finished`` (``delegated_post_on_finished``: a coordinator hears at once
 when a delegated run ends, cancelled included).
 """
@@ -59,6 +60,7 @@ from .constants import SEAT_BUSY
 from .drains import RUN_TASK_ACTION, row_turn_text
 from .models import Seat
 from .queries import access_seat, conversation_history
+from .tool_servers import tool_server_capability
 from .turns import (
     SlotRule,
     TurnLog,
@@ -540,7 +542,7 @@ def build_agent_kind() -> FlowKind:
     WORKER.set(flow, True)
     HEARS_POSTS.set(flow, True)
     TOOL_CATALOG.set(flow, dict(AGENT_CATALOG))
-    CAPABILITIES.set(flow, [board_task_capability])
+    CAPABILITIES.set(flow, [board_task_capability, tool_server_capability])
     POST_TURN.set(flow, hear_post)
     REQUEST_ON_FINISHED.set(flow, delegated_post_on_finished)
     BOARD_ROW_TURN.set(flow, work_board_row)

@@ -11,6 +11,8 @@
   or one nobody holds, 404 ``worker-not-on-roster`` (``No worker "<id>" on your roster.``).
 - ``POST /api/workers/{id}/fork`` ``{"userId", "id"?}``: fork a worker on the roster into
   one of one's own (under ``id``; default the same id); 201.
+- ``GET /api/tool-servers?userId=``: the tree's tool servers and the calls seats made to
+  them, counted per seat and per server (``ToolServersView``).
 - ``DELETE /api/workers/{id}?userId=``: fire a worker of one's own; 204. A standard or
   the organization's worker answers 409 ``worker-not-your-own``.
 """
@@ -28,9 +30,10 @@ from rest_framework.views import APIView
 from workforce.principals import Principal, resolve_principal
 from workforce.refusals import Refusal
 
-from .queries import access_worker, list_roster
+from .queries import access_worker, list_roster, tool_call_counts
 from .roster import worker_wire
 from .services import do_fire_worker, do_fork_worker, do_hire_worker
+from .tool_servers import declared_servers
 
 
 class WorkerSerializer(serializers.Serializer):
@@ -194,3 +197,30 @@ class WorkerForkView(APIView):
             raise Refusal("invalid-input", "id must be the fork's worker id.")
         seat = do_fork_worker(principal.org, principal.user_id, worker, new_id)
         return _created(request, seat)
+
+
+class ToolServersView(APIView):
+    """The tree's tool servers and their calls counted per seat and per server (docs/tools.md).
+
+    ``GET /api/tool-servers?userId=``: ``{"servers": [{name, transport, description}],
+    "counts": [{seatId, server, calls, failed, denied}]}``, the counts of the caller's
+    organization (``seats.queries.tool_call_counts``)."""
+
+    @extend_schema(
+        parameters=[USER_PARAM],
+        responses={
+            200: inline_serializer(
+                "ToolServers",
+                {
+                    "servers": serializers.ListField(child=serializers.DictField()),
+                    "counts": serializers.ListField(child=serializers.DictField()),
+                },
+            )
+        },
+        operation_id="tool_servers_list",
+        summary="List the tree's tool servers and the calls seats made to them",
+    )
+    def get(self, request: HttpRequest) -> Response:
+        principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
+        servers = [{"name": s.name, "transport": s.transport, "description": s.description} for s in declared_servers().values()]
+        return Response({"servers": servers, "counts": tool_call_counts(principal.org)})

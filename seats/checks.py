@@ -26,8 +26,9 @@ def _reported_by_mailboxes(error) -> bool:
 
 @checks.register("workforce")
 def check_workers(app_configs=None, **kwargs):
-    """Every worker problem in ``WORKFORCE_ROOT``: load errors (seats.E001) and workers
-    that cannot be hired (seats.E002)."""
+    """Every worker problem in ``WORKFORCE_ROOT``: load errors (seats.E001, the tool
+    servers' file's included) and workers that cannot be hired (seats.E002; a tool
+    server is not asked for its tools here, only at hire, so a check starts no server)."""
     root = settings.WORKFORCE_ROOT
     try:
         workers, errors = read_workforce(root)
@@ -44,7 +45,7 @@ def check_workers(app_configs=None, **kwargs):
         checks.Error(
             f"{files[worker]}: worker {worker}: {message}" if worker in files else f"worker {worker}: {message}", id="seats.E002"
         )
-        for worker, message in hire_problems(workers)
+        for worker, message in hire_problems(workers, root=root, reach=False)
     )
     return found
 

@@ -20,6 +20,7 @@ from workforce.models import Organization
 
 from .board_tools import board_hire_problems
 from .models import Seat
+from .tool_servers import declared_servers, split_grant, tool_grant_problems, tool_grants
 from .workers import WorkerManifest, read_workforce
 
 
@@ -43,18 +44,29 @@ class WorkerTreeError(Exception):
         super().__init__(f"workforce tree {root}:\nworkers: {len(lines)} problem(s)\n" + "\n".join(f"  {line}" for line in lines))
 
 
-def hire_problems(workers: Iterable[WorkerManifest], *, alongside: Iterable[WorkerManifest] = ()) -> list[tuple[str, str]]:
+def hire_problems(
+    workers: Iterable[WorkerManifest],
+    *,
+    alongside: Iterable[WorkerManifest] = (),
+    root: str | os.PathLike | None = None,
+    reach: bool = True,
+) -> list[tuple[str, str]]:
     """Why each worker cannot be hired: its flow is not a registered worker kind, its
     ``tools:`` names a tool the kind does not offer, its ``model:`` is unknown, its
     ``drains:``/``boardTools:`` name boards its kind can't hold
     (``seats.board_tools.board_hire_problems``), its kind's ``validate_worker`` facet refuses
-    it (a coordinator's keys), or its id is declared twice. Empty when all can be hired.
+    it (a coordinator's keys), its ``tools:`` grants a tool of a tool server the tree's
+    ``org/tool-servers.yaml`` does not declare, or one that server does not list
+    (``seats.tool_servers.tool_grant_problems``; ``root`` is the tree, default
+    ``WORKFORCE_ROOT``; without ``reach`` the servers are not asked for their tools), or
+    its id is declared twice. Empty when all can be hired.
 
     ``alongside``: workers already hired that a kind's own checks may name too (a
     person's roster, when they hire a coordinator of their own); they are not checked."""
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
     workers = list(workers)
+    servers = declared_servers(root) if any(tool_grants(w.tools) for w in workers) else {}
     known = workers + list(alongside)
     for worker in workers:
         if worker.id in seen:
@@ -67,11 +79,12 @@ def hire_problems(workers: Iterable[WorkerManifest], *, alongside: Iterable[Work
         else:
             catalog = TOOL_CATALOG.get(flow) or {}
             for tool in worker.tools:
-                if tool not in catalog:
+                if split_grant(tool) is None and tool not in catalog:
                     offered = ", ".join(sorted(catalog)) or "none"
                     problems.append(
                         (worker.id, f'tools: names "{tool}", which the {worker.flow} kind does not offer (it offers {offered})')
                     )
+            problems.extend((worker.id, message) for message in tool_grant_problems(worker.tools, servers, reach=reach))
             problems.extend(board_hire_problems(worker, flow))  # drains:/boardTools: need a kind that can hold a board
             # A kind's own checks of what its workers declare (the coordinator's delegates:,
             # routing:, fallback:, rounds:): ``validate_worker(worker, workers) -> [sentence]``.
@@ -103,6 +116,7 @@ def hire_workforce(
     scope: str = Seat.Scope.SHARED,
     org: Organization | None = None,
     owner_user_id: str = "",
+    root: str | os.PathLike | None = None,
 ) -> list[Seat]:
     """Make one seat per worker (the spec's ``hireWorkforce``): idempotent.
 
@@ -114,6 +128,8 @@ def hire_workforce(
         scope: ``"shared"`` (every organization; the tree's workers), ``"org"`` (one
             organization's: pass ``org``) or ``"own"`` (one user's: ``org`` and
             ``owner_user_id``).
+        root: the tree whose tool servers the workers' grants name (default
+            ``WORKFORCE_ROOT``).
 
     Returns:
         The seats, in the order of ``workers``.
@@ -131,7 +147,7 @@ def hire_workforce(
         raise ValueError("a user's own seat needs org and owner_user_id")
     if scope not in Seat.Scope.values:
         raise ValueError(f"unknown scope {scope!r}")
-    problems = hire_problems(workers)
+    problems = hire_problems(workers, root=root)
     if problems:
         raise HireRefused(problems)
     for attempt in range(2):
@@ -179,10 +195,10 @@ def do_hire_tree_workers(root: str | os.PathLike) -> list[Seat]:
     """
     workers, errors = read_workforce(root)
     lines = [f"{e.path}: [{e.kind}] {e.message}" for e in errors]
-    lines.extend(f"{worker}: {message}" for worker, message in hire_problems(workers))
+    lines.extend(f"{worker}: {message}" for worker, message in hire_problems(workers, root=root))
     if lines:
         raise WorkerTreeError(str(root), lines)
-    return hire_workforce(workers)
+    return hire_workforce(workers, root=root)
 
 
 def seats_to_wake(hired: Iterable[Seat]) -> list[Seat]:

@@ -147,3 +147,33 @@ class TurnWait(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task}{self.args} waits on slot {self.slot_id}"
+
+
+class ToolCallEntry(models.Model):
+    """One call a seat made to a tool server's tool (docs/tools.md): ``tool.called`` (it
+    answered, ``isError`` included), ``tool.failed`` (the server could not be reached,
+    died or passed the time limit) or ``run.denied`` (the seat was not granted the tool;
+    nothing was called). The ledger operators count calls from, per seat and per server
+    (``seats.queries.tool_call_counts``)."""
+
+    class Event(models.TextChoices):
+        CALLED = "tool.called"
+        FAILED = "tool.failed"
+        DENIED = "run.denied"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    event = models.CharField(max_length=40, choices=Event.choices)
+    seat_id = models.CharField(max_length=200)
+    server = models.CharField(max_length=200)
+    tool = models.CharField(max_length=200)
+    request_id = models.CharField(max_length=64, blank=True, default="", help_text="The turn's request.")
+    data = models.JSONField(default=dict, blank=True, help_text="What else the event names (a refusal's reason).")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["organization", "seat_id", "server"]), models.Index(fields=["server"])]
+        ordering = ["pk"]
+        verbose_name_plural = "tool call entries"
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.server}/{self.tool} by {self.seat_id}"

@@ -255,3 +255,29 @@ def _window_messages_postgresql(session: Session, exclude_request_id: int | None
             while len(_WINDOW_FLOORS) > _WINDOW_FLOORS_MAX:
                 _WINDOW_FLOORS.popitem(last=False)
     return [(item_session, json.loads(data) if isinstance(data, str) else data) for item_session, data, _, _ in rows]
+
+
+def tool_call_counts(org: Organization | None = None) -> list[dict]:
+    """Tool-server calls counted per seat and per server, for operators (docs/tools.md):
+    ``[{"seatId", "server", "calls", "failed", "denied"}]`` sorted by seat then server;
+    ``calls`` counts every call that ran (``tool.called`` and ``tool.failed``), ``failed``
+    those the server did not answer, ``denied`` the ungranted ones refused (``run.denied``).
+    One query; ``org`` None counts every organization."""
+    from django.db.models import Count
+
+    from .models import ToolCallEntry
+
+    rows = ToolCallEntry.objects.all() if org is None else ToolCallEntry.objects.filter(organization=org)
+    counted = (
+        rows.values("seat_id", "server")
+        .annotate(
+            calls=Count("pk", filter=Q(event__in=[ToolCallEntry.Event.CALLED, ToolCallEntry.Event.FAILED])),
+            failed=Count("pk", filter=Q(event=ToolCallEntry.Event.FAILED)),
+            denied=Count("pk", filter=Q(event=ToolCallEntry.Event.DENIED)),
+        )
+        .order_by("seat_id", "server")
+    )
+    return [
+        {"seatId": r["seat_id"], "server": r["server"], "calls": r["calls"], "failed": r["failed"], "denied": r["denied"]}
+        for r in counted
+    ]

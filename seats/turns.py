@@ -31,7 +31,8 @@ A turn fails, with a named reason, when the provider fails or times out
 (``model-error``) or cuts its answer off at the output limit (``model-truncated``:
 ``ModelError.reason``), the turn passes its deadline (``turn-timeout``), the model keeps
 calling tools past ``WORKFORCE_TURN_MAX_STEPS`` (``turn-step-limit``), or it answers
-nothing at all (``empty-reply``). A turn whose request was cancelled
+nothing at all (``empty-reply``); a tool call past ``WORKFORCE_TURN_MAX_TOOL_CALLS`` is
+refused ``tool-call-limit`` to the model. A turn whose request was cancelled
 (``workforce.cancelling``) stops at its next safe point (before a model call, between
 tool calls, before it settles) with the ``cancelled`` refusal, and its request stays
 ``aborted``.
@@ -82,6 +83,7 @@ from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.wire import check_storable
 
 from .models import Seat, TurnSlot, TurnWait
+from .tool_servers import refuse_unoffered
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +106,12 @@ def turn_timeout() -> float:
 def max_steps() -> int:
     """Model calls a turn may make (``WORKFORCE_TURN_MAX_STEPS``, default 8)."""
     return int(settings.WORKFORCE_TURN_MAX_STEPS)
+
+
+def max_tool_calls() -> int:
+    """Tool calls a turn may make (``WORKFORCE_TURN_MAX_TOOL_CALLS``, default 16); each
+    call past it is refused ``tool-call-limit`` without running."""
+    return int(settings.WORKFORCE_TURN_MAX_TOOL_CALLS)
 
 
 def offered_tools(seat: Seat, catalog: dict[str, Tool], capabilities: Sequence[Callable[[Seat], list[Tool]]] = ()) -> list[Tool]:
@@ -779,7 +787,13 @@ def run_turn(
                 _stop_if_cancelled(log)
                 problem = _unstorable_call(call.name, call.arguments)
                 if problem is None:
-                    outcome = _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
+                    outcome = (
+                        _call_tool(by_name.get(call.name), call.name, call.arguments, tool_ctx)
+                        if len(result.tool_calls) < max_tool_calls()
+                        else refuse(
+                            "tool-call-limit", f"a turn makes at most {max_tool_calls()} tool calls; answer with what you have."
+                        )
+                    )
                     record = {"name": call.name, "arguments": call.arguments, "result": outcome}
                 else:  # refused, and recorded without the text the store cannot keep
                     outcome = refused(problem)
@@ -849,8 +863,8 @@ def _unstorable_call(name: str, arguments: dict | None) -> Refusal | None:
 
 
 def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolContext) -> ToolResult:
-    if tool is None:
-        return refuse("tool-not-offered", f'"{name}" is not one of your tools.')
+    if tool is None:  # a tool server's tool the seat was not granted: ledgered run.denied
+        return refuse_unoffered(name, ctx, ctx.extras.get(SEAT_EXTRA))
     if arguments is None:
         return refuse("invalid-input", f"{name} takes a JSON object.")
     try:

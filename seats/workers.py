@@ -8,7 +8,8 @@ links are never followed, frontmatter is strict YAML. Every problem is collected
 
 A worker file declares ``description``, ``flow`` (default ``agent``), ``model``
 (``provider/name``; default ``WORKFORCE_MODEL``), ``tools`` (the tools it may call,
-e.g. ``[post-to-mailbox]``), ``instructions`` or a body (the system prompt, one or the
+e.g. ``[post-to-mailbox, orders/lookup_order, crm/*]``: a built-in tool's name, or a
+tool server's tool or whole set, ``seats.tool_servers``), ``instructions`` or a body (the system prompt, one or the
 other), the coordinator keys ``delegates``, ``routing``, ``fallback`` and
 ``rounds``, which the coordinator flow reads, and the board keys ``drains`` and
 ``boardTools`` (the boards it drains and the boards whose task tools it holds, as
@@ -42,6 +43,7 @@ from workforce.tree import (
 )
 
 from .boards import BOARD_KEYS, check_board_keys
+from .tool_servers import read_tool_servers
 
 WORKER_FILE = "WORKER.md"
 WORKERS_DIR = "workers"
@@ -128,7 +130,9 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
         ``Workforce(workers, errors)``: one manifest per worker that loaded, and one
         LoadError (kind ``worker-load-failed``, ``refused-declaration`` or
         ``unreadable-slot``; path relative to the root) per folder that should have
-        produced a worker and did not. A tree with no ``workers/`` folders gives no
+        produced a worker and did not, and one per problem of the tree's
+        ``org/tool-servers.yaml`` (``seats.tool_servers.read_tool_servers``, kind
+        ``tool-servers-load-failed``). A tree with no ``workers/`` folders gives no
         workers and no errors. Loose files are passed over. Treat non-empty errors as
         fatal at start-up.
 
@@ -165,6 +169,7 @@ def read_workforce(root: str | os.PathLike) -> Workforce:
         org_workers = None
     for folder in org_workers or ():
         _read_worker_entry(folder, None, None, workers, errors)
+    errors.extend(read_tool_servers(root)[1])  # the tree's tool servers (org/tool-servers.yaml)
     workers.sort(key=lambda w: w.id)
     errors.sort(key=lambda e: (e.path, e.kind))
     return Workforce(workers, errors)

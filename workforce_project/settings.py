@@ -218,6 +218,10 @@ WORKFORCE_MODEL_RETRIES = _env_number("WORKFORCE_MODEL_RETRIES", 6, int)
 WORKFORCE_ROUTE_TIMEOUT = _env_number("WORKFORCE_ROUTE_TIMEOUT", WORKFORCE_MODEL_TIMEOUT, float)
 WORKFORCE_TURN_TIMEOUT = _env_number("WORKFORCE_TURN_TIMEOUT", 100, float)
 WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
+# Tool calls one turn may make (each past it is refused tool-call-limit), and seconds one
+# call to a tool server may take (docs/tools.md).
+WORKFORCE_TURN_MAX_TOOL_CALLS = _env_number("WORKFORCE_TURN_MAX_TOOL_CALLS", 16, int)
+WORKFORCE_TOOL_CALL_TIMEOUT = _env_number("WORKFORCE_TOOL_CALL_TIMEOUT", 30, float)
 # Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts
 # are refused (external-dispatcher) and a client post wakes nobody.
 WORKFORCE_EXTERNAL_DISPATCHER = env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)

@@ -18,7 +18,7 @@ from mailboxes.api import (
     SeatMailboxesView,
     TranscriptView,
 )
-from seats.api import WorkerDetailView, WorkerForkView, WorkersView
+from seats.api import ToolServersView, WorkerDetailView, WorkerForkView, WorkersView
 from workforce.api.errors import api_not_found
 from workforce.api.index import ApiIndexView
 from workforce.api.views import (
@@ -58,6 +58,7 @@ urlpatterns = [
     path("api/workers/<str:worker>", WorkerDetailView.as_view(), name="worker-detail"),
     path("api/workers/<str:worker>/fork", WorkerForkView.as_view(), name="worker-fork"),
     path("api/workers/<str:worker>/chat", WorkerChatView.as_view(), name="worker-chat"),
+    path("api/tool-servers", ToolServersView.as_view(), name="tool-servers"),
     path("api/mail", MailView.as_view(), name="mail"),
     path("api/mail/webhook", forge_webhook, name="mail-webhook"),
     path("api/mail/<str:thread_id>", MailThreadView.as_view(), name="mail-thread"),

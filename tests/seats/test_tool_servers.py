@@ -1,0 +1,394 @@
+"""Tool servers over MCP as a seat's tools (issue 27; docs/tools.md): the tree's
+``org/tool-servers.yaml``, grants in WORKER.md and their hire refusals, and calls from a
+turn to a real tool server on the SDK (tests/toolservers/orders_server.py, over stdio)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+from mailboxes.notify import configure_notify, wake_member_seats
+from seats.hiring import WorkerTreeError, do_hire_tree_workers
+from seats.mcp_client import pool
+from seats.models import ToolCallEntry
+from seats.queries import tool_call_counts
+from seats.tool_servers import TOOL_SERVERS_FILE, declared_servers, tool_server_capability, wire_name
+from seats.workers import read_workforce
+from tests.conftest import OWNER, mailbox_md, open_mailboxes
+from tests.e2e.conftest import free_port
+from tests.seats.conftest import worker_md
+from tests.toolservers import SERVER, start_http_orders
+from workforce.llm import use_model_resolver
+from workforce.models import Item, Session
+from workforce.testing import create_mock_model_resolver
+
+SERVERS_YAML = f"servers:\n  orders:\n    description: Order lookup.\n    command: python\n    args: [{SERVER}]\n    env: [ORDERS_GREETING]\n"
+
+
+def http_server_yaml(port: int) -> str:
+    return f"  crm:\n    url: http://127.0.0.1:{port}/mcp\n    headers: {{Authorization: CRM_AUTHORIZATION}}\n"
+
+
+def tree(tools: str = "[post-to-mailbox, orders/lookup_order]", servers: str = SERVERS_YAML, **more) -> dict[str, str]:
+    files = {
+        "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md("Where incidents are worked.", members=("eng.lead",)),
+        "teams/eng/workers/lead/WORKER.md": worker_md("Answers about orders.", tools=tools),
+        TOOL_SERVERS_FILE: servers,
+    }
+    files.update(more)
+    return files
+
+
+@pytest.fixture(autouse=True)
+def _fresh_pool():
+    yield
+    pool().close()
+
+
+# ----------------------------------------------------------------------------- (1) the tree's file
+
+
+def test_every_problem_of_the_file_is_named_at_once_by_file(make_tree):
+    root = make_tree(
+        tree(
+            servers=(
+                "servers:\n"
+                "  orders:\n    command: python\n    url: http://127.0.0.1:1/mcp\n"
+                "  crm:\n    url: ftp://crm\n    token: s3cret\n"
+                "  Bad_Name:\n    command: x\n"
+                "  files:\n    command: node\n    headers: {Authorization: CRM_TOKEN}\n    env: [not a name]\n"
+            )
+        )
+    )
+    _, errors = read_workforce(root)
+    messages = [e.message for e in errors if e.path == TOOL_SERVERS_FILE]
+    assert {e.kind for e in errors if e.path == TOOL_SERVERS_FILE} == {"tool-servers-load-failed"}
+    assert (
+        f"{TOOL_SERVERS_FILE}: servers.orders: declares exactly one of command: (a stdio server) and url: "
+        "(a streamable-HTTP server)" in messages
+    )
+    assert f"{TOOL_SERVERS_FILE}: servers.crm: url: must be an http:// or https:// address" in messages
+    assert any(m.startswith(f'{TOOL_SERVERS_FILE}: servers.crm: "token" is not a key a tool server takes') for m in messages)
+    assert any(m.startswith(f"{TOOL_SERVERS_FILE}: servers.Bad_Name:") for m in messages)
+    assert any("servers.files: env: must be a list of environment variable names" in m for m in messages)
+    assert any("servers.files: headers: is for a server at a url:" in m for m in messages)
+    with pytest.raises(WorkerTreeError) as failed:
+        do_hire_tree_workers(root)
+    assert any(line.startswith(f"{TOOL_SERVERS_FILE}: [tool-servers-load-failed]") for line in failed.value.lines)
+
+
+def test_the_file_is_read_with_the_strict_loader(make_tree):
+    root = make_tree(tree(servers="servers:\n  orders:\n    command: python\n  orders:\n    command: python\n"))
+    [error] = [e for e in read_workforce(root).errors if e.path == TOOL_SERVERS_FILE]
+    assert "duplicate" in error.message and "orders" in error.message
+    root = make_tree(tree(servers="servers:\n  on:\n    command: python\n    args: [no, 0755]\n"))
+    servers = declared_servers(root)
+    assert servers["on"].args == ("no", "0755")  # YAML 1.1 would have made False and 493
+
+
+def test_a_declared_stdio_and_http_server(make_tree):
+    root = make_tree(
+        tree(servers=SERVERS_YAML + "  crm:\n    url: http://127.0.0.1:9/mcp\n    headers: {Authorization: CRM_AUTHORIZATION}\n")
+    )
+    servers = declared_servers(root)
+    assert servers["orders"].transport == "stdio" and servers["orders"].command == "python"
+    assert servers["orders"].env == ("ORDERS_GREETING",) and servers["orders"].cwd == str(root.resolve())
+    assert servers["crm"].transport == "http" and servers["crm"].headers == (("Authorization", "CRM_AUTHORIZATION"),)
+
+
+# ----------------------------------------------------------------------------- (2) grants and hire
+
+
+def hire_lines(root) -> list[str]:
+    with pytest.raises(WorkerTreeError) as failed:
+        do_hire_tree_workers(root)
+    return failed.value.lines
+
+
+def test_hire_refuses_an_unknown_server_by_name(make_tree, db):
+    lines = hire_lines(make_tree(tree(tools="[billing/refund]")))
+    assert lines == [
+        f'eng.lead: tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares orders)'
+    ]
+
+
+def test_hire_refuses_an_unknown_server_when_none_is_declared(make_tree, db):
+    files = tree(tools="[billing/*]")
+    del files[TOOL_SERVERS_FILE]
+    assert hire_lines(make_tree(files)) == [
+        f'eng.lead: tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares none)'
+    ]
+
+
+def test_hire_refuses_a_tool_the_server_does_not_list_by_name(make_tree, db):
+    lines = hire_lines(make_tree(tree(tools="[orders/refund_order]")))
+    assert lines == [
+        'eng.lead: tools: names "orders/refund_order", which the tool server orders does not offer '
+        "(it offers crash, lookup_order, nul, sleep, whoami)"
+    ]
+
+
+def test_hire_refuses_a_grant_of_a_server_that_cannot_start(make_tree, db):
+    servers = "servers:\n  orders:\n    command: /nonexistent/orders-server\n"
+    [line] = hire_lines(make_tree(tree(tools="[orders/lookup_order]", servers=servers)))
+    assert line.startswith('eng.lead: tools: names "orders/lookup_order", but the tool server orders could not list its tools:')
+
+
+def test_a_whole_set_and_named_tools_hire(make_tree, db):
+    [seat] = do_hire_tree_workers(make_tree(tree(tools="[orders/*, post-to-mailbox]")))
+    assert seat.tools == ["orders/*", "post-to-mailbox"]
+
+
+def test_the_turn_is_offered_exactly_the_granted_tools_with_their_schemas(make_tree, db):
+    root = make_tree(tree(tools="[orders/lookup_order, orders/whoami]"))
+    [seat] = do_hire_tree_workers(root)
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        tools = tool_server_capability(seat)
+    assert [t.name for t in tools] == ["orders__lookup_order", "orders__whoami"]
+    schema = tools[0].openai_schema()["function"]
+    assert schema["parameters"]["properties"]["order_id"]["type"] == "string"
+    assert schema["parameters"]["required"] == ["order_id"]
+    assert "Look up one order" in schema["description"]
+
+
+def test_wire_names_keep_to_what_a_provider_takes():
+    assert wire_name("orders", "lookup_order") == "orders__lookup_order"
+    assert wire_name("crm-eu", "contacts.search/v2") == "crm-eu__contacts_search_v2"
+
+
+# ----------------------------------------------------------------------------- (3) calls in a turn
+
+
+@pytest.fixture
+def run_turn_with(make_tree, org, django_capture_on_commit_callbacks, monkeypatch):
+    """``run_turn_with(script, tools=..., body=...) -> list of tool-call results``: the tree
+    with the orders server, eng.lead's turn on a post in eng.incidents, scripted."""
+    from workforce.sessions import do_run_action
+
+    def _run(script, *, tools: str = "[orders/lookup_order]", body: str = "where is A-1001?", servers=SERVERS_YAML, **settings_):
+        root = make_tree(tree(tools=tools, servers=servers))
+        open_mailboxes(root, org)
+        seats = do_hire_tree_workers(root)
+        configure_notify("mailbox", wake_member_seats(seats))
+        mock = create_mock_model_resolver({"eng.lead": script, "*": lambda call: "ok"})
+        with override_settings(WORKFORCE_ROOT=str(root), **settings_), use_model_resolver(mock):
+            with django_capture_on_commit_callbacks(execute=True):
+                do_run_action(
+                    org=org, kind="mailbox", session_id="eng.incidents", action="post", input={"body": body}, user_id="u_owner"
+                )
+        session = Session.objects.get(organization=org, session_id="eng.incidents:eng.lead")
+        items = Item.objects.filter(session=session, component="tool-call").order_by("seq")
+        return mock, [i.data for i in items]
+
+    return _run
+
+
+def calls(*pairs):
+    return {"tool_calls": [{"name": name, "arguments": args} for name, args in pairs]}
+
+
+def test_the_answer_uses_the_tool_servers_result(run_turn_with, org):
+    def script(call):
+        tool_messages = [m for m in call.messages if m.get("role") == "tool"]
+        if not tool_messages:
+            return calls(("orders__lookup_order", {"order_id": "A-1001"}))
+        return f"Your order: {tool_messages[-1]['content']}"
+
+    mock, items = run_turn_with(script)
+    [item] = items
+    assert item["name"] == "orders__lookup_order" and item["arguments"] == {"order_id": "A-1001"}
+    assert item["result"]["structuredContent"] == {"order_id": "A-1001", "status": "shipped", "carrier": "Parcelways"}
+    assert '"status": "shipped"' in item["result"]["text"]
+    first, second = mock.calls_for("eng.lead")
+    assert first.tools == ["orders__lookup_order"]
+    assert "Parcelways" in second.messages[-1]["content"]  # the model read the result
+    [entry] = ToolCallEntry.objects.all()
+    assert (entry.event, entry.seat_id, entry.server, entry.tool) == ("tool.called", "eng.lead", "orders", "lookup_order")
+
+
+def test_an_is_error_result_is_a_refusal(run_turn_with):
+    _, [item] = run_turn_with([calls(("orders__lookup_order", {"order_id": "Z-9"})), "not found"])
+    assert item["result"] == {
+        "refused": "tool-error: orders/lookup_order answered with an error: Error executing tool lookup_order: no order Z-9"
+    }
+
+
+def test_an_ungranted_tool_is_refused_and_ledgered_run_denied(run_turn_with, org):
+    _, [item] = run_turn_with([calls(("orders__whoami", {})), "no"])
+    assert item["result"] == {"refused": "tool-not-granted: orders/whoami is not one of your tools; nothing was called."}
+    [entry] = ToolCallEntry.objects.all()
+    assert (entry.event, entry.seat_id, entry.server, entry.tool) == ("run.denied", "eng.lead", "orders", "whoami")
+    assert entry.data == {"reason": "tool-not-granted"} and entry.request_id.startswith("req_")
+
+
+def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_succeeds(run_turn_with, org):
+    _, items = run_turn_with(
+        [calls(("orders__crash", {})), calls(("orders__whoami", {})), "done"], tools="[orders/crash, orders/whoami]"
+    )
+    crashed, answered = items
+    assert crashed["result"]["refused"].startswith("tool-server-unavailable: orders/crash: the tool server orders failed")
+    assert answered["result"]["structuredContent"]["pid"] > 0
+    assert [e.event for e in ToolCallEntry.objects.all()] == ["tool.failed", "tool.called"]
+    assert tool_call_counts(org) == [{"seatId": "eng.lead", "server": "orders", "calls": 2, "failed": 1, "denied": 0}]
+
+
+def test_a_call_past_its_time_limit_fails_cleanly(run_turn_with):
+    _, [item] = run_turn_with(
+        [calls(("orders__sleep", {"seconds": 5})), "late"], tools="[orders/sleep]", WORKFORCE_TOOL_CALL_TIMEOUT=1
+    )
+    assert item["result"] == {
+        "refused": "tool-timeout: orders/sleep: the call passed its time limit of 1 seconds; nothing came back."
+    }
+
+
+def test_a_turn_makes_at_most_the_set_number_of_tool_calls(run_turn_with):
+    args = {"order_id": "A-1001"}
+    _, items = run_turn_with(
+        [calls(("orders__lookup_order", args), ("orders__lookup_order", args), ("orders__lookup_order", args)), "done"],
+        WORKFORCE_TURN_MAX_TOOL_CALLS=2,
+    )
+    assert [("refused" in i["result"]) for i in items] == [False, False, True]
+    assert items[2]["result"] == {"refused": "tool-call-limit: a turn makes at most 2 tool calls; answer with what you have."}
+    assert ToolCallEntry.objects.count() == 2
+
+
+def test_an_answer_the_store_cannot_keep_is_a_refusal(run_turn_with):
+    _, [item] = run_turn_with([calls(("orders__nul", {})), "ok"], tools="[orders/nul]")
+    assert item["result"]["refused"].startswith("tool-error: orders/nul answered what cannot be kept: ")
+
+
+def test_the_server_is_given_the_variables_env_names(run_turn_with, monkeypatch):
+    monkeypatch.setenv("ORDERS_GREETING", "hello from settings")
+    _, [item] = run_turn_with([calls(("orders__whoami", {})), "ok"], tools="[orders/whoami]")
+    assert item["result"]["structuredContent"]["greeting"] == "hello from settings"
+
+
+def test_sessions_are_kept_and_reused(run_turn_with):
+    _, items = run_turn_with([calls(("orders__whoami", {})), calls(("orders__whoami", {})), "ok"], tools="[orders/whoami]")
+    assert items[0]["result"]["structuredContent"]["pid"] == items[1]["result"]["structuredContent"]["pid"]
+
+
+@pytest.fixture
+def http_orders():
+    port = free_port()
+    process = start_http_orders(port, "t0ken")
+    yield port
+    process.kill()
+    process.wait()
+
+
+def test_a_streamable_http_server_is_called_with_headers_from_the_environment(run_turn_with, http_orders, monkeypatch):
+    monkeypatch.setenv("CRM_AUTHORIZATION", "Bearer t0ken")
+    _, [item] = run_turn_with(
+        [calls(("crm__whoami", {})), "ok"], tools="[crm/whoami]", servers=SERVERS_YAML + http_server_yaml(http_orders)
+    )
+    assert item["result"]["structuredContent"]["greeting"] == "over http"
+
+
+def test_an_http_server_that_refuses_the_session_offers_nothing_and_its_call_fails_cleanly(
+    run_turn_with, http_orders, monkeypatch
+):
+    monkeypatch.setenv("CRM_AUTHORIZATION", "Bearer wrong")  # a whole set is not listed at hire
+    mock, [item] = run_turn_with(
+        [calls(("crm__whoami", {})), "ok"], tools="[crm/*]", servers=SERVERS_YAML + http_server_yaml(http_orders)
+    )
+    assert mock.calls_for("eng.lead")[0].tools == []
+    assert item["result"] == {"refused": "tool-server-unavailable: crm/whoami: the tool server crm cannot be reached now."}
+    assert not ToolCallEntry.objects.exists()  # not a denial: the seat holds the grant
+
+
+def test_the_conversation_page_shows_each_call_and_its_result(run_turn_with, client):
+    from web.views import SESSION_USER
+
+    run_turn_with([calls(("orders__lookup_order", {"order_id": "A-1001"}), ("orders__whoami", {})), "done"])
+    session = client.session
+    session[SESSION_USER] = OWNER
+    session.save()
+    page = client.get("/sessions/eng.incidents:eng.lead/").content.decode()
+    assert "<code>orders__lookup_order</code> answered: {" in page and "Parcelways" in page
+    assert "<code>orders__whoami</code> refused: tool-not-granted: orders/whoami is not one of your tools" in page
+
+
+# ----------------------------------------------------------------------------- (6) the example tree
+
+
+def test_the_example_desk_looks_an_order_up_with_its_tool_server(org, django_capture_on_commit_callbacks):
+    from django.conf import settings
+
+    from workforce.sessions import do_run_action
+
+    root = Path(settings.BASE_DIR) / "examples" / "support-desk"
+    assert set(declared_servers(root)) == {"orders"}
+    open_mailboxes(root, org)
+    seats = do_hire_tree_workers(root)
+    configure_notify("mailbox", wake_member_seats(seats))
+    with override_settings(WORKFORCE_ROOT=str(root)), django_capture_on_commit_callbacks(execute=True):
+        do_run_action(
+            org=org,
+            kind="mailbox",
+            session_id="support.desk",
+            action="post",
+            input={"body": "where is my order A-1001? it has not arrived"},
+            user_id="u_42",
+        )
+    conversation = Session.objects.get(organization=org, session_id="support.desk:support.general")
+    lookup, answer = [i.data for i in Item.objects.filter(session=conversation, component="tool-call").order_by("seq")]
+    assert lookup["name"] == "orders__lookup_order"
+    assert lookup["result"]["structuredContent"] == {
+        "found": True,
+        "order_id": "A-1001",
+        "status": "shipped",
+        "carrier": "Parcelways",
+        "eta": "Thursday",
+    }
+    assert answer["name"] == "post-to-mailbox" and answer["result"]["ok"] is True
+
+
+def test_manage_py_check_names_the_files_problems_and_unknown_servers_without_starting_any(make_tree):
+    from seats.checks import check_workers
+
+    root = make_tree(
+        tree(tools="[billing/refund, orders/no_such_tool]", servers="servers:\n  orders:\n    command: /nonexistent/x\n")
+    )
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        found = [(e.id, e.msg) for e in check_workers()]
+    assert found == [
+        (
+            "seats.E002",
+            'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names the tool server "billing", which '
+            f"{TOOL_SERVERS_FILE} does not declare (it declares orders)",
+        )
+    ]  # orders/no_such_tool is checked at hire, where the server is started
+    root = make_tree(tree(servers="servers: [orders]\n"))
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        found = [(e.id, e.msg) for e in check_workers()]
+    assert (
+        "seats.E001",
+        f"{TOOL_SERVERS_FILE}: [tool-servers-load-failed] {TOOL_SERVERS_FILE}: servers: must be a mapping from a "
+        "server's name to its declaration",
+    ) in found
+
+
+def test_a_persons_own_worker_is_refused_its_unknown_grants_by_name(make_tree, db):
+    from rest_framework.test import APIClient
+
+    root = make_tree(tree())
+    text = worker_md("Mine.", tools="[billing/refund, orders/refund_order, orders/lookup_order]")
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        answer = APIClient().post("/api/workers", {"userId": "u_42", "id": "u42.scribe", "workerMd": text}, format="json")
+        assert answer.status_code == 400, answer.content
+        assert answer.json()["error"]["reason"] == "invalid-worker"
+        assert answer.json()["error"]["problems"] == [
+            f'tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares orders)',
+            'tools: names "orders/refund_order", which the tool server orders does not offer '
+            "(it offers crash, lookup_order, nul, sleep, whoami)",
+        ]
+        ok = APIClient().post(
+            "/api/workers",
+            {"userId": "u_42", "id": "u42.scribe", "workerMd": worker_md("Mine.", tools="[orders/lookup_order]")},
+            format="json",
+        )
+        assert ok.status_code == 201, ok.content
+        assert ok.json()["tools"] == ["orders/lookup_order"]
