@@ -34,6 +34,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 
+from .previews import EVENT as PARTIAL_TEXT
+from .previews import parse_preview_note, read_preview_files, still_running
+
 logger = logging.getLogger(__name__)
 
 CHANNEL = "workforce_items"
@@ -96,6 +99,9 @@ class _Subscription:
     def __init__(self, key: int | str):
         self.key = key
         self.event = asyncio.Event()
+        # PostgreSQL: the newest preview note per request id since the stream last read
+        # (``workforce.previews``), coalesced.
+        self.previews: dict[str, dict] = {}
 
 
 class ItemHub:
@@ -144,6 +150,13 @@ class ItemHub:
             for sub in subs:
                 sub.event.set()
 
+    def preview(self, session_pk: int, data: dict) -> None:
+        """Hand a preview note (``workforce.previews``) to the streams of ``session_pk``
+        and wake them; a newer note of the same request replaces one not read yet."""
+        for sub in self._subs.get(session_pk, ()):
+            sub.previews[data["requestId"]] = data
+            sub.event.set()
+
     def stop(self) -> None:
         """End every open stream (the server is stopping); safe from a signal handler."""
         self.stopping = True
@@ -169,6 +182,10 @@ class ItemHub:
                     self.listening = True
                     self.wake()  # anything stored while nobody listened
                     async for note in conn.notifies():
+                        preview = parse_preview_note(note.payload)
+                        if preview is not None:
+                            self.preview(*preview)
+                            continue
                         parsed = parse_note(note.payload)
                         if parsed is not None:
                             self.wake(parsed[0])
@@ -208,6 +225,39 @@ def event_text(seq: int, data: dict) -> str:
     return f"id: {seq}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+def partial_text_event(preview: dict, shown: list[dict]) -> str:
+    """A ``partial-text`` event: the preview as one JSON ``data:`` line, no ``id`` (the
+    item cursor does not move)."""
+    return f"event: {PARTIAL_TEXT}\ndata: {json.dumps(preview, separators=(',', ':'))}\n\n"
+
+
+def _preview_events(
+    partial: Callable[[dict, list[dict]], str | None], shown: dict[str, dict], notes: dict[str, dict], ended: set[str]
+) -> list[str]:
+    """The events for what changed: each preview whose text changed, then each shown
+    one whose turn ended (``done: true``); ``shown`` is brought up to date."""
+    texts = []
+    for rid, note in notes.items():
+        if rid in ended or shown.get(rid) == note:
+            continue
+        shown[rid] = note
+        texts.append(partial(note, list(shown.values())))
+    for rid in ended & shown.keys():
+        last = shown.pop(rid)
+        texts.append(partial({**last, "done": True}, list(shown.values())))
+    return [text for text in texts if text is not None]
+
+
+def _read_running(request_ids: list[str], session_pk: int | None) -> set[str]:
+    try:
+        return still_running(request_ids, session_pk=session_pk)
+    finally:
+        release_connection()
+
+
+_running = sync_to_async(_read_running)
+
+
 async def item_events(
     session_pk: int,
     *,
@@ -216,9 +266,13 @@ async def item_events(
     render: Callable[[int, Any], str | None] = event_text,
     heartbeat_seconds: float | None = None,
     poll_seconds: float | None = None,
+    partial: Callable[[dict, list[dict]], str | None] | None = partial_text_event,
 ) -> AsyncIterator[str]:
     """The text of a session's event stream: every item with ``seq > after``, then each
-    new one as it is stored, until the server stops or the client goes away.
+    new one as it is stored, until the server stops or the client goes away; and the
+    answers being written in the session or its child sessions (``workforce.previews``),
+    each change as a ``partial`` event, then one with ``done: true`` after the items
+    stored when that turn ended.
 
     Args:
         session_pk: the ``Session`` primary key (already checked readable by the caller).
@@ -230,19 +284,37 @@ async def item_events(
         heartbeat_seconds: a comment line is sent after this long without an event
             (default ``WORKFORCE_STREAM_HEARTBEAT_SECONDS``, 15).
         poll_seconds: how often SQLite re-reads (default ``WORKFORCE_STREAM_POLL_SECONDS``).
+        partial: ``partial(preview, shown)`` -> the event's text for a preview that
+            changed (``{requestId, sessionId, agentName, text, start, done}``), ``shown``
+            being every preview shown now (default ``partial_text_event``); None sends
+            no previews.
     """
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds)
     interval = float(settings.WORKFORCE_STREAM_POLL_SECONDS if poll_seconds is None else poll_seconds)
-    if is_postgres():
+    postgres = is_postgres()
+    if postgres:
         interval = SAFETY_READ_SECONDS
     fetch = sync_to_async(read)
     sub = hub.subscribe(session_pk)
     cursor = after
+    shown: dict[str, dict] = {}  # the previews this stream shows, by request id
+    woken = True
     try:
         yield f"retry: {RETRY_MS}\n\n"
         last_sent = time.monotonic()
         while not hub.stopping:
             sub.event.clear()
+            notes: dict[str, dict] = {}
+            ended: set[str] = set()
+            if partial is not None:
+                notes, sub.previews = sub.previews, {}
+                if not postgres:
+                    notes = read_preview_files(session_pk)
+                ended = {rid for rid, note in notes.items() if note.get("done")}
+                # Who still runs, read before the items: a turn seen ended has its items stored.
+                asked = [rid for rid in {*shown, *notes} - ended if not postgres or (rid in shown and not woken)]
+                if asked:
+                    ended |= set(asked) - await _running(asked, None if postgres else session_pk)
             while True:  # catch up, a page at a time
                 rows = await fetch(cursor, PAGE)
                 for seq, data in rows:
@@ -254,13 +326,19 @@ async def item_events(
                     last_sent = time.monotonic()
                 if len(rows) < PAGE or hub.stopping:
                     break
+            if partial is not None:
+                for text in _preview_events(partial, shown, notes, ended):
+                    last_sent = time.monotonic()
+                    yield text
             wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))
+            woken = True
             try:
                 await asyncio.wait_for(sub.event.wait(), timeout=wait)
             except TimeoutError:
-                pass
+                woken = False
             if time.monotonic() - last_sent >= heartbeat:
                 yield ": heartbeat\n\n"
                 last_sent = time.monotonic()
     finally:
         hub.unsubscribe(sub)
+
