@@ -3,10 +3,12 @@
 the turn to the streams of the web process.
 
 A turn (``seats.turns.run_turn``) hands each model call ``TextPreview.writer()`` as its
-``on_text``. The text so far is published at most every ``INTERVAL`` seconds (the first
-piece at once; pieces in between are coalesced: each preview carries the whole text so
-far, so a missed one loses nothing) to the turn's session and to its parent session
-(where the run shows as busy: a mailbox, a coordinator conversation):
+``on_text``. The text so far is published at most every ``INTERVAL`` seconds, counted from
+the call's start, so a text written whole within that (an embedded model's) is never
+published: its line follows at once. Pieces in between are coalesced: each preview
+carries the whole text so far, and a missed one loses nothing. It goes to the turn's
+session and to its parent session (where the run shows as busy: a mailbox, a coordinator
+conversation):
 
 - on PostgreSQL as a note on the streams' channel, ``t<session pk>:<preview JSON>``
   (a ``pg_notify`` outside any transaction, delivered at once; the text is cut to its
@@ -65,20 +67,24 @@ class TextPreview:
         interval: seconds between two previews (default ``INTERVAL``).
     """
 
-    def __init__(self, *, request: Any, session: Any, agent_name: str, interval: float = INTERVAL):
+    def __init__(self, *, request: Any, session: Any, agent_name: str, interval: float | None = None):
         self.request_id = request.request_id
         self.targets = [session.pk] + ([session.parent_id] if getattr(session, "parent_id", None) else [])
         self.base = {"requestId": request.request_id, "sessionId": session.session_id, "agentName": agent_name}
-        self.interval = interval
+        self.interval = INTERVAL if interval is None else interval
         self.text = ""
-        self.sent_at = float("-inf")
+        self.sent_at = time.monotonic()
         self.published = False
         self._thread = threading.get_ident()
 
     def writer(self):
         """``on_text`` for one model call: that call's pieces, from an empty text (the
-        answer is the last call's text)."""
+        answer is the last call's text). The call's start counts as a preview sent: an
+        answer written whole within ``interval`` (an embedded model's) publishes nothing
+        and costs the turn no statement; a streaming model's first piece, coming later,
+        is published at once."""
         self.text = ""
+        self.sent_at = time.monotonic()
         return self.add
 
     def add(self, piece: str) -> None:
@@ -126,13 +132,14 @@ class TextPreview:
 
         body = note_body(data)
         conn = connections["default"]
+        notes = ", ".join(["pg_notify(%s, %s)"] * len(self.targets))  # one statement for every stream told
+        params = [value for pk in self.targets for value in (CHANNEL, f"{NOTE_PREFIX}{pk}:{body}")]
         try:
             with conn.cursor() as cursor:
-                for pk in self.targets:
-                    cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{NOTE_PREFIX}{pk}:{body}"])
+                cursor.execute(f"SELECT {notes}", params)
         finally:
-            if threading.get_ident() != self._thread:  # a model's own thread: keep no connection there
-                conn.close()
+            if threading.get_ident() != self._thread and not conn.in_atomic_block:
+                conn.close()  # a model's own thread: keep no connection there
 
 
 def note_body(data: dict) -> str:

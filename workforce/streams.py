@@ -341,4 +341,3 @@ async def item_events(
                 last_sent = time.monotonic()
     finally:
         hub.unsubscribe(sub)
-
