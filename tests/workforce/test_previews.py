@@ -15,7 +15,7 @@ import pytest
 from django.db import connection, transaction
 
 from tests.conftest import on_postgres
-from workforce import previews, streams
+from workforce import streams
 from workforce.llm import EchoModel, ModelCall, ModelError, ScriptedModel
 from workforce.models import Request, Session
 from workforce.previews import NOTE_BYTES, TextPreview, note_body, parse_preview_note, read_preview_files
