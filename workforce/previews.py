@@ -31,25 +31,18 @@ import logging
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import connections
+
+from .streams import CHANNEL, NOTE_PREFIX, previews_dir
 
 logger = logging.getLogger(__name__)
 
-EVENT = "partial-text"
-NOTE_PREFIX = "t"
 # Seconds between two previews of one turn: at most about ten events a second per turn.
 INTERVAL = 0.1
 # NOTIFY payloads are limited to 8000 bytes: the note's JSON stays under this.
 NOTE_BYTES = 7900
-
-
-def previews_dir() -> Path:
-    """Where SQLite's previews are written: ``<WORKFORCE_VAR_DIR>/previews``."""
-    return Path(settings.VAR_DIR) / "previews"
 
 
 def _postgres() -> bool:
@@ -128,8 +121,6 @@ class TextPreview:
             os.replace(temp, folder / f"{self.request_id}.json")
 
     def _notify(self, data: dict) -> None:
-        from .streams import CHANNEL
-
         body = note_body(data)
         conn = connections["default"]
         notes = ", ".join(["pg_notify(%s, %s)"] * len(self.targets))  # one statement for every stream told
@@ -152,55 +143,3 @@ def note_body(data: dict) -> str:
         data = {**data, "text": data["text"][cut:], "start": data["start"] + cut}
         body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return body
-
-
-def parse_preview_note(payload: str) -> tuple[int, dict] | None:
-    """``"t<session pk>:<JSON>"`` -> ``(session pk, preview)``; None for anything else."""
-    if not payload.startswith(NOTE_PREFIX):
-        return None
-    key, _, body = payload[len(NOTE_PREFIX) :].partition(":")
-    if not key.isdigit():
-        return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("requestId"), str):
-        return None
-    return int(key), data
-
-
-def read_preview_files(session_pk: int) -> dict[str, dict]:
-    """SQLite: the previews written for session ``session_pk`` now, by request id."""
-    found: dict[str, dict] = {}
-    try:
-        entries = list(os.scandir(previews_dir() / str(session_pk)))
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.name.endswith(".json") or entry.name.startswith("."):
-            continue
-        try:
-            data = json.loads(Path(entry.path).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # removed meanwhile
-        if isinstance(data, dict) and isinstance(data.get("requestId"), str):
-            found[data["requestId"]] = data
-    return found
-
-
-def still_running(request_ids: list[str], *, session_pk: int | None = None) -> set[str]:
-    """Which of ``request_ids`` are still pending or running (one query). With
-    ``session_pk`` (SQLite), the preview files of the others there are removed (a turn
-    whose process died before its end left one)."""
-    from .models import Request
-
-    rows = Request.objects.filter(request_id__in=request_ids, status__in=(Request.Status.PENDING, Request.Status.RUNNING))
-    running = set(rows.values_list("request_id", flat=True))
-    if session_pk is not None:
-        for request_id in set(request_ids) - running:
-            try:
-                (previews_dir() / str(session_pk) / f"{request_id}.json").unlink(missing_ok=True)
-            except OSError:
-                pass
-    return running

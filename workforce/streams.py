@@ -25,17 +25,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
-
-from .previews import EVENT as PARTIAL_TEXT
-from .previews import parse_preview_note, read_preview_files, still_running
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +46,10 @@ SAFETY_READ_SECONDS = 5.0
 PAGE = 500
 # Browsers wait this long (milliseconds) before reconnecting a dropped stream.
 RETRY_MS = 1000
+# An answer being written (``workforce.previews``): the event's name, and the prefix of
+# its notes on ``CHANNEL`` (``t<session pk>:<JSON>``).
+PARTIAL_TEXT = "partial-text"
+NOTE_PREFIX = "t"
 
 # The libpq settings of DATABASES["default"]["OPTIONS"] the listener's own connection keeps.
 LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "connect_timeout", "application_name")
@@ -93,6 +96,63 @@ def parse_note(payload: str) -> tuple[int | str, int] | None:
     if key.startswith("r") and key[1:].isdigit():
         return key, int(seq)
     return None
+
+
+def previews_dir() -> Path:
+    """Where SQLite's previews are written: ``<WORKFORCE_VAR_DIR>/previews``."""
+    return Path(settings.VAR_DIR) / "previews"
+
+
+def parse_preview_note(payload: str) -> tuple[int, dict] | None:
+    """``"t<session pk>:<JSON>"`` -> ``(session pk, preview)``; None for anything else."""
+    if not payload.startswith(NOTE_PREFIX):
+        return None
+    key, _, body = payload[len(NOTE_PREFIX) :].partition(":")
+    if not key.isdigit():
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("requestId"), str):
+        return None
+    return int(key), data
+
+
+def read_preview_files(session_pk: int) -> dict[str, dict]:
+    """SQLite: the previews written for session ``session_pk`` now, by request id."""
+    found: dict[str, dict] = {}
+    try:
+        entries = list(os.scandir(previews_dir() / str(session_pk)))
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.endswith(".json") or entry.name.startswith("."):
+            continue
+        try:
+            data = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # removed meanwhile
+        if isinstance(data, dict) and isinstance(data.get("requestId"), str):
+            found[data["requestId"]] = data
+    return found
+
+
+def still_running(request_ids: list[str], *, session_pk: int | None = None) -> set[str]:
+    """Which of ``request_ids`` are still pending or running (one query). With
+    ``session_pk`` (SQLite), the preview files of the others there are removed (a turn
+    whose process died before its end left one)."""
+    from .models import Request
+
+    rows = Request.objects.filter(request_id__in=request_ids, status__in=(Request.Status.PENDING, Request.Status.RUNNING))
+    running = set(rows.values_list("request_id", flat=True))
+    if session_pk is not None:
+        for request_id in set(request_ids) - running:
+            try:
+                (previews_dir() / str(session_pk) / f"{request_id}.json").unlink(missing_ok=True)
+            except OSError:
+                pass
+    return running
 
 
 class _Subscription:

@@ -18,9 +18,9 @@ from tests.conftest import on_postgres
 from workforce import streams
 from workforce.llm import EchoModel, ModelCall, ModelError, ScriptedModel
 from workforce.models import Request, Session
-from workforce.previews import NOTE_BYTES, TextPreview, note_body, parse_preview_note, read_preview_files
+from workforce.previews import NOTE_BYTES, TextPreview, note_body
 from workforce.sessions import do_record_request
-from workforce.streams import CHANNEL, hub, item_events
+from workforce.streams import CHANNEL, hub, item_events, parse_preview_note, read_preview_files
 from workforce.testing import create_mock_model_resolver
 
 

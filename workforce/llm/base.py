@@ -8,8 +8,8 @@ OpenAI-compatible server reads, and the one the embedded and mock models read to
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
