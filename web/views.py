@@ -54,6 +54,7 @@ from .queries import (
     room_context,
     room_lines,
     room_signature,
+    room_talk_sessions,
     takes_posts,
     window_items,
 )
@@ -403,7 +404,8 @@ def room(request: HttpRequest, principal: Principal, project_id: str) -> HttpRes
 @page
 def room_events(request: HtmxHttpRequest, principal: Principal, project_id: str) -> StreamingHttpResponse:
     """The room page's stream: the room's lines (``event: room``) each time one lands,
-    from the page's ``since`` signature on. Room lines are in no session's history: the
+    from the page's ``since`` signature on, and the seats' answers being written
+    (``event: partial``; members who join after the page opened: after a reload). Room lines are in no session's history: the
     stream is woken by the room's own note (``room_topic``) on PostgreSQL, and re-reads
     on SQLite."""
     project = _project(principal, project_id)
@@ -415,7 +417,15 @@ def room_events(request: HtmxHttpRequest, principal: Principal, project_id: str)
         finally:
             release_connection()
 
-    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="room", topic=room_topic(project.pk)))
+    events = state_events(
+        read,
+        since=request.GET.get("since", ""),
+        event="room",
+        topic=room_topic(project.pk),
+        previews=room_talk_sessions(project),
+        partial=partials_event,
+    )
+    return _event_stream(events)
 
 
 @require_POST

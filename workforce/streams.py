@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -138,15 +138,15 @@ def read_preview_files(session_pk: int) -> dict[str, dict]:
     return found
 
 
-def still_running(request_ids: list[str], *, session_pk: int | None = None) -> set[str]:
-    """Which of ``request_ids`` are still pending or running (one query). With
-    ``session_pk`` (SQLite), the preview files of the others there are removed (a turn
-    whose process died before its end left one)."""
+def still_running(request_ids: list[str], *, session_pks: Iterable[int] = ()) -> set[str]:
+    """Which of ``request_ids`` are still pending or running (one query). The preview
+    files of the others under ``session_pks`` (SQLite) are removed (a turn whose process
+    died before its end left one)."""
     from .models import Request
 
     rows = Request.objects.filter(request_id__in=request_ids, status__in=(Request.Status.PENDING, Request.Status.RUNNING))
     running = set(rows.values_list("request_id", flat=True))
-    if session_pk is not None:
+    for session_pk in session_pks:
         for request_id in set(request_ids) - running:
             try:
                 (previews_dir() / str(session_pk) / f"{request_id}.json").unlink(missing_ok=True)
@@ -156,9 +156,9 @@ def still_running(request_ids: list[str], *, session_pk: int | None = None) -> s
 
 
 class _Subscription:
-    def __init__(self, key: int | str):
+    def __init__(self, key: int | str, event: asyncio.Event | None = None):
         self.key = key
-        self.event = asyncio.Event()
+        self.event = event or asyncio.Event()
         # PostgreSQL: the newest preview note per request id since the stream last read
         # (``workforce.previews``), coalesced.
         self.previews: dict[str, dict] = {}
@@ -181,16 +181,17 @@ class ItemHub:
         self.listening = False
         self.stopping = False
 
-    def subscribe(self, session_pk: int | str) -> _Subscription:
+    def subscribe(self, session_pk: int | str, event: asyncio.Event | None = None) -> _Subscription:
         """A subscription to session ``session_pk``'s new items (its ``event`` is set on
         each), or to a room's lines (``room_topic``); starts the listener on first use.
+        ``event``: one a stream's other subscriptions set too (a new one by default).
         Release it with ``unsubscribe``."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (a test's): start over on it
             self._loop, self._listener, self._subs, self.listening = loop, None, {}, False
         if self._listener is None and is_postgres():
             self._listener = loop.create_task(self._listen())
-        sub = _Subscription(session_pk)
+        sub = _Subscription(session_pk, event)
         self._subs.setdefault(session_pk, set()).add(sub)
         if self.stopping:
             sub.event.set()
@@ -291,26 +292,61 @@ def partial_text_event(preview: dict, shown: list[dict]) -> str:
     return f"event: {PARTIAL_TEXT}\ndata: {json.dumps(preview, separators=(',', ':'))}\n\n"
 
 
-def _preview_events(
-    partial: Callable[[dict, list[dict]], str | None], shown: dict[str, dict], notes: dict[str, dict], ended: set[str]
-) -> list[str]:
-    """The events for what changed: each preview whose text changed, then each shown
-    one whose turn ended (``done: true``); ``shown`` is brought up to date."""
-    texts = []
-    for rid, note in notes.items():
-        if rid in ended or shown.get(rid) == note:
-            continue
-        shown[rid] = note
-        texts.append(partial(note, list(shown.values())))
-    for rid in ended & shown.keys():
-        last = shown.pop(rid)
-        texts.append(partial({**last, "done": True}, list(shown.values())))
-    return [text for text in texts if text is not None]
+class PreviewWatch:
+    """The answers being written that one stream shows (``workforce.previews``): the
+    previews of the sessions its subscriptions are keyed by, each change once, then
+    each one's end.
+
+    ``gather`` (before the stream reads its items) takes what arrived: the notes the hub
+    handed the subscriptions on PostgreSQL, the preview files on SQLite; and which of the
+    shown ones ended: a ``done`` note, or their request no longer running, read (one
+    query, only while some preview is shown or present) at each SQLite poll and at each
+    PostgreSQL safety read. ``events`` (after the items) gives the events to send.
+
+    Args:
+        subs: the stream's subscriptions (``ItemHub.subscribe``) to sessions (pks).
+        partial: ``partial(preview, shown)`` -> an event's text (see ``item_events``).
+    """
+
+    def __init__(self, subs: list[_Subscription], partial: Callable[[dict, list[dict]], str | None]):
+        self.subs = [sub for sub in subs if isinstance(sub.key, int)]
+        self.partial = partial
+        self.shown: dict[str, dict] = {}
+        self.notes: dict[str, dict] = {}
+        self.ended: set[str] = set()
+
+    async def gather(self, *, woken: bool) -> None:
+        """Take what arrived; ``woken`` False when the stream's wait timed out."""
+        postgres = is_postgres()
+        self.notes = {}
+        for sub in self.subs:
+            arrived, sub.previews = sub.previews, {}
+            self.notes.update(read_preview_files(int(sub.key)) if not postgres else arrived)
+        self.ended = {rid for rid, note in self.notes.items() if note.get("done")}
+        asked = [rid for rid in {*self.shown, *self.notes} - self.ended if not postgres or (rid in self.shown and not woken)]
+        if asked:
+            keys = [] if postgres else [int(sub.key) for sub in self.subs]
+            self.ended |= set(asked) - await _running(asked, keys)
+
+    def events(self) -> list[str]:
+        """The events for what changed since the last ``gather``: each preview whose
+        text changed, then each shown one whose turn ended (``done: true``)."""
+        texts = []
+        for rid, note in self.notes.items():
+            if rid in self.ended or self.shown.get(rid) == note:
+                continue
+            self.shown[rid] = note
+            texts.append(self.partial(note, list(self.shown.values())))
+        for rid in self.ended & self.shown.keys():
+            last = self.shown.pop(rid)
+            texts.append(self.partial({**last, "done": True}, list(self.shown.values())))
+        self.notes, self.ended = {}, set()
+        return [text for text in texts if text is not None]
 
 
-def _read_running(request_ids: list[str], session_pk: int | None) -> set[str]:
+def _read_running(request_ids: list[str], session_pks: list[int]) -> set[str]:
     try:
-        return still_running(request_ids, session_pk=session_pk)
+        return still_running(request_ids, session_pks=session_pks)
     finally:
         release_connection()
 
@@ -351,30 +387,20 @@ async def item_events(
     """
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds)
     interval = float(settings.WORKFORCE_STREAM_POLL_SECONDS if poll_seconds is None else poll_seconds)
-    postgres = is_postgres()
-    if postgres:
+    if is_postgres():
         interval = SAFETY_READ_SECONDS
     fetch = sync_to_async(read)
     sub = hub.subscribe(session_pk)
     cursor = after
-    shown: dict[str, dict] = {}  # the previews this stream shows, by request id
+    watch = PreviewWatch([sub], partial) if partial is not None else None
     woken = True
     try:
         yield f"retry: {RETRY_MS}\n\n"
         last_sent = time.monotonic()
         while not hub.stopping:
             sub.event.clear()
-            notes: dict[str, dict] = {}
-            ended: set[str] = set()
-            if partial is not None:
-                notes, sub.previews = sub.previews, {}
-                if not postgres:
-                    notes = read_preview_files(session_pk)
-                ended = {rid for rid, note in notes.items() if note.get("done")}
-                # Who still runs, read before the items: a turn seen ended has its items stored.
-                asked = [rid for rid in {*shown, *notes} - ended if not postgres or (rid in shown and not woken)]
-                if asked:
-                    ended |= set(asked) - await _running(asked, None if postgres else session_pk)
+            if watch is not None:
+                await watch.gather(woken=woken)  # before the items: a turn seen ended has its items stored
             while True:  # catch up, a page at a time
                 rows = await fetch(cursor, PAGE)
                 for seq, data in rows:
@@ -386,10 +412,9 @@ async def item_events(
                     last_sent = time.monotonic()
                 if len(rows) < PAGE or hub.stopping:
                     break
-            if partial is not None:
-                for text in _preview_events(partial, shown, notes, ended):
-                    last_sent = time.monotonic()
-                    yield text
+            for text in watch.events() if watch is not None else ():
+                last_sent = time.monotonic()
+                yield text
             wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))
             woken = True
             try:

@@ -124,3 +124,29 @@ def test_the_mailbox_page_shows_the_answer_growing_then_its_line(start_server, t
     assert page.locator("#lines li.seat").count() == 1 and page.evaluate("window.notReloaded") is True
     page.reload()
     assert page.locator("#lines li").count() == 2 and page.locator("#partials li").count() == 0
+
+
+def test_the_room_page_shows_a_seats_answer_growing_then_its_line(start_server, tmp_path, page):
+    tree = write_tree(
+        tmp_path / "tree",
+        {
+            "org/resources/projects.yaml": "talk:\n  seats: [eng.alpha]\n  charter: Plan the work.\n",
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Daily status.", members=("eng.alpha",)),
+            "teams/eng/workers/alpha/WORKER.md": "---\ndescription: Alpha.\nmodel: embedded/scripted\n---\n\nAnswer in the room.\n",
+        },
+    )
+    server = start_server(tree)
+    created = server.call("POST", "/api/projects", {"userId": "u_ana", "title": "Launch", "id": "launch", "members": ["u_42"]})
+    assert created.status == 201, created.body
+    joined = server.call("POST", "/api/flows/mailbox/talk_u42/actions/join", {"userId": "u_42", "input": {"projectId": "launch"}})
+    assert joined.status == 202 and joined.body["status"] == "completed", joined.body  # so the page watches this talk session
+    act_as(page, server.base)
+    page.goto(server.base + "/projects/launch/")
+    page.evaluate("window.notReloaded = true")
+    page.fill("#post-form textarea", "what is blocked?\n/pace 300")
+    page.click("#post-form button")
+    partial = page.wait_for_selector("#partials li.partial[data-agent='eng.alpha']", timeout=30_000)
+    assert "is answering" in partial.inner_text() and page.locator("#lines li.seat").count() == 0
+    page.wait_for_selector("#lines li.seat", timeout=30_000)
+    page.wait_for_selector("#partials li", state="detached", timeout=10_000)
+    assert page.locator("#lines li.seat").count() == 1 and page.evaluate("window.notReloaded") is True

@@ -138,9 +138,9 @@ def test_a_stream_sends_each_preview_then_its_end_after_the_line(running, settin
     asked: list[list[str]] = []
     real_running = streams._running
 
-    async def counted(ids, session_pk):
+    async def counted(ids, session_pks):
         asked.append(sorted(ids))
-        return await real_running(ids, session_pk)
+        return await real_running(ids, session_pks)
 
     monkeypatch.setattr(streams, "_running", counted)
     preview = TextPreview(request=request, session=seat, agent_name="eng.lead", interval=0)
