@@ -139,8 +139,8 @@ def measure(db: str, env_db: dict, *, posts: int, pace: int) -> list[tuple[float
 
 
 def _answer(stream: SseStream) -> tuple[float, float, int]:
-    """Read until the answer's preview ends: (first partial-text time, answer line time,
-    partial-text events)."""
+    """Read until the answer's preview ends, or its line when none was sent: (first
+    partial-text time, answer line time, partial-text events)."""
     first = line = 0.0
     events = 0
     while True:
@@ -152,6 +152,8 @@ def _answer(stream: SseStream) -> tuple[float, float, int]:
             first = first or event.received_at
         elif event.data and event.data.get("data", {}).get("seatAuthored"):
             line = event.received_at
+            if not events:  # written whole (no preview sent): the line is all there is
+                return line, line, 0
 
 
 def report(db: str, rows: list[tuple[float, float, int]]) -> str:
