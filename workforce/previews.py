@@ -8,7 +8,8 @@ the call's start, so a text written whole within that (an embedded model's) is n
 published: its line follows at once. Pieces in between are coalesced: each preview
 carries the whole text so far, and a missed one loses nothing. It goes to the turn's
 session and to its parent session (where the run shows as busy: a mailbox, a coordinator
-conversation):
+conversation, a talk session), unless the turn's session is private on its own
+(``workforce.privacy``: the parent's readers would not read it):
 
 - on PostgreSQL as a note on the streams' channel, ``t<session pk>:<preview JSON>``
   (a ``pg_notify`` outside any transaction, delivered at once; the text is cut to its
@@ -35,6 +36,7 @@ from typing import Any
 
 from django.db import connections
 
+from .facets import PRIVATE_SESSION, PRIVATE_SESSIONS
 from .streams import CHANNEL, NOTE_PREFIX, previews_dir
 
 logger = logging.getLogger(__name__)
@@ -62,7 +64,10 @@ class TextPreview:
 
     def __init__(self, *, request: Any, session: Any, agent_name: str, interval: float | None = None):
         self.request_id = request.request_id
-        self.targets = [session.pk] + ([session.parent_id] if getattr(session, "parent_id", None) else [])
+        # The parent's readers read this session too, unless it is private on its own
+        # (workforce.privacy): then its text stays on its own streams.
+        parent = getattr(session, "parent_id", None)
+        self.targets = [session.pk] + ([parent] if parent and not _private_itself(session) else [])
         self.base = {"requestId": request.request_id, "sessionId": session.session_id, "agentName": agent_name}
         self.interval = INTERVAL if interval is None else interval
         self.text = ""
@@ -131,6 +136,14 @@ class TextPreview:
         finally:
             if threading.get_ident() != self._thread and not conn.in_atomic_block:
                 conn.close()  # a model's own thread: keep no connection there
+
+
+def _private_itself(session: Any) -> bool:
+    """True when ``session`` is private by its own kind, not only by its parent's."""
+    if PRIVATE_SESSIONS.of(session.flow_kind):
+        return True
+    rule = PRIVATE_SESSION.of(session.flow_kind)
+    return bool(rule is not None and rule(session))
 
 
 def note_body(data: dict) -> str:

@@ -78,6 +78,7 @@ class _Row:
     request_id = "req_x"
     session_id = "eng.m:eng.lead"
     parent_id = 3
+    flow_kind = "agent"
 
 
 def test_a_preview_is_published_at_most_every_interval_counted_from_the_calls_start(monkeypatch):
@@ -216,3 +217,11 @@ def test_on_postgresql_a_preview_is_a_note_at_once_and_its_end_comes_with_the_co
         assert [(pk, data["done"]) for pk, data in ends] == [(seat.pk, True), (mailbox.pk, True)]
     finally:
         listener.close()
+
+
+def test_a_session_private_on_its_own_keeps_its_text_from_its_parents_streams():
+    class Conversation(_Row):
+        flow_kind = "coordinator"  # private by its kind (workforce.privacy)
+
+    assert TextPreview(request=_Row(), session=Conversation(), agent_name="a").targets == [7]
+    assert TextPreview(request=_Row(), session=_Row(), agent_name="a").targets == [7, 3]
