@@ -2,7 +2,8 @@
 ``partial-text``), on a real ``serve`` and cluster, on SQLite (preview files, polled)
 and PostgreSQL (NOTIFY) alike: the seat's text reaches the mailbox's stream and its open
 page in pieces before the durable line, which lands once, then the preview ends. The
-seat's model is ``embedded/scripted`` told to write slowly (``/pace``)."""
+seat's model is ``embedded/scripted`` told to write slowly (``/pace``). The Mail page and a
+desk show a mail sent while they are open without a reload."""
 
 from __future__ import annotations
 
@@ -150,3 +151,22 @@ def test_the_room_page_shows_a_seats_answer_growing_then_its_line(start_server, 
     page.wait_for_selector("#lines li.seat", timeout=30_000)
     page.wait_for_selector("#partials li", state="detached", timeout=10_000)
     assert page.locator("#lines li.seat").count() == 1 and page.evaluate("window.notReloaded") is True
+
+
+def test_a_mail_sent_while_the_mail_page_and_a_desk_are_open_appears_on_both(start_server, tmp_path, page):
+    worker = "---\ndescription: Reads mail.\nmodel: embedded/echo\nrun:\n  triggers: [mail]\n---\n\nRead.\n"
+    server = start_server(write_tree(tmp_path / "tree", {"teams/eng/workers/alpha/WORKER.md": worker}))
+    act_as(page, server.base)
+    page.goto(server.base + "/mail/desk/eng.alpha/")
+    page.evaluate("window.notReloaded = true")
+    mail_page = page.context.new_page()
+    mail_page.goto(server.base + "/mail/")
+    mail_page.evaluate("window.notReloaded = true")
+    sent = server.call(
+        "POST", "/api/mail", {"userId": "ann@example.org", "to": "eng.alpha", "subject": "Build", "body": "Green?"}
+    )
+    assert sent.status == 201, sent.body
+    row = page.wait_for_selector("#desk li.thread:has-text('Build')", timeout=15_000)
+    assert "eng.alpha:1" in row.inner_text() and page.evaluate("window.notReloaded") is True
+    mail_page.wait_for_selector("#threads li.thread:has-text('Build')", timeout=15_000)
+    assert mail_page.evaluate("window.notReloaded") is True
