@@ -77,6 +77,7 @@ from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, LeasedWork, Organization, Request, Session
 from workforce.prepared import update_rows, update_statement
+from workforce.previews import TextPreview
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
 from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
@@ -419,6 +420,7 @@ class TurnResult:
     reply_data: dict[str, Any] = field(default_factory=dict)
     output: dict[str, Any] | None = None
     after: list[Callable[[TurnResult], None]] = field(default_factory=list)
+    preview: TextPreview | None = None  # the answer's text while it is written (workforce.previews)
 
     @property
     def request(self) -> Request:
@@ -465,6 +467,8 @@ class TurnResult:
             log.message(reply)
         for hook in self.after:
             hook(self)
+        if self.preview is not None:  # a done note delivered with this commit: the line replaces the text
+            self.preview.end()
 
 
 # ----------------------------------------------------------------------------- one path for every turn
@@ -759,6 +763,7 @@ def run_turn(
     by_name = {tool.name: tool for tool in tools}
     schemas = [tool.openai_schema() for tool in tools]
     model_id = seat.model_id(settings.WORKFORCE_MODEL)
+    result.preview = preview = TextPreview(request=log.request, session=log.session, agent_name=result.agent_name)
     try:
         model = current_resolver().resolve(model_id, block=seat.seat_id)
         for _ in range(max_steps()):
@@ -767,7 +772,13 @@ def run_turn(
             if remaining <= 0:
                 raise Refusal("turn-timeout", f"{seat.seat_id}'s turn passed its deadline before the model answered.")
             reply = model.complete(
-                ModelCall(block=seat.seat_id, messages=messages, tools=schemas, timeout=min(model_timeout(), remaining))
+                ModelCall(
+                    block=seat.seat_id,
+                    messages=messages,
+                    tools=schemas,
+                    timeout=min(model_timeout(), remaining),
+                    on_text=preview.writer(),
+                )
             )
             if not reply.tool_calls:
                 if not reply.text.strip() and not result.tool_calls:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from workforce.streams import RETRY_MS, SAFETY_READ_SECONDS, hub, is_postgres
+from workforce.streams import RETRY_MS, SAFETY_READ_SECONDS, PreviewWatch, hub, is_postgres
 
 # A board has no items to be woken by: its stream re-reads this often, on both databases.
 BOARD_POLL_SECONDS = 0.5
@@ -36,6 +36,8 @@ async def state_events(
     event: str,
     poll_seconds: float = BOARD_POLL_SECONDS,
     topic: int | str | None = None,
+    previews: Sequence[int] = (),
+    partial: Callable[[dict, list[dict]], str | None] | None = None,
 ) -> AsyncIterator[str]:
     """Events of a whole fragment that has no per-item cursor: ``read()`` -> ``(signature,
     html)``; an ``event`` with the html each time the signature differs from the last one
@@ -45,18 +47,28 @@ async def state_events(
     ``topic``: the hub's key the fragment's writers notify (``workforce.streams.room_topic``):
     on PostgreSQL ``read`` runs again when woken (and every ``SAFETY_READ_SECONDS`` in case
     a note was missed), not on a timer. Without one, or on SQLite, it re-reads every
-    ``poll_seconds``."""
+    ``poll_seconds``.
+
+    ``previews``: sessions (pks) whose answers being written the stream also sends, each
+    change as ``partial(preview, shown)`` (``workforce.streams.PreviewWatch``; a room's
+    talk sessions, whose seats answer its posts), after the fragment read with it."""
     fetch = sync_to_async(read)
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS)
     # Subscribed on both databases: the hub ends the stream when the server stops.
     sub = hub.subscribe(topic) if topic is not None else None
+    shared = sub.event if sub is not None else None
+    watched = [hub.subscribe(pk, shared) for pk in previews] if partial is not None else []
+    watch = PreviewWatch(watched, partial) if partial is not None else None
     interval = SAFETY_READ_SECONDS if sub is not None and is_postgres() else poll_seconds
+    woken = True
     last, last_sent = since, time.monotonic()
     try:
         yield f"retry: {RETRY_MS}\n\n"
         while not hub.stopping:
             if sub is not None:
                 sub.event.clear()
+            if watch is not None:
+                await watch.gather(woken=woken)
             signature, html = await fetch()
             if signature != last:
                 last, last_sent = signature, time.monotonic()
@@ -64,14 +76,19 @@ async def state_events(
             elif time.monotonic() - last_sent >= heartbeat:
                 last_sent = time.monotonic()
                 yield ": heartbeat\n\n"
+            for text in watch.events() if watch is not None else ():
+                last_sent = time.monotonic()
+                yield text
             wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))
             if sub is None:
                 await asyncio.sleep(wait)
                 continue
+            woken = True
             try:
                 await asyncio.wait_for(sub.event.wait(), timeout=wait)
             except TimeoutError:
-                pass
+                woken = False
     finally:
-        if sub is not None:
-            hub.unsubscribe(sub)
+        for each in [sub, *watched]:
+            if each is not None:
+                hub.unsubscribe(each)

@@ -204,6 +204,13 @@ def room_signature(project: Project) -> str:
     return f"{agg['n']}:{agg['last'] or 0}"
 
 
+def room_talk_sessions(project: Project) -> list[int]:
+    """The pks of the project's talk sessions: a seat answering a room's post runs in a
+    conversation under the poster's, so the room page shows the answers being written
+    there (``workforce.previews``)."""
+    return list(TalkListing.objects.filter(project=project).values_list("session_id", flat=True))
+
+
 def room_context(project: Project, user_id: str) -> dict:
     """What a room page shows besides its lines: ``members`` (by the order added),
     ``charter`` and ``seats`` (the room template's), and ``talk_session_id``, the talk

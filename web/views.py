@@ -54,6 +54,7 @@ from .queries import (
     room_context,
     room_lines,
     room_signature,
+    room_talk_sessions,
     takes_posts,
     window_items,
 )
@@ -187,6 +188,12 @@ def mailbox(request: HtmxHttpRequest, principal: Principal, mailbox_id: str) -> 
     return render(request, "web/mailbox.html", context)
 
 
+def partials_event(preview: dict, shown: list[dict]) -> str:
+    """The pages' ``partial`` event: every answer being written now (``shown``), as the
+    ``#partials`` list's HTML (``workforce.previews``); an ended one is gone from it."""
+    return html_event("partial", render_to_string("web/_partials.html", {"partials": shown}))
+
+
 def _item_fragment(item: Item) -> tuple[str, str] | None:
     if item.component == POST_ITEM:
         return "line", render_to_string("web/_line.html", {"item": item})
@@ -199,7 +206,8 @@ def _item_fragment(item: Item) -> tuple[str, str] | None:
 @page
 def mailbox_events(request: HtmxHttpRequest, principal: Principal, mailbox_id: str) -> StreamingHttpResponse:
     """The mailbox page's stream: each new line (``event: line``) and route decision
-    (``event: route``) as HTML, ``id: <seq>`` (``Last-Event-ID`` resumes)."""
+    (``event: route``) as HTML, ``id: <seq>`` (``Last-Event-ID`` resumes), and the
+    answers its seats are writing (``event: partial``, ``partials_event``)."""
     session = _mailbox(principal, mailbox_id)
     last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
     after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
@@ -214,7 +222,7 @@ def mailbox_events(request: HtmxHttpRequest, principal: Principal, mailbox_id: s
     def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
         return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
 
-    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event))
+    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event, partial=partials_event))
 
 
 @require_GET
@@ -324,7 +332,8 @@ def _conversation_fragment(item: Item) -> tuple[str, str]:
 @page
 def conversation_events(request: HtmxHttpRequest, principal: Principal, session_id: str) -> StreamingHttpResponse:
     """The conversation page's stream: each new message (``event: message``) and note
-    (``event: note``) as HTML, ``id: <seq>``."""
+    (``event: note``) as HTML, ``id: <seq>``, and the answers being written in it or its
+    delegates' sessions (``event: partial``, ``partials_event``)."""
     session = _session(principal, session_id)
     last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
     after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
@@ -339,7 +348,7 @@ def conversation_events(request: HtmxHttpRequest, principal: Principal, session_
     def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
         return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
 
-    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event))
+    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event, partial=partials_event))
 
 
 @require_POST
@@ -395,7 +404,8 @@ def room(request: HttpRequest, principal: Principal, project_id: str) -> HttpRes
 @page
 def room_events(request: HtmxHttpRequest, principal: Principal, project_id: str) -> StreamingHttpResponse:
     """The room page's stream: the room's lines (``event: room``) each time one lands,
-    from the page's ``since`` signature on. Room lines are in no session's history: the
+    from the page's ``since`` signature on, and the seats' answers being written
+    (``event: partial``; members who join after the page opened: after a reload). Room lines are in no session's history: the
     stream is woken by the room's own note (``room_topic``) on PostgreSQL, and re-reads
     on SQLite."""
     project = _project(principal, project_id)
@@ -407,7 +417,15 @@ def room_events(request: HtmxHttpRequest, principal: Principal, project_id: str)
         finally:
             release_connection()
 
-    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="room", topic=room_topic(project.pk)))
+    events = state_events(
+        read,
+        since=request.GET.get("since", ""),
+        event="room",
+        topic=room_topic(project.pk),
+        previews=room_talk_sessions(project),
+        partial=partials_event,
+    )
+    return _event_stream(events)
 
 
 @require_POST

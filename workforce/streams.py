@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -44,6 +46,10 @@ SAFETY_READ_SECONDS = 5.0
 PAGE = 500
 # Browsers wait this long (milliseconds) before reconnecting a dropped stream.
 RETRY_MS = 1000
+# An answer being written (``workforce.previews``): the event's name, and the prefix of
+# its notes on ``CHANNEL`` (``t<session pk>:<JSON>``).
+PARTIAL_TEXT = "partial-text"
+NOTE_PREFIX = "t"
 
 # The libpq settings of DATABASES["default"]["OPTIONS"] the listener's own connection keeps.
 LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "connect_timeout", "application_name")
@@ -92,10 +98,70 @@ def parse_note(payload: str) -> tuple[int | str, int] | None:
     return None
 
 
+def previews_dir() -> Path:
+    """Where SQLite's previews are written: ``<WORKFORCE_VAR_DIR>/previews``."""
+    return Path(settings.VAR_DIR) / "previews"
+
+
+def parse_preview_note(payload: str) -> tuple[int, dict] | None:
+    """``"t<session pk>:<JSON>"`` -> ``(session pk, preview)``; None for anything else."""
+    if not payload.startswith(NOTE_PREFIX):
+        return None
+    key, _, body = payload[len(NOTE_PREFIX) :].partition(":")
+    if not key.isdigit():
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("requestId"), str):
+        return None
+    return int(key), data
+
+
+def read_preview_files(session_pk: int) -> dict[str, dict]:
+    """SQLite: the previews written for session ``session_pk`` now, by request id."""
+    found: dict[str, dict] = {}
+    try:
+        entries = list(os.scandir(previews_dir() / str(session_pk)))
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.endswith(".json") or entry.name.startswith("."):
+            continue
+        try:
+            data = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # removed meanwhile
+        if isinstance(data, dict) and isinstance(data.get("requestId"), str):
+            found[data["requestId"]] = data
+    return found
+
+
+def still_running(request_ids: list[str], *, session_pks: Iterable[int] = ()) -> set[str]:
+    """Which of ``request_ids`` are still pending or running (one query). The preview
+    files of the others under ``session_pks`` (SQLite) are removed (a turn whose process
+    died before its end left one)."""
+    from .models import Request
+
+    rows = Request.objects.filter(request_id__in=request_ids, status__in=(Request.Status.PENDING, Request.Status.RUNNING))
+    running = set(rows.values_list("request_id", flat=True))
+    for session_pk in session_pks:
+        for request_id in set(request_ids) - running:
+            try:
+                (previews_dir() / str(session_pk) / f"{request_id}.json").unlink(missing_ok=True)
+            except OSError:
+                pass
+    return running
+
+
 class _Subscription:
-    def __init__(self, key: int | str):
+    def __init__(self, key: int | str, event: asyncio.Event | None = None):
         self.key = key
-        self.event = asyncio.Event()
+        self.event = event or asyncio.Event()
+        # PostgreSQL: the newest preview note per request id since the stream last read
+        # (``workforce.previews``), coalesced.
+        self.previews: dict[str, dict] = {}
 
 
 class ItemHub:
@@ -115,16 +181,17 @@ class ItemHub:
         self.listening = False
         self.stopping = False
 
-    def subscribe(self, session_pk: int | str) -> _Subscription:
+    def subscribe(self, session_pk: int | str, event: asyncio.Event | None = None) -> _Subscription:
         """A subscription to session ``session_pk``'s new items (its ``event`` is set on
         each), or to a room's lines (``room_topic``); starts the listener on first use.
+        ``event``: one a stream's other subscriptions set too (a new one by default).
         Release it with ``unsubscribe``."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (a test's): start over on it
             self._loop, self._listener, self._subs, self.listening = loop, None, {}, False
         if self._listener is None and is_postgres():
             self._listener = loop.create_task(self._listen())
-        sub = _Subscription(session_pk)
+        sub = _Subscription(session_pk, event)
         self._subs.setdefault(session_pk, set()).add(sub)
         if self.stopping:
             sub.event.set()
@@ -143,6 +210,13 @@ class ItemHub:
         for subs in groups:
             for sub in subs:
                 sub.event.set()
+
+    def preview(self, session_pk: int, data: dict) -> None:
+        """Hand a preview note (``workforce.previews``) to the streams of ``session_pk``
+        and wake them; a newer note of the same request replaces one not read yet."""
+        for sub in self._subs.get(session_pk, ()):
+            sub.previews[data["requestId"]] = data
+            sub.event.set()
 
     def stop(self) -> None:
         """End every open stream (the server is stopping); safe from a signal handler."""
@@ -169,6 +243,10 @@ class ItemHub:
                     self.listening = True
                     self.wake()  # anything stored while nobody listened
                     async for note in conn.notifies():
+                        preview = parse_preview_note(note.payload)
+                        if preview is not None:
+                            self.preview(*preview)
+                            continue
                         parsed = parse_note(note.payload)
                         if parsed is not None:
                             self.wake(parsed[0])
@@ -208,6 +286,74 @@ def event_text(seq: int, data: dict) -> str:
     return f"id: {seq}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
+def partial_text_event(preview: dict, shown: list[dict]) -> str:
+    """A ``partial-text`` event: the preview as one JSON ``data:`` line, no ``id`` (the
+    item cursor does not move)."""
+    return f"event: {PARTIAL_TEXT}\ndata: {json.dumps(preview, separators=(',', ':'))}\n\n"
+
+
+class PreviewWatch:
+    """The answers being written that one stream shows (``workforce.previews``): the
+    previews of the sessions its subscriptions are keyed by, each change once, then
+    each one's end.
+
+    ``gather`` (before the stream reads its items) takes what arrived: the notes the hub
+    handed the subscriptions on PostgreSQL, the preview files on SQLite; and which of the
+    shown ones ended: a ``done`` note, or their request no longer running, read (one
+    query, only while some preview is shown or present) at each SQLite poll and at each
+    PostgreSQL safety read. ``events`` (after the items) gives the events to send.
+
+    Args:
+        subs: the stream's subscriptions (``ItemHub.subscribe``) to sessions (pks).
+        partial: ``partial(preview, shown)`` -> an event's text (see ``item_events``).
+    """
+
+    def __init__(self, subs: list[_Subscription], partial: Callable[[dict, list[dict]], str | None]):
+        self.subs = [sub for sub in subs if isinstance(sub.key, int)]
+        self.partial = partial
+        self.shown: dict[str, dict] = {}
+        self.notes: dict[str, dict] = {}
+        self.ended: set[str] = set()
+
+    async def gather(self, *, woken: bool) -> None:
+        """Take what arrived; ``woken`` False when the stream's wait timed out."""
+        postgres = is_postgres()
+        self.notes = {}
+        for sub in self.subs:
+            arrived, sub.previews = sub.previews, {}
+            self.notes.update(read_preview_files(int(sub.key)) if not postgres else arrived)
+        self.ended = {rid for rid, note in self.notes.items() if note.get("done")}
+        asked = [rid for rid in {*self.shown, *self.notes} - self.ended if not postgres or (rid in self.shown and not woken)]
+        if asked:
+            keys = [] if postgres else [int(sub.key) for sub in self.subs]
+            self.ended |= set(asked) - await _running(asked, keys)
+
+    def events(self) -> list[str]:
+        """The events for what changed since the last ``gather``: each preview whose
+        text changed, then each shown one whose turn ended (``done: true``)."""
+        texts = []
+        for rid, note in self.notes.items():
+            if rid in self.ended or self.shown.get(rid) == note:
+                continue
+            self.shown[rid] = note
+            texts.append(self.partial(note, list(self.shown.values())))
+        for rid in self.ended & self.shown.keys():
+            last = self.shown.pop(rid)
+            texts.append(self.partial({**last, "done": True}, list(self.shown.values())))
+        self.notes, self.ended = {}, set()
+        return [text for text in texts if text is not None]
+
+
+def _read_running(request_ids: list[str], session_pks: list[int]) -> set[str]:
+    try:
+        return still_running(request_ids, session_pks=session_pks)
+    finally:
+        release_connection()
+
+
+_running = sync_to_async(_read_running)
+
+
 async def item_events(
     session_pk: int,
     *,
@@ -216,9 +362,13 @@ async def item_events(
     render: Callable[[int, Any], str | None] = event_text,
     heartbeat_seconds: float | None = None,
     poll_seconds: float | None = None,
+    partial: Callable[[dict, list[dict]], str | None] | None = partial_text_event,
 ) -> AsyncIterator[str]:
     """The text of a session's event stream: every item with ``seq > after``, then each
-    new one as it is stored, until the server stops or the client goes away.
+    new one as it is stored, until the server stops or the client goes away; and the
+    answers being written in the session or its child sessions (``workforce.previews``),
+    each change as a ``partial`` event, then one with ``done: true`` after the items
+    stored when that turn ended.
 
     Args:
         session_pk: the ``Session`` primary key (already checked readable by the caller).
@@ -230,6 +380,10 @@ async def item_events(
         heartbeat_seconds: a comment line is sent after this long without an event
             (default ``WORKFORCE_STREAM_HEARTBEAT_SECONDS``, 15).
         poll_seconds: how often SQLite re-reads (default ``WORKFORCE_STREAM_POLL_SECONDS``).
+        partial: ``partial(preview, shown)`` -> the event's text for a preview that
+            changed (``{requestId, sessionId, agentName, text, start, done}``), ``shown``
+            being every preview shown now (default ``partial_text_event``); None sends
+            no previews.
     """
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds)
     interval = float(settings.WORKFORCE_STREAM_POLL_SECONDS if poll_seconds is None else poll_seconds)
@@ -238,11 +392,15 @@ async def item_events(
     fetch = sync_to_async(read)
     sub = hub.subscribe(session_pk)
     cursor = after
+    watch = PreviewWatch([sub], partial) if partial is not None else None
+    woken = True
     try:
         yield f"retry: {RETRY_MS}\n\n"
         last_sent = time.monotonic()
         while not hub.stopping:
             sub.event.clear()
+            if watch is not None:
+                await watch.gather(woken=woken)  # before the items: a turn seen ended has its items stored
             while True:  # catch up, a page at a time
                 rows = await fetch(cursor, PAGE)
                 for seq, data in rows:
@@ -254,11 +412,15 @@ async def item_events(
                     last_sent = time.monotonic()
                 if len(rows) < PAGE or hub.stopping:
                     break
+            for text in watch.events() if watch is not None else ():
+                last_sent = time.monotonic()
+                yield text
             wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))
+            woken = True
             try:
                 await asyncio.wait_for(sub.event.wait(), timeout=wait)
             except TimeoutError:
-                pass
+                woken = False
             if time.monotonic() - last_sent >= heartbeat:
                 yield ": heartbeat\n\n"
                 last_sent = time.monotonic()

@@ -18,11 +18,13 @@ An evaluator block with no script fails every call (the fallback takes the post)
 A script is a list of answers consumed in order, or a function ``(ModelCall) -> answer``.
 An answer is a string (text), a ``ModelReply``, a dict ``{"text": ..., "tool_calls":
 [{"name": ..., "arguments": {...}}]}``, or an exception (instance or class), which the
-call raises (as ModelError unless it is one).
+call raises (as ModelError unless it is one). A text answer is also handed to the call's
+``on_text`` a word at a time (each word with the space after it) before the reply.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -104,7 +106,11 @@ class _MockModel:
         self.model_id = model_id
 
     def complete(self, call: ModelCall) -> ModelReply:
-        return self.resolver._answer(self.model_id, call)
+        reply = self.resolver._answer(self.model_id, call)
+        if call.on_text is not None:
+            for word in re.findall(r"\S+\s*|\s+", reply.text):
+                call.on_text(word)
+        return reply
 
 
 def to_reply(answer: Answer) -> ModelReply:

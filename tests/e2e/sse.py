@@ -18,6 +18,7 @@ class Event:
     data: dict | None
     comment: str | None = None
     received_at: float = 0.0  # time.time() when its blank line arrived
+    event: str | None = None  # the ``event:`` name (None: an unnamed, ``message``, event)
 
 
 class SseStream:
@@ -46,7 +47,7 @@ class SseStream:
         self.thread.start()
 
     def _read(self) -> None:
-        event_id, comment = None, None
+        event_id, comment, name = None, None, None
         data: list[str] = []
         try:
             while True:
@@ -57,10 +58,12 @@ class SseStream:
                 if line == "":
                     if data or comment is not None:
                         parsed = json.loads("\n".join(data)) if data else None
-                        self.queue.put(Event(event_id, parsed, comment, time.time()))
-                    event_id, data, comment = None, [], None
+                        self.queue.put(Event(event_id, parsed, comment, time.time(), name))
+                    event_id, data, comment, name = None, [], None, None
                 elif line.startswith(":"):
                     comment = line[1:].strip()
+                elif line.startswith("event:"):
+                    name = line[6:].strip()
                 elif line.startswith("id:"):
                     event_id = line[3:].strip()
                 elif line.startswith("data:"):

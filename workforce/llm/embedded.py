@@ -27,6 +27,12 @@ the turn makes each call of ``embedded/scripted`` wait that long first (a slow m
 end-to-end tests); a wait longer than the call's timeout fails the call with ModelError
 after the timeout. ``embedded/echo`` ignores it: anyone who can post would otherwise hold
 every woken seat, and a cluster worker each, for the turn's whole time limit.
+
+Both write their answer word by word: a call with ``on_text`` gets each word (with the
+space after it) as a piece, then the reply. A line ``/pace <milliseconds>`` in the turn
+makes ``embedded/scripted`` wait that long before each word (a model that writes slowly,
+for the pages' live answer); a pace that would pass the call's timeout fails the call
+with ModelError once the timeout is spent. ``embedded/echo`` ignores it, as ``/sleep``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from .base import ModelCall, ModelError, ModelReply, ToolCall
 
 _TOOL_LINE = re.compile(r"/tool\s+([A-Za-z0-9_.\-]+)\s+(\{.*\})\s*$")
 _SLEEP_LINE = re.compile(r"(?:^|\s)/sleep\s+(\d+)\s*$")
+_PACE_LINE = re.compile(r"(?:^|\s)/pace\s+(\d+)\s*$")
+_WORD = re.compile(r"\S+\s*|\s+")
 # A framed line: the writer is one word or a JSON string literal (workforce.framing).
 _FRAMED = re.compile(r'^(?P<writer>"(?:[^"\\]|\\.)*"|[^\s"]+) in (?P<mailbox>\S+): (?P<body>.*)$', re.S)
 MAX_SLEEP_MS = 600_000
@@ -72,7 +80,29 @@ class EchoModel:
                     for name, args in wanted
                 )
                 return ModelReply(text="", tool_calls=calls)
+        _write(heard, call, _pace(turn) if self.follows_turn_tools else 0.0)
         return ModelReply(text=heard)
+
+
+def _pace(turn: str) -> float:
+    """Seconds to wait before each word: the turn's last ``/pace <ms>`` line, or 0."""
+    paces = [int(m.group(1)) for line in _logical_lines(turn) if (m := _PACE_LINE.search(line))]
+    return min(paces[-1], MAX_SLEEP_MS) / 1000 if paces else 0.0
+
+
+def _write(text: str, call: ModelCall, pace: float) -> None:
+    """Hand ``text`` to ``call.on_text`` a word at a time, ``pace`` seconds before each.
+    Raises ModelError when the pace would pass ``call.timeout`` (after waiting it out)."""
+    if call.on_text is None:
+        return
+    deadline = time.monotonic() + call.timeout
+    for word in _WORD.findall(text):
+        if pace:
+            if time.monotonic() + pace > deadline:
+                time.sleep(max(deadline - time.monotonic(), 0))
+                raise ModelError(f"embedded/scripted: no answer within {call.timeout:g}s (writing at {pace:g}s a word)")
+            time.sleep(pace)
+        call.on_text(word)
 
 
 def _last_turn(messages: list[dict]) -> tuple[str, list[dict]]:
