@@ -34,6 +34,14 @@ def _inside(path: Path, folder: Path) -> bool:
     return True
 
 
+def _on_sqlite() -> bool:
+    return settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+
+
+def _sqlite_lock_path() -> Path:
+    return Path(f"{settings.DATABASES['default']['NAME']}.startup-lock")
+
+
 def multi_node_problems() -> list[str]:
     """What makes this node's settings unable to work beside nodes on other machines, one
     line each naming the fix; empty when nothing does, or when ``WORKFORCE_MULTI_NODE`` is
@@ -52,7 +60,7 @@ def multi_node_problems() -> list[str]:
     if not settings.WORKFORCE_MULTI_NODE:
         return []
     problems = []
-    if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    if _on_sqlite():
         problems.append(
             "WORKFORCE_MULTI_NODE=true needs PostgreSQL, not SQLite (a file on one machine): "
             f"set DATABASE_URL=postgres://USER@HOST:5432/DB on every node {FIX}"
@@ -128,7 +136,7 @@ def startup_lock(*, on_wait: Callable[[], None] | None = None) -> Iterator[None]
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
         return
-    path = Path(f"{conf['NAME']}.startup-lock")
+    path = _sqlite_lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
