@@ -141,7 +141,8 @@ def test_work_beside_a_running_cluster_on_one_machine_names_the_multi_node_setti
     settings.WORKFORCE_MULTI_NODE = False
     settings.WORKFORCE_STOP_SECONDS = 0.1
     monkeypatch.setattr(
-        "workforce_project.management.commands.work.wait_for_no_cluster", lambda seconds, say: "workforce cluster pid 1 on elsewhere"
+        "workforce_project.management.commands.work.wait_for_no_cluster",
+        lambda seconds, say: "workforce cluster pid 1 on elsewhere",
     )
     with pytest.raises(CommandError) as refused:
         call_command("work", stdout=StringIO())
