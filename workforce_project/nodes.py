@@ -126,15 +126,16 @@ def startup_lock(*, on_wait: Callable[[], None] | None = None) -> Iterator[None]
         for key in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(key, None)
         with psycopg.connect(**params, autocommit=True, application_name="workforce start-up lock") as conn:
-            key = _lock_key()
-            if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            lock = _lock_key()
+            tried = conn.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+            if not (tried and tried[0]):
                 if on_wait is not None:
                     on_wait()
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                conn.execute("SELECT pg_advisory_lock(%s)", (lock,))
             try:
                 yield
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                conn.execute("SELECT pg_advisory_unlock(%s)", (lock,))
         return
     path = _sqlite_lock_path()
     path.parent.mkdir(parents=True, exist_ok=True)
