@@ -176,3 +176,17 @@ def test_nodes_starting_at_once_take_turns(monkeypatch, tmp_path):
     thread.join()
     assert order == ["first in", "first out", "second in"]
     assert waited == [True]
+
+
+def test_containers_sharing_a_host_name_and_a_kernel_are_other_hosts_to_each_other(monkeypatch):
+    """Two nodes in containers on one machine, with its host name (host networking) but
+    each its own pid namespace: a holder in the other is not judged by this one's /proc
+    (its pid means another process here), so its holds are left to their leases."""
+    import os as os_module
+
+    from workforce import holders
+
+    real = os_module.readlink
+    here = holders._host_key()
+    monkeypatch.setattr(holders.os, "readlink", lambda path: "pid:[4026532999]" if path == "/proc/self/ns/pid" else real(path))
+    assert holders._host_key() != here
