@@ -150,8 +150,15 @@ def test_two_web_nodes_and_two_worker_nodes_lose_nothing_and_run_nothing_twice(s
         "WORKFORCE_Q_WORKERS": "2",
         # Recovery at test speed: lost work is looked for every 2 s, and a task known
         # lost is enqueued again 3 s after its enqueue (defaults 15 s and the retry, 180 s).
+        # A task the dead worker node had taken but not started holds no claim: it is
+        # known lost once the queue has passed it by a lease, the cluster's timeout + 2 s
+        # (default 122 s), here 22 s (turns take 0.6 s).
         "WORKFORCE_SWEEP_SECONDS": "2",
         "WORKFORCE_REQUEUE_SECONDS": "3",
+        "WORKFORCE_Q_TIMEOUT": "20",
+        "WORKFORCE_Q_RETRY": "30",
+        "WORKFORCE_TURN_TIMEOUT": "15",
+        "WORKFORCE_MODEL_TIMEOUT": "10",
         "WORKFORCE_STOP_SECONDS": "3",
     }
 
