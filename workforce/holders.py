@@ -55,13 +55,19 @@ TOKEN_DIGITS = 32
 
 
 def _host_key() -> str:
-    """This machine as 6 hex digits: its host name and its boot id (a reboot is another
-    host: no pid of before it runs)."""
+    """This machine as 6 hex digits: its host name, its boot id (a reboot is another
+    host: no pid of before it runs) and its pid namespace: two containers on one kernel
+    may share a host name (with host networking they take the machine's), and neither
+    sees the other's pids, so each must take the other's holds for another host's."""
     try:
         boot = open("/proc/sys/kernel/random/boot_id").read().strip()
     except OSError:
         boot = ""
-    return hashlib.sha256(f"{socket.gethostname()}|{boot}".encode()).hexdigest()[:HOST_DIGITS]
+    try:
+        pids = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pids = ""
+    return hashlib.sha256(f"{socket.gethostname()}|{boot}|{pids}".encode()).hexdigest()[:HOST_DIGITS]
 
 
 def _start_ticks(pid: int) -> int | None:

@@ -69,6 +69,13 @@ def _env_rate(name: str, default: str) -> str:
     return value
 
 
+# One deployment on more than one machine (docs/nodes.md): several web nodes (serve
+# --no-cluster) and worker nodes (manage.py work) on one PostgreSQL and one Redis broker.
+# Set it on every node; each command then refuses a setup that cannot work across
+# machines (workforce_project.nodes) and runs its task cluster without the one-cluster-
+# per-database lock (the Redis broker hands each task to one worker, whichever node).
+WORKFORCE_MULTI_NODE = env_bool("WORKFORCE_MULTI_NODE", False)
+
 # Tasks are signed with this key: with none set, each installation makes its own on first
 # start (VAR_DIR/secret_key, mode 0600), read by the web server and the cluster alike.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create_secret_key(VAR_DIR / "secret_key")
@@ -318,6 +325,18 @@ else:
     Q_CLUSTER["orm"] = "default"
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).
     Q_CLUSTER["broker_class"] = "workforce.broker.ListeningORM"
+
+# A cache every web node shares (redis://HOST:6379/1), for the API's throttles and the
+# login limits; unset, each process counts in its own memory (docs/nodes.md).
+WORKFORCE_CACHE_URL = os.environ.get("WORKFORCE_CACHE_URL", "")
+if WORKFORCE_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": WORKFORCE_CACHE_URL,
+            "KEY_PREFIX": "workforce",
+        }
+    }
 
 # Throttling (workforce.api.throttles; docs/api.md "Limits"): calls per user and per organization,
 # "<count>/<period>" (s, min, hour, day) over a sliding window; empty turns one off. Writes

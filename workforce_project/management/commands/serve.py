@@ -41,6 +41,7 @@ from workforce_project.deployment import (
     ping_broker,
 )
 from workforce_project.migrating import migrate
+from workforce_project.nodes import multi_node_problems, multi_node_warnings, startup_lock
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -90,6 +91,29 @@ class Command(BaseCommand):
                 "posts as anyone by naming a userId. Set WORKFORCE_AUTH=token, or pass --insecure to serve it "
                 "without access control anyway."
             )
+        self._check_setup(root)
+        # The port is bound before the tree is opened, the cluster started or "serving"
+        # printed: an address in use stops serve here, having written nothing. It listens
+        # only once the server is about to run, so a client that connects meanwhile is
+        # refused rather than left waiting on a start that may still fail.
+        listeners = _bind(host, port)
+        try:
+            # Several nodes' clusters share one database by design (docs/nodes.md).
+            if not no_cluster and not settings.WORKFORCE_MULTI_NODE:
+                self._no_other_cluster()
+            self._serve(listeners, host, no_cluster)
+        finally:
+            for sock in listeners:  # uvicorn closed them if it ran; a refusal above did not
+                sock.close()
+
+    def _check_setup(self, root: str | None) -> None:
+        """What every node checks first (``serve`` and ``work``): apply ``--root``, run the
+        system checks, say the database and the broker, refuse a multi-node setup that
+        cannot work (``workforce_project.nodes``), and ping the Redis broker.
+
+        Raises:
+            CommandError: a check failed, the setup is refused, or the broker does not answer.
+        """
         if root:
             settings.WORKFORCE_ROOT = str(Path(root).resolve())
             os.environ["WORKFORCE_ROOT"] = settings.WORKFORCE_ROOT  # the cluster reads the same tree
@@ -101,23 +125,13 @@ class Command(BaseCommand):
         call_command("check")
         self.stdout.write(f"database: {describe_database()}")
         self.stdout.write(f"broker: {describe_broker()}")
+        refuse_multi_node_problems(self.stdout)
         try:
             ping_broker()
         except BrokerUnreachable as exc:
             reason = str(exc).rstrip(".")  # redis's own messages end with one
-            raise CommandError(f"{reason}. Start it, or unset WORKFORCE_BROKER_URL to use the ORM broker.") from None
-        # The port is bound before the tree is opened, the cluster started or "serving"
-        # printed: an address in use stops serve here, having written nothing. It listens
-        # only once the server is about to run, so a client that connects meanwhile is
-        # refused rather than left waiting on a start that may still fail.
-        listeners = _bind(host, port)
-        try:
-            if not no_cluster:
-                self._no_other_cluster()
-            self._serve(listeners, host, no_cluster)
-        finally:
-            for sock in listeners:  # uvicorn closed them if it ran; a refusal above did not
-                sock.close()
+            fix = "" if settings.WORKFORCE_MULTI_NODE else ", or unset WORKFORCE_BROKER_URL to use the ORM broker"
+            raise CommandError(f"{reason}. Start it{fix}.") from None
 
     def _say(self, line: str) -> None:
         self.stdout.write(line)
@@ -192,16 +206,25 @@ class Command(BaseCommand):
         os.close(watch)
         return cluster
 
-    def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
-        port = listeners[0].getsockname()[1]  # the one the system picked for port 0
-        self._migrate()
-        self._say(f"reading the workforce tree {settings.WORKFORCE_ROOT} and hiring its workers")
-        try:
-            roster = boot(settings.WORKFORCE_ROOT, log_board_warnings=False)
-            self._say(f"opening {len(roster.mailboxes)} mailbox(es)")
-            outcomes = open_roster(roster)
-        except (TreeError, WorkforceRootError, OpenRefused, WorkerTreeError, HireRefused) as exc:
-            raise CommandError(str(exc)) from None
+    def _start_up(self) -> None:
+        """What every node does before it works (``serve`` and ``work``): migrate, read the
+        tree and hire its workers, open its mailboxes, saying each; then index mail in vaults
+        this database never read. Nodes starting at once do the first three one at a time
+        (``workforce_project.nodes.startup_lock``; docs/nodes.md).
+
+        Raises:
+            CommandError: the tree has errors, or a mailbox or a hire is refused.
+        """
+        # Nodes starting at once migrate and open the tree one at a time (docs/nodes.md).
+        with startup_lock(on_wait=lambda: self._say("another node is starting on this database: waiting for it")):
+            self._migrate()
+            self._say(f"reading the workforce tree {settings.WORKFORCE_ROOT} and hiring its workers")
+            try:
+                roster = boot(settings.WORKFORCE_ROOT, log_board_warnings=False)
+                self._say(f"opening {len(roster.mailboxes)} mailbox(es)")
+                outcomes = open_roster(roster)
+            except (TreeError, WorkforceRootError, OpenRefused, WorkerTreeError, HireRefused) as exc:
+                raise CommandError(str(exc)) from None
         for outcome in outcomes:
             self.stdout.write(f"{outcome.mailbox_id}: {outcome.outcome}")
             if outcome.drift_warning:  # its file changed after it was opened
@@ -213,6 +236,10 @@ class Command(BaseCommand):
         indexed = index_unswept_vaults_once()
         if indexed:
             self.stdout.write(f"mail: indexed {len(indexed)} threads from vaults this database had not read")
+
+    def _serve(self, listeners: list[socket.socket], host: str, no_cluster: bool) -> None:
+        port = listeners[0].getsockname()[1]  # the one the system picked for port 0
+        self._start_up()
         # From here a client's connection waits for uvicorn instead of being refused; and
         # before the cluster starts, so a refusal here leaves no cluster behind.
         _listen(listeners, host, port)
@@ -267,6 +294,20 @@ class Command(BaseCommand):
             _exit_now(128 + signal.SIGINT)
         finally:
             stopper.finish()
+
+
+def refuse_multi_node_problems(out) -> None:
+    """Print the warnings of a multi-node setup to ``out`` (a command's stdout), after
+    refusing one that cannot work across machines (``workforce_project.nodes``).
+
+    Raises:
+        CommandError: every problem, one line each, naming its fix.
+    """
+    problems = multi_node_problems()
+    if problems:
+        raise CommandError("\n".join(problems))
+    for warning in multi_node_warnings():
+        out.write(f"warning: {warning}")
 
 
 def _bind(host: str, port: int) -> list[socket.socket]:

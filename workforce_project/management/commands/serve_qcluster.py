@@ -28,12 +28,16 @@ class Command(BaseCommand):
         def waiting(holder: str) -> None:
             self.stderr.write(f"waiting for the task cluster already running on this database to stop: {holder}")
 
-        lock = ClusterLock()
-        lock.acquire(describe_self(serve_pid), on_wait=waiting)
-        lock.keep(describe_self(serve_pid))  # a database restart ends the session that held it
+        # Several machines' clusters share the database by design (docs/nodes.md): the
+        # Redis broker hands each task to one of them.
+        lock = None if settings.WORKFORCE_MULTI_NODE else ClusterLock()
+        if lock is not None:
+            lock.acquire(describe_self(serve_pid), on_wait=waiting)
+            lock.keep(describe_self(serve_pid))  # a database restart ends the session that held it
         call_command("qcluster", skip_checks=True)
         # qcluster returns once its sentinel runs; this frame keeps the lock (its
         # connection, its file) referenced until the cluster has stopped.
         while multiprocessing.active_children():
             time.sleep(0.5)
-        lock.release()
+        if lock is not None:
+            lock.release()
