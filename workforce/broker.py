@@ -50,12 +50,14 @@ from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
+from .wakeups import QUEUE, Backoff, Waiter, wake
+
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
 logger = logging.getLogger(__name__)
 
-CHANNEL = "workforce_q"
+CHANNEL = QUEUE  # the channel enqueues notify (workforce.wakeups)
 
 
 def keep_connections(max_age: float | None = None) -> list[str]:
@@ -152,6 +154,8 @@ class ListeningORM(ClusterConnections, ORM):
         super().__init__(list_key=list_key)
         self._listener: psycopg.Connection | None = None
         self._listener_pid: int | None = None
+        self._waiter: Waiter | None = None  # SQLite: the local wake-up (workforce.wakeups)
+        self.idle = Backoff(float(Conf.POLL), float(settings.WORKFORCE_BROKER_IDLE_SECONDS))
 
     def ping(self) -> bool:
         """``ClusterConnections.ping``; in a cluster's sentinel, which pings once as it
@@ -190,7 +194,9 @@ class ListeningORM(ClusterConnections, ORM):
         into one, so a fan-out's many enqueues wake the pushers once. Returns the row's
         primary key. On SQLite, django-q2's enqueue."""
         if not self._on_postgres():
-            return super().enqueue(task)
+            pk = super().enqueue(task)
+            wake(QUEUE, alias=Conf.ORM)  # at commit: the pusher on this machine claims it at once
+            return pk
         connection = connections[Conf.ORM]
         if connection.get_autocommit():  # as django-q2's broker does: drop a broken connection first
             close_old_connections()
@@ -202,14 +208,47 @@ class ListeningORM(ClusterConnections, ORM):
     def dequeue(self):
         """Claim up to ``Q_CLUSTER["bulk"]`` waiting tasks, as django-q2's ORM broker
         does (a conditional UPDATE of each row's lock, so two clusters never claim one
-        task). Returns ``[(pk, payload), ...]``, or None after waiting on an empty queue."""
-        if not self._on_postgres():
-            return super().dequeue()
-        claimed = self._claim()
+        task). Returns ``[(pk, payload), ...]``, or None after waiting on an empty queue:
+        until an enqueue's commit wakes it (``NOTIFY`` on PostgreSQL, a local datagram on
+        SQLite: ``workforce.wakeups``) or ``self.idle`` runs out, which starts at
+        ``Q_CLUSTER["poll"]`` after a claim and doubles on each empty look up to
+        ``WORKFORCE_BROKER_IDLE_SECONDS``."""
+        postgres = self._on_postgres()
+        claimed = self._claim() if postgres else self._claim_portable()
         if claimed:
+            self.idle.reset()
             return claimed
-        self._wait(float(settings.WORKFORCE_BROKER_IDLE_SECONDS))
+        if postgres:
+            self._wait(self.idle.next())
+        else:
+            if self._waiter is None:
+                self._waiter = Waiter((QUEUE,), alias=Conf.ORM)
+            self._waiter.wait(self.idle.next())
         return None
+
+    def _claim_portable(self) -> list[tuple[int, str]]:
+        """django-q2's ORM claim without its sleep: each of the oldest waiting tasks (at
+        most ``Q_CLUSTER["bulk"]``) claimed by a conditional UPDATE of its lock."""
+        tasks = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[: Conf.BULK]
+        return [
+            (task.pk, task.payload)
+            for task in tasks
+            if self.get_connection().filter(id=task.id, lock=task.lock).update(lock=self.timeout(task))
+        ]
+
+    def wake_pusher(self) -> None:
+        """Wake this queue's pusher now, whatever its wait (a stopping cluster: it then
+        sees its stop event instead of finishing its idle wait). Never raises."""
+        try:
+            if self._on_postgres():
+                from django.db import connection
+
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, self.list_key or Conf.CLUSTER_NAME])
+            else:
+                wake(QUEUE, alias=Conf.ORM)
+        except Exception:  # the database is down: the pusher stops after its idle wait
+            logger.warning("could not wake the task queue's pusher", exc_info=True)
 
     def _claim(self) -> list[tuple[int, str]]:
         """One statement: the oldest waiting tasks (``lock`` in the past), at most
