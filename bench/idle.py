@@ -52,7 +52,7 @@ GOAL_MIB = 312.0  # LangGraph's server, one process (issue 26's table)
 
 # Loaded in every process of the server through PYTHONPATH (a sitecustomize): counts the
 # statements its Django connections send, one byte each in WF_IDLE_COUNT/<pid>.
-HOOK = r'''
+HOOK = r"""
 import os
 
 _dir = os.environ.get("WF_IDLE_COUNT")
@@ -80,7 +80,7 @@ if _dir:
     from django.db.backends.signals import connection_created
 
     connection_created.connect(_on_connection, weak=False)
-'''
+"""
 
 
 def free_port() -> int:
@@ -107,19 +107,24 @@ def children_map() -> dict[int, list[int]]:
 
 
 def tree(root: int) -> list[tuple[int, str]]:
-    """``[(pid, role)]`` for ``root`` and its descendants. Roles: the first process is
-    ``web``; a child that runs ``serve_qcluster`` is ``cluster main``; its child
-    ``sentinel``; the sentinel's children in pid order ``child 1`` … (django-q2 forks the
-    workers first, then the monitor, then the pusher)."""
+    """``[(pid, role)]`` for ``root`` and its descendants. The first process is ``web``.
+    A cluster as ``manage.py qcluster`` runs it (a main process whose one child, the
+    sentinel, has children) shows as ``cluster main``, ``sentinel`` and the sentinel's
+    children in pid order, ``child 1`` … (django-q2 forks the workers first, then the
+    monitor, then the pusher); a cluster whose sentinel is its first process (with the
+    pusher and the monitor as its threads) as ``cluster (sentinel)`` and ``worker 1`` …"""
     kids = children_map()
     out: list[tuple[int, str]] = [(root, "web")]
     for pid in sorted(kids.get(root, [])):
-        out.append((pid, "cluster main"))
-        for sentinel in sorted(kids.get(pid, [])):
+        below = sorted(kids.get(pid, []))
+        if len(below) == 1 and kids.get(below[0]):
+            out.append((pid, "cluster main"))
+            sentinel = below[0]
             out.append((sentinel, "sentinel"))
-            for n, child in enumerate(sorted(kids.get(sentinel, [])), 1):
-                out.append((child, f"child {n}"))
-                out += [(g, f"child {n}'s child") for g in kids.get(child, [])]
+            out += [(child, f"child {n}") for n, child in enumerate(sorted(kids.get(sentinel, [])), 1)]
+        else:
+            out.append((pid, "cluster (sentinel)"))
+            out += [(child, f"worker {n}") for n, child in enumerate(below, 1)]
     return out
 
 
@@ -243,8 +248,8 @@ def post_and_wait(port: int, posts: int, timeout: float = 120) -> None:
             raise SystemExit(f"post {n}: HTTP {status}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status, state = http(port, "/api/flows/mailbox/bench.thread?userId=u_bench")
-            if f"heard: p{n}" in json.dumps(state) or json.dumps(state).count(f"p{n}") >= 2:
+            status, items = http(port, "/api/sessions/bench.thread/items?limit=1000")
+            if json.dumps(items).count(f'p{n}"') >= 2:  # the post and the seat's echo of it
                 break
             time.sleep(0.1)
         else:
@@ -258,11 +263,18 @@ def one_run(checkout: Path, kind: str, args) -> dict:
     (tmp / "hook").mkdir()
     (tmp / "hook/sitecustomize.py").write_text(HOOK)
     db = Database(kind, tmp, args.pg_url)
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "WORKFORCE_ROOT", "PYTHONPATH"}}
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE", "WORKFORCE_ROOT", "PYTHONPATH"}
+    }
     env.update(db.env)
     env.update({"PYTHONUNBUFFERED": "1", "WF_IDLE_COUNT": str(counts), "PYTHONPATH": str(tmp / "hook"), "WORKFORCE_AUTH": "none"})
     env.setdefault("WORKFORCE_LOG_LEVEL", "WARNING")
-    for name in ("WORKFORCE_THROTTLE_USER", "WORKFORCE_THROTTLE_ORG", "WORKFORCE_THROTTLE_READ_USER", "WORKFORCE_THROTTLE_READ_ORG"):
+    for name in (
+        "WORKFORCE_THROTTLE_USER",
+        "WORKFORCE_THROTTLE_ORG",
+        "WORKFORCE_THROTTLE_READ_USER",
+        "WORKFORCE_THROTTLE_READ_ORG",
+    ):
         env.setdefault(name, "")
     port = free_port()
     command = [sys.executable, str(checkout / "manage.py"), "serve", "--addr", f"127.0.0.1:{port}"]
@@ -277,7 +289,7 @@ def one_run(checkout: Path, kind: str, args) -> dict:
                 raise SystemExit(f"serve did not start ({checkout}):\n{(tmp / 'serve.log').read_text()[-3000:]}")
             time.sleep(0.2)
         # Until the whole cluster is up (the sentinel's children).
-        while len(tree(serve.pid)) < 4 and time.monotonic() < deadline:
+        while len(tree(serve.pid)) < 3 + int(env.get("WORKFORCE_Q_WORKERS", "2")) - 1 and time.monotonic() < deadline:
             time.sleep(0.2)
         if args.posts:
             post_and_wait(port, args.posts)

@@ -60,6 +60,11 @@ class CoordinatorsConfig(AppConfig):
         # by hand (`manage.py sweep`); the cluster runs it from its own django-q2 Schedule
         # (coordinators.services.ensure_sweep_schedule), not from the sweeper thread.
         register_sweep("coordinators", lambda: _did_something(do_sweep()), in_sweeper_thread=False)
+        from workforce.sweepers import note_periodic_task
+
+        from .services import SWEEP_TASK
+
+        note_periodic_task(SWEEP_TASK)  # its minute's run is not work arriving (workforce.sweepers)
 
 
 def _did_something(result: dict) -> dict | None:

@@ -46,7 +46,6 @@ from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 from django_q.brokers import Broker
 from django_q.brokers.orm import ORM
-from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
@@ -102,21 +101,6 @@ class ClusterConnections(Broker):
     def ping(self) -> bool:
         keep_connections()
         return super().ping()
-
-
-class ClusterRedis(ClusterConnections, Redis):
-    """django-q2's Redis broker, unchanged but for ``ClusterConnections`` (the cluster's
-    processes keep their database connections) and ``to_the_front``.
-    ``Q_CLUSTER["broker_class"]`` with a ``redis://`` ``WORKFORCE_BROKER_URL``."""
-
-    def enqueue(self, task):
-        """Append the task to the queue, or, inside ``to_the_front``, keep it for the
-        head of the queue."""
-        front = getattr(_front, "tasks", None)
-        if front is not None:
-            front.append(task)
-            return len(front)
-        return super().enqueue(task)
 
 
 _front = threading.local()  # .tasks: what to_the_front keeps for the head of the queue
@@ -323,10 +307,26 @@ def notify_pushers() -> None:
 
 
 def redis_broker():
+    """The cluster's Redis broker, or None with another broker (the ORM one: the redis
+    client is then never imported)."""
+    if not settings.Q_CLUSTER.get("redis"):
+        return None
     from django_q.brokers import get_broker
+    from django_q.brokers.redis_broker import Redis
 
     broker = get_broker()
     return broker if isinstance(broker, Redis) else None
+
+
+def __getattr__(name: str):
+    # ClusterRedis subclasses django-q2's Redis broker, whose import loads the redis client
+    # (about 8 MiB in every process): it lives in workforce.broker_redis, loaded only where
+    # the settings name it (Q_CLUSTER["broker_class"], with a redis:// broker URL).
+    if name == "ClusterRedis":
+        from .broker_redis import ClusterRedis
+
+        return ClusterRedis
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def redis_queued(func: str | None) -> set:

@@ -31,7 +31,7 @@ from django.db import close_old_connections, connection
 
 from .holders import is_outage
 from .runtime import boot_for_task
-from .wakeups import QUEUE, Backoff, Waiter
+from .wakeups import Backoff, Waiter
 
 logger = logging.getLogger(__name__)
 
@@ -106,10 +106,10 @@ def registered_sweeps() -> dict[str, Callable[[], Any]]:
 def sweeper_threads() -> int:
     """Database connections ``start_sweeper`` may hold in a cluster worker, at most (the
     worker that is its machine's sweeper): one for the sweeps without a cadence of their
-    own (when there are any) and its ``LISTEN`` connection, one per sweep registered
+    own (when there are any), one per sweep registered
     with ``every``, and one more for each of those woken by a channel. Read after the
     apps' ``ready()`` registered theirs."""
-    return (2 if _plain_sweeps() else 0) + len(_every) + len(_wake_on)
+    return (1 if _plain_sweeps() else 0) + len(_every) + len(_wake_on)
 
 
 def _plain_sweeps() -> list[str]:
@@ -186,8 +186,8 @@ def start_sweeper(interval: float | None = None) -> bool:
     in the kernel, costing nothing, and take over the moment its holder dies), then
     runs the sweeps without a cadence of their own every ``interval`` seconds (default
     ``sweep_interval()``) while there is work, backing off to
-    ``idle_sweep_interval()`` while passes find nothing (an enqueue's ``NOTIFY`` on
-    PostgreSQL brings the cadence back), and starts one thread per timer sweep
+    ``idle_sweep_interval()`` while passes find nothing and no task starts in this
+    worker (``on_task_start`` brings the cadence back), and starts one thread per timer sweep
     (``every``), so a slow sweep never delays a deadline. Returns True when this call
     started it."""
     with _lock:
@@ -237,11 +237,29 @@ def _sweeper(interval: float) -> None:
     _loop(plain, interval, first_wait=True)
 
 
+_activity = threading.Event()  # this worker started a task that is not a periodic one
+_periodic: set[str] = set()  # tasks run on a clock (a django-q2 Schedule): not activity
+
+
+def note_periodic_task(func: str) -> None:
+    """A task the cluster runs on a clock of its own (``coordinators.tasks.sweep``, every
+    minute): running it does not bring the sweeper back to its busy cadence."""
+    _periodic.add(func)
+
+
+def on_task_start(sender=None, func=None, task=None, **kwargs) -> None:
+    """django-q2 ``pre_execute`` receiver (in a worker): a task starts, so work is in
+    flight: this process's sweeper, if it is its machine's, returns to its busy cadence
+    (``WORKFORCE_SWEEP_SECONDS``)."""
+    name = (task or {}).get("func")
+    if not isinstance(name, str) or name not in _periodic:
+        _activity.set()
+
+
 def _loop(names: list[str], interval: float, *, first_wait: bool = False) -> None:
-    """The plain sweeps every ``interval`` seconds while they find work or tasks are
-    enqueued, doubling the wait up to ``idle_sweep_interval()`` while not."""
+    """The plain sweeps every ``interval`` seconds while they find work or tasks run,
+    doubling the wait up to ``idle_sweep_interval()`` while not."""
     backoff = Backoff(interval, idle_sweep_interval())
-    waiter = Waiter((QUEUE,), local=False)
     while True:
         started = time.monotonic()
         if first_wait:
@@ -256,9 +274,10 @@ def _loop(names: list[str], interval: float, *, first_wait: bool = False) -> Non
             continue
         if any(done.values()):
             backoff.reset()
-        if waiter.wait(backoff.next()):
-            # A task was enqueued: work is in flight again. Back to the busy cadence, and
-            # no wake-up more until the next pass (they queue on the connection meanwhile).
+        if _activity.wait(backoff.next()):
+            # A task started here: work is in flight again. Back to the busy cadence; the
+            # next pass comes ``interval`` after the last one, as it did before the wait.
+            _activity.clear()
             backoff.reset()
             time.sleep(max(0.0, started + interval - time.monotonic()))
 

@@ -313,7 +313,7 @@ if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswit
         else f"{WORKFORCE_BROKER_URL}{_sep}socket_connect_timeout=5"
     )
     # django-q2's Redis broker; the cluster's processes keep their connections.
-    Q_CLUSTER["broker_class"] = "workforce.broker.ClusterRedis"
+    Q_CLUSTER["broker_class"] = "workforce.broker_redis.ClusterRedis"
 else:
     Q_CLUSTER["orm"] = "default"
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).
