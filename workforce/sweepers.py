@@ -256,11 +256,12 @@ def on_task_start(sender=None, func=None, task=None, **kwargs) -> None:
         _activity.set()
 
 
-def _loop(names: list[str], interval: float, *, first_wait: bool = False) -> None:
+def _loop(names: list[str], interval: float, *, first_wait: bool = False, stop: threading.Event | None = None) -> None:
     """The plain sweeps every ``interval`` seconds while they find work or tasks run,
-    doubling the wait up to ``idle_sweep_interval()`` while not."""
+    doubling the wait up to ``idle_sweep_interval()`` while not; until ``stop`` is set
+    (a test's; the cluster's thread runs for the process's life)."""
     backoff = Backoff(interval, idle_sweep_interval())
-    while True:
+    while stop is None or not stop.is_set():
         started = time.monotonic()
         if first_wait:
             done: dict[str, Any] = dict.fromkeys(names)
@@ -282,13 +283,14 @@ def _loop(names: list[str], interval: float, *, first_wait: bool = False) -> Non
             time.sleep(max(0.0, started + interval - time.monotonic()))
 
 
-def _timer(name: str, every: float) -> None:
+def _timer(name: str, every: float, *, stop: threading.Event | None = None) -> None:
     """One timer sweep: every ``every`` seconds, or, with a ``due``, at its next piece of
-    work (at most ``idle_sweep_interval()``), woken by its ``wake_on`` channel."""
+    work (at most ``idle_sweep_interval()``), woken by its ``wake_on`` channel; until
+    ``stop`` is set (a test's)."""
     due, channel = _due.get(name), _wake_on.get(name)
     waiter = Waiter((channel,)) if channel else None
     most = idle_sweep_interval()
-    while True:
+    while stop is None or not stop.is_set():
         done = run_sweeps([name])
         if name not in done or due is None:
             time.sleep(every if name in done else min(every, RETRY_SECONDS))
@@ -303,6 +305,8 @@ def _timer(name: str, every: float) -> None:
             waiter.wait(wait)
         else:
             time.sleep(wait)
+    if waiter is not None:
+        waiter.close()
 
 
 def on_worker_spawn(sender=None, proc_name: str = "", **kwargs) -> None:
