@@ -33,6 +33,7 @@ Two more costs of django-q2's defaults are cut here, for both brokers:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -42,7 +43,7 @@ from time import sleep
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connections, transaction
 from django.utils import timezone
 from django_q.brokers import Broker
 from django_q.brokers.orm import ORM
@@ -57,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover
 logger = logging.getLogger(__name__)
 
 CHANNEL = QUEUE  # the channel enqueues notify (workforce.wakeups)
+OUTAGE_RETRY_SECONDS = 1.0  # between looks at the queue while the database is unreachable
 
 
 def keep_connections(max_age: float | None = None) -> list[str]:
@@ -198,7 +200,19 @@ class ListeningORM(ClusterConnections, ORM):
         ``Q_CLUSTER["poll"]`` after a claim and doubles on each empty look up to
         ``WORKFORCE_BROKER_IDLE_SECONDS``."""
         postgres = self._on_postgres()
-        claimed = self._claim() if postgres else self._claim_portable()
+        try:
+            claimed = self._claim() if postgres else self._claim_portable()
+        except (OperationalError, InterfaceError) as exc:
+            # The database is unreachable. django-q2's pusher would sleep 10 s and end,
+            # to be started again by the sentinel's next round: look again in a second
+            # instead, so queued work resumes within a second of the database's return.
+            logger.warning("the task queue cannot be read: the database is unreachable (%s)", " ".join(str(exc).split())[:200])
+            with contextlib.suppress(Exception):
+                connections[Conf.ORM].close()
+            self.close_listener()
+            self.idle.reset()
+            sleep(OUTAGE_RETRY_SECONDS)
+            return None
         if claimed:
             self.idle.reset()
             return claimed
