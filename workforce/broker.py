@@ -8,9 +8,11 @@ which made the wait for that poll the largest single cost between a post's commi
 its seat's turn. On PostgreSQL this broker sends ``NOTIFY`` in the enqueue's own
 transaction (PostgreSQL delivers it at commit, and drops it on rollback) and the
 cluster's pusher waits on ``LISTEN`` instead of sleeping, so a committed task is
-claimed at once. Nothing is lost when a notification is: an idle pusher still looks
-every ``WORKFORCE_BROKER_IDLE_SECONDS``, which also finds tasks whose claim lapsed
-(``Q_CLUSTER["retry"]``). On SQLite it is django-q2's ORM broker unchanged.
+claimed at once. On SQLite (one machine) the enqueue sends a datagram at commit to the
+pusher's local socket instead (``workforce.wakeups``). Nothing is lost when a wake-up
+is: a pusher with nothing to claim still looks after ``Q_CLUSTER["poll"]``, then twice
+as long each time up to ``WORKFORCE_BROKER_IDLE_SECONDS``, which also finds tasks whose
+claim lapsed (``Q_CLUSTER["retry"]``).
 
 Two more costs of django-q2's defaults are cut here, for both brokers:
 
@@ -330,17 +332,6 @@ def redis_broker():
 
     broker = get_broker()
     return broker if isinstance(broker, Redis) else None
-
-
-def __getattr__(name: str):
-    # ClusterRedis subclasses django-q2's Redis broker, whose import loads the redis client
-    # (about 8 MiB in every process): it lives in workforce.broker_redis, loaded only where
-    # the settings name it (Q_CLUSTER["broker_class"], with a redis:// broker URL).
-    if name == "ClusterRedis":
-        from .broker_redis import ClusterRedis
-
-        return ClusterRedis
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def redis_queued(func: str | None) -> set:
