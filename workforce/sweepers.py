@@ -174,7 +174,7 @@ def run_all_sweeps() -> dict[str, Any]:
 
 
 def idle_sweep_interval() -> float:
-    """The longest wait between passes while they find nothing and no task is enqueued
+    """The longest wait between passes while they find nothing and no task starts
     (``settings.WORKFORCE_SWEEP_IDLE_SECONDS``, at least ``sweep_interval()``)."""
     return max(sweep_interval(), float(settings.WORKFORCE_SWEEP_IDLE_SECONDS))
 
