@@ -52,7 +52,7 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
-from .wakeups import QUEUE, Backoff, Waiter, wake
+from .wakeups import QUEUE, Backoff, Waiter, listen_wait, wake
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
@@ -274,12 +274,9 @@ class ListeningORM(ClusterConnections, ORM):
         while this pusher was claiming is queued on the listening connection, so it ends
         the next wait at once: none is missed between the claim and the wait."""
         try:
-            listener = self._listening()
-            for _ in listener.notifies(timeout=seconds, stop_after=1):
-                pass
-            # Several notifications may have queued: one claim takes them all.
-            for _ in listener.notifies(timeout=0):
-                pass
+            # One select on the socket (not psycopg's notifies(timeout=), which wakes ten
+            # times a second); several queued notifications end one wait: one claim takes them all.
+            listen_wait(self._listening(), seconds)
         except Exception:
             logger.warning("the task queue's LISTEN connection failed; polling until it is back", exc_info=True)
             self.close_listener()
