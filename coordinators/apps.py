@@ -31,16 +31,24 @@ class CoordinatorsConfig(AppConfig):
 
         register()
         from workforce.leases import register_work_table
+        from workforce.wakeups import TIMERS
 
         from .models import DelegatedPost, Job
-        from .services import ROUND_TIMER_SECONDS, do_close_overdue_rounds
+        from .services import ROUND_TIMER_SECONDS, do_close_overdue_rounds, seconds_to_next_deadline
 
         # Their rows witness the task queue's progress for every sweep (workforce.leases).
         register_work_table(DelegatedPost, "started_at")
         register_work_table(Job, "finished_at")
-        # Rounds close within about a second of their deadline, not at the scheduler's
-        # 30 s cadence (the Schedule and the minute sweep stay as fallbacks).
-        register_sweep("round-deadlines", do_close_overdue_rounds, every=ROUND_TIMER_SECONDS)
+        # Rounds close at their deadline, not at the scheduler's 30 s cadence (the Schedule
+        # and the minute sweep stay as fallbacks): the timer sleeps until the next open
+        # round's deadline, and a round opening wakes it (workforce.wakeups.TIMERS).
+        register_sweep(
+            "round-deadlines",
+            do_close_overdue_rounds,
+            every=ROUND_TIMER_SECONDS,
+            due=seconds_to_next_deadline,
+            wake_on=TIMERS,
+        )
         register_reasons(REASONS)
         from workforce.cancelling import register_cancel_listener
 
@@ -52,6 +60,11 @@ class CoordinatorsConfig(AppConfig):
         # by hand (`manage.py sweep`); the cluster runs it from its own django-q2 Schedule
         # (coordinators.services.ensure_sweep_schedule), not from the sweeper thread.
         register_sweep("coordinators", lambda: _did_something(do_sweep()), in_sweeper_thread=False)
+        from workforce.sweepers import note_periodic_task
+
+        from .services import SWEEP_TASK
+
+        note_periodic_task(SWEEP_TASK)  # its minute's run is not work arriving (workforce.sweepers)
 
 
 def _did_something(result: dict) -> dict | None:

@@ -10,6 +10,8 @@ from datetime import timedelta
 from django.db import IntegrityError, transaction
 from django_q.models import Schedule
 
+from workforce.wakeups import TIMERS, wake
+
 from .constants import MAX_OPEN_ROUNDS
 from .models import Post, Round
 
@@ -47,6 +49,7 @@ def open_round(desk, post: Post, number: int) -> Round:
 def schedule_deadline(row: Round) -> None:
     """A django-q2 Schedule (ONCE, at the round's deadline; deleted once it runs) that
     closes the round if it is still open. Written in the caller's transaction."""
+    wake(TIMERS)  # the cluster's round timer sleeps until the deadline it knew: wake it at commit
     Schedule.objects.create(
         name=schedule_name(row.pk),
         func=DEADLINE_TASK,

@@ -362,12 +362,23 @@ def do_close_round_at_deadline(round_id: int, *, now=None) -> str:
 # ----------------------------------------------------------------------------- sweeping
 
 
-ROUND_TIMER_SECONDS = 0.5  # how often each cluster worker looks for rounds past their deadline
+ROUND_TIMER_SECONDS = 0.5  # the round timer's shortest wait (a round past its deadline that did not close)
+
+
+def seconds_to_next_deadline(*, now=None) -> float | None:
+    """Seconds until the earliest deadline of an open round (0 or less: passed), or None
+    when no round is open: when the cluster's round timer next has work (one indexed
+    read)."""
+    first = Round.objects.filter(status=Round.Status.OPEN).order_by("deadline_at").values_list("deadline_at", flat=True)[:1]
+    for deadline in first:
+        if deadline is not None:
+            return (deadline - (now or timezone.now())).total_seconds()
+    return None
 
 
 def do_close_overdue_rounds(*, now=None, limit: int = 100) -> list[int]:
-    """The cluster's round timer (a sweep every ``ROUND_TIMER_SECONDS`` in each worker,
-    registered by the app): close every open round whose deadline has passed, each in a
+    """The cluster's round timer (a timer sweep in one worker per machine, registered by
+    the app, which sleeps until ``seconds_to_next_deadline``): close every open round whose deadline has passed, each in a
     ``closeRound`` request of its own on its conversation (``do_close_round_at_deadline``),
     so a round closes within about a second of its deadline (spec 004 "A round closes
     ..."). Idempotent and safe from several workers at once: a round closes once (a

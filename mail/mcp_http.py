@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
@@ -42,15 +42,17 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
-from mcp.server.mcpserver import MCPServer
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 
 from workforce.api.outages import database_unavailable, database_unavailable_headers
 from workforce.asgi_body import replay
 from workforce.refusals import Refusal
 
-from .mcp_server import CALLER_SCOPE_KEY, McpCaller, http_caller, http_server
+# The MCP SDK (about 34 MiB in a process) is imported by the first request to the mount,
+# not by the web server's start: a server nobody calls over MCP never loads it.
+if TYPE_CHECKING:  # pragma: no cover
+    from mcp.server.mcpserver import MCPServer
+
+    from .mcp_server import McpCaller
 
 MOUNT_PATH = "/mcp"
 # RFC 9728's well-known path, and its form for the resource at MOUNT_PATH (the path
@@ -92,6 +94,8 @@ def origin_allowed(origin: str | None, host: str) -> bool:
 
 
 def _verified_caller(authorization: str | None, user_id: str | None) -> McpCaller:
+    from .mcp_server import http_caller
+
     try:
         return http_caller(authorization, user_id)
     except Exception as exc:
@@ -109,6 +113,11 @@ class McpMount:
     """The ASGI app of the HTTP mount (see the module docstring). One per process."""
 
     def __init__(self, server: MCPServer | None = None):
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from .mcp_server import http_server
+
         self.server = server or http_server()
         # Builds the SDK's session manager (server.session_manager); its Starlette app is
         # not used: this mount hands each request to the manager itself.
@@ -140,8 +149,9 @@ class McpMount:
                 self._running = False
 
     async def _start_without_lifespan(self) -> None:
-        # A server run with its lifespan off (uvicorn --lifespan off): hold the manager's
-        # run() context in a task of this event loop instead, until the loop ends.
+        # Started by the first request (the web server's start does not import the SDK):
+        # hold the manager's run() context in a task of this event loop, until the
+        # lifespan's shutdown (stop) or the loop's end.
         async with self._starting:
             if self._running:
                 return
@@ -159,6 +169,15 @@ class McpMount:
             await started.wait()
             if not self._running:
                 raise RuntimeError("the MCP session manager did not start")
+
+    async def stop(self) -> None:
+        """End the session manager's task that ``serve`` started (the ASGI lifespan's
+        shutdown); nothing when it was started by ``running()`` or not at all."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def __call__(self, scope, receive, send) -> None:
         verdict = await self.admit(scope)
@@ -206,6 +225,8 @@ class McpMount:
         """Hand an admitted request (``admit`` answered ``caller``) to the SDK."""
         if not self._running:
             await self._start_without_lifespan()
+        from .mcp_server import CALLER_SCOPE_KEY
+
         scope = {**scope, CALLER_SCOPE_KEY: caller}
         body = await _read_body(receive)
         manager = self.streaming if asks_progress(body) else self.server.session_manager

@@ -7,17 +7,18 @@ class WorkforceConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in, user_login_failed
-        from django_q.signals import post_spawn
+        from django_q.signals import post_spawn, pre_execute
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .logins import on_logged_in, on_login_failed
-        from .sweepers import on_worker_spawn
+        from .sweepers import on_task_start, on_worker_spawn
 
         # Failed logins are counted for the login views' throttle (workforce.logins).
         user_login_failed.connect(on_login_failed, dispatch_uid="workforce.logins.on_login_failed")
         user_logged_in.connect(on_logged_in, dispatch_uid="workforce.logins.on_logged_in")
         # Cluster workers boot and run the sweeps the apps register (workforce.sweepers).
         post_spawn.connect(on_worker_spawn, dispatch_uid="workforce.sweepers.on_worker_spawn")
+        pre_execute.connect(on_task_start, dispatch_uid="workforce.sweepers.on_task_start")
         _register_recovery()
 
 

@@ -8,9 +8,11 @@ which made the wait for that poll the largest single cost between a post's commi
 its seat's turn. On PostgreSQL this broker sends ``NOTIFY`` in the enqueue's own
 transaction (PostgreSQL delivers it at commit, and drops it on rollback) and the
 cluster's pusher waits on ``LISTEN`` instead of sleeping, so a committed task is
-claimed at once. Nothing is lost when a notification is: an idle pusher still looks
-every ``WORKFORCE_BROKER_IDLE_SECONDS``, which also finds tasks whose claim lapsed
-(``Q_CLUSTER["retry"]``). On SQLite it is django-q2's ORM broker unchanged.
+claimed at once. On SQLite (one machine) the enqueue sends a datagram at commit to the
+pusher's local socket instead (``workforce.wakeups``). Nothing is lost when a wake-up
+is: a pusher with nothing to claim still looks after ``Q_CLUSTER["poll"]``, then twice
+as long each time up to ``WORKFORCE_BROKER_IDLE_SECONDS``, which also finds tasks whose
+claim lapsed (``Q_CLUSTER["retry"]``).
 
 Two more costs of django-q2's defaults are cut here, for both brokers:
 
@@ -33,6 +35,7 @@ Two more costs of django-q2's defaults are cut here, for both brokers:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -42,20 +45,22 @@ from time import sleep
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connections, transaction
 from django.utils import timezone
 from django_q.brokers import Broker
 from django_q.brokers.orm import ORM
-from django_q.brokers.redis_broker import Redis
 from django_q.conf import Conf
 from django_q.models import OrmQ
+
+from .wakeups import QUEUE, Backoff, Waiter, listen_wait, wake
 
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
 logger = logging.getLogger(__name__)
 
-CHANNEL = "workforce_q"
+CHANNEL = QUEUE  # the channel enqueues notify (workforce.wakeups)
+OUTAGE_RETRY_SECONDS = 1.0  # between looks at the queue while the database is unreachable
 
 
 def keep_connections(max_age: float | None = None) -> list[str]:
@@ -102,21 +107,6 @@ class ClusterConnections(Broker):
         return super().ping()
 
 
-class ClusterRedis(ClusterConnections, Redis):
-    """django-q2's Redis broker, unchanged but for ``ClusterConnections`` (the cluster's
-    processes keep their database connections) and ``to_the_front``.
-    ``Q_CLUSTER["broker_class"]`` with a ``redis://`` ``WORKFORCE_BROKER_URL``."""
-
-    def enqueue(self, task):
-        """Append the task to the queue, or, inside ``to_the_front``, keep it for the
-        head of the queue."""
-        front = getattr(_front, "tasks", None)
-        if front is not None:
-            front.append(task)
-            return len(front)
-        return super().enqueue(task)
-
-
 _front = threading.local()  # .tasks: what to_the_front keeps for the head of the queue
 
 
@@ -152,6 +142,8 @@ class ListeningORM(ClusterConnections, ORM):
         super().__init__(list_key=list_key)
         self._listener: psycopg.Connection | None = None
         self._listener_pid: int | None = None
+        self._waiter: Waiter | None = None  # SQLite: the local wake-up (workforce.wakeups)
+        self.idle = Backoff(float(Conf.POLL), float(settings.WORKFORCE_BROKER_IDLE_SECONDS))
 
     def ping(self) -> bool:
         """``ClusterConnections.ping``; in a cluster's sentinel, which pings once as it
@@ -190,7 +182,9 @@ class ListeningORM(ClusterConnections, ORM):
         into one, so a fan-out's many enqueues wake the pushers once. Returns the row's
         primary key. On SQLite, django-q2's enqueue."""
         if not self._on_postgres():
-            return super().enqueue(task)
+            pk = super().enqueue(task)
+            wake(QUEUE, alias=Conf.ORM)  # at commit: the pusher on this machine claims it at once
+            return pk
         connection = connections[Conf.ORM]
         if connection.get_autocommit():  # as django-q2's broker does: drop a broken connection first
             close_old_connections()
@@ -202,14 +196,59 @@ class ListeningORM(ClusterConnections, ORM):
     def dequeue(self):
         """Claim up to ``Q_CLUSTER["bulk"]`` waiting tasks, as django-q2's ORM broker
         does (a conditional UPDATE of each row's lock, so two clusters never claim one
-        task). Returns ``[(pk, payload), ...]``, or None after waiting on an empty queue."""
-        if not self._on_postgres():
-            return super().dequeue()
-        claimed = self._claim()
+        task). Returns ``[(pk, payload), ...]``, or None after waiting on an empty queue:
+        until an enqueue's commit wakes it (``NOTIFY`` on PostgreSQL, a local datagram on
+        SQLite: ``workforce.wakeups``) or ``self.idle`` runs out, which starts at
+        ``Q_CLUSTER["poll"]`` after a claim and doubles on each empty look up to
+        ``WORKFORCE_BROKER_IDLE_SECONDS``."""
+        postgres = self._on_postgres()
+        try:
+            claimed = self._claim() if postgres else self._claim_portable()
+        except (OperationalError, InterfaceError) as exc:
+            # The database is unreachable. django-q2's pusher would sleep 10 s and end,
+            # to be started again by the sentinel's next round: look again in a second
+            # instead, so queued work resumes within a second of the database's return.
+            logger.warning("the task queue cannot be read: the database is unreachable (%s)", " ".join(str(exc).split())[:200])
+            with contextlib.suppress(Exception):
+                connections[Conf.ORM].close()
+            self.close_listener()
+            self.idle.reset()
+            sleep(OUTAGE_RETRY_SECONDS)
+            return None
         if claimed:
+            self.idle.reset()
             return claimed
-        self._wait(float(settings.WORKFORCE_BROKER_IDLE_SECONDS))
+        if postgres:
+            self._wait(self.idle.next())
+        else:
+            if self._waiter is None:
+                self._waiter = Waiter((QUEUE,), alias=Conf.ORM)
+            self._waiter.wait(self.idle.next())
         return None
+
+    def _claim_portable(self) -> list[tuple[int, str]]:
+        """django-q2's ORM claim without its sleep: each of the oldest waiting tasks (at
+        most ``Q_CLUSTER["bulk"]``) claimed by a conditional UPDATE of its lock."""
+        tasks = self.get_connection().filter(key=self.list_key, lock__lt=timezone.now())[: Conf.BULK]
+        return [
+            (task.pk, task.payload)
+            for task in tasks
+            if self.get_connection().filter(id=task.id, lock=task.lock).update(lock=self.timeout(task))
+        ]
+
+    def wake_pusher(self) -> None:
+        """Wake this queue's pusher now, whatever its wait (a stopping cluster: it then
+        sees its stop event instead of finishing its idle wait). Never raises."""
+        try:
+            if self._on_postgres():
+                from django.db import connection
+
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, self.list_key or Conf.CLUSTER_NAME])
+            else:
+                wake(QUEUE, alias=Conf.ORM)
+        except Exception:  # the database is down: the pusher stops after its idle wait
+            logger.warning("could not wake the task queue's pusher", exc_info=True)
 
     def _claim(self) -> list[tuple[int, str]]:
         """One statement: the oldest waiting tasks (``lock`` in the past), at most
@@ -235,12 +274,9 @@ class ListeningORM(ClusterConnections, ORM):
         while this pusher was claiming is queued on the listening connection, so it ends
         the next wait at once: none is missed between the claim and the wait."""
         try:
-            listener = self._listening()
-            for _ in listener.notifies(timeout=seconds, stop_after=1):
-                pass
-            # Several notifications may have queued: one claim takes them all.
-            for _ in listener.notifies(timeout=0):
-                pass
+            # One select on the socket (not psycopg's notifies(timeout=), which wakes ten
+            # times a second); several queued notifications end one wait: one claim takes them all.
+            listen_wait(self._listening(), seconds)
         except Exception:
             logger.warning("the task queue's LISTEN connection failed; polling until it is back", exc_info=True)
             self.close_listener()
@@ -284,7 +320,12 @@ def notify_pushers() -> None:
 
 
 def redis_broker():
+    """The cluster's Redis broker, or None with another broker (the ORM one: the redis
+    client is then never imported)."""
+    if not settings.Q_CLUSTER.get("redis"):
+        return None
     from django_q.brokers import get_broker
+    from django_q.brokers.redis_broker import Redis
 
     broker = get_broker()
     return broker if isinstance(broker, Redis) else None

@@ -20,9 +20,10 @@ holds a database connection while it waits (``workforce.streams``,
 The MCP server's HTTP mount (``/mcp``, ``mail.mcp_http``: the SDK's Streamable HTTP
 transport, serving the tools ``manage.py mcp`` serves) counts each call against
 ``WORKFORCE_STREAM_LIMIT`` too (``agent_chat`` waits for a turn), once its credentials
-are admitted (``McpMount.admit``). Its SDK session manager runs for the life of the process:
-this app answers the ASGI lifespan (``serve`` runs uvicorn with it on) and enters it at
-start-up; Django itself takes no lifespan, so nothing else changes for the rest of the app.
+are admitted (``McpMount.admit``). It is made, and the SDK imported, by the first request
+to ``/mcp``, whose session manager then runs in a task of the event loop until the
+ASGI lifespan's shutdown (``serve`` runs uvicorn with it on) or the loop's end; Django
+itself takes no lifespan, so nothing else changes for the rest of the app.
 
 A short request runs Django's middleware and its view in one hop to a kept worker thread
 (``OneHopHandler``); the long-lived ones keep Django's stock ASGI handler.
@@ -33,7 +34,6 @@ itself on its first request: hires the tree's seats and wires the notify block, 
 """
 
 import asyncio
-import contextlib
 import contextvars
 import io
 import json
@@ -58,7 +58,7 @@ from django.db import connections  # noqa: E402
 from django.http import FileResponse  # noqa: E402
 from django.urls import set_script_prefix  # noqa: E402
 
-from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402
+from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402  (the SDK itself loads on first use)
 from mail.repair import index_unswept_vaults_once  # noqa: E402
 from workforce.asgi_body import replay  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
@@ -255,22 +255,21 @@ async def _lifespan(receive, send) -> None:
     servers one after another: tests)."""
     await receive()  # lifespan.startup
     await sync_to_async(_index_vaults, thread_sensitive=False)()
-    async with contextlib.AsyncExitStack() as stack:
-        try:
-            _server.mcp = McpMount()
-            await stack.enter_async_context(_server.mcp.running())
-        except Exception as exc:  # the server does not start: uvicorn reports it
-            await send({"type": "lifespan.startup.failed", "message": f"the MCP mount did not start: {exc}"})
-            return
-        await send({"type": "lifespan.startup.complete"})
-        try:
-            await receive()  # lifespan.shutdown
-        except asyncio.CancelledError:
-            # A forced stop (a second Ctrl-C) skips the shutdown event and cancels this
-            # task with the loop: the manager's context closes on the way out, quietly.
-            _server.mcp = None
-            return
+    # The MCP mount (and the SDK it imports, about 34 MiB) is made by the first request to
+    # /mcp, which starts its session manager in a task of this loop (McpMount.serve); the
+    # shutdown below stops it.
+    _server.mcp = None
+    await send({"type": "lifespan.startup.complete"})
+    try:
+        await receive()  # lifespan.shutdown
+    except asyncio.CancelledError:
+        # A forced stop (a second Ctrl-C) skips the shutdown event and cancels this task
+        # with the loop: the manager's task goes with the loop, quietly.
         _server.mcp = None
+        return
+    mount, _server.mcp = _server.mcp, None
+    if mount is not None:
+        await mount.stop()
     await send({"type": "lifespan.shutdown.complete"})
 
 

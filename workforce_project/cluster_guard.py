@@ -27,6 +27,7 @@ import ctypes
 import fcntl
 import logging
 import os
+import select
 import signal
 import socket
 import threading
@@ -154,28 +155,41 @@ class ClusterLock:
             os.pwrite(handle, f"{description} since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n".encode(), 0)
         self._held = handle
 
-    def keep(self, description: str, *, every: float = 5.0) -> None:
+    def keep(self, description: str, *, every: float = 5.0, quiet: float = 60.0) -> None:
         """On PostgreSQL, take the lock again when its connection is lost (a database
-        restart ends the session and the lock with it), looking every ``every`` seconds
-        in a thread; logs an error if another cluster took it meanwhile. Nothing on SQLite
-        (the lock is the file's)."""
+        restart ends the session and the lock with it), in a thread; logs an error if
+        another cluster took it meanwhile. Nothing on SQLite (the lock is the file's).
+
+        The thread waits for the connection's socket to have something to read (a server
+        that ends the session says so and closes it), and asks ``SELECT 1`` then or every
+        ``quiet`` seconds anyway (a connection that died without a word); once lost it
+        tries again every ``every`` seconds. An idle cluster is not woken for it."""
         if not self.postgres:
             return
 
         def run() -> None:
+            lost = False
             while (held := self._held) is not None:
-                time.sleep(every)
+                if lost:
+                    time.sleep(every)
+                else:
+                    try:
+                        select.select([held.fileno()], [], [], quiet)
+                    except (OSError, ValueError):  # closed under us: look now
+                        pass
                 try:
                     held.execute("SELECT 1")
+                    lost = False
                     continue
                 except Exception:  # noqa: BLE001  (its connection is gone: take the lock again)
-                    pass
+                    lost = True
                 try:
                     fresh = self._connect(description)
                 except Exception:  # noqa: BLE001  (the database is still down: look again later)
                     continue
                 if self._try(fresh):
                     self._held = fresh
+                    lost = False
                     logger.warning("took the task cluster lock again after its database connection was lost")
                 else:
                     logger.error(

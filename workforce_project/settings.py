@@ -210,9 +210,10 @@ WORKFORCE_HISTORY_WINDOW = _env_number("WORKFORCE_HISTORY_WINDOW", 50, int)
 WORKFORCE_MODEL = os.environ.get("WORKFORCE_MODEL", "embedded/echo")
 WORKFORCE_ROUTE_MODEL = os.environ.get("WORKFORCE_ROUTE_MODEL", "embedded/lexical")
 WORKFORCE_BROKER_URL = os.environ.get("WORKFORCE_BROKER_URL", "")
-# With the ORM broker on PostgreSQL, an idle cluster is woken by NOTIFY at each enqueue's
-# commit and looks anyway after this long (seconds; workforce.broker).
-WORKFORCE_BROKER_IDLE_SECONDS = _env_number("WORKFORCE_BROKER_IDLE_SECONDS", 1.0, float)
+# With the ORM broker, the pusher is woken at each enqueue's commit (NOTIFY on PostgreSQL,
+# a local datagram on SQLite) and looks anyway after Q_CLUSTER["poll"], doubling while the
+# queue stays empty up to this (seconds; workforce.broker).
+WORKFORCE_BROKER_IDLE_SECONDS = _env_number("WORKFORCE_BROKER_IDLE_SECONDS", 30.0, float)
 # Seats (spec "Waking agent seats"). Each model call and each whole turn has a deadline; the turn's must
 # stay below Q_CLUSTER["timeout"] (a system check says so).
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")  # empty: the openai client's default
@@ -234,6 +235,9 @@ WORKFORCE_TOOL_CALL_TIMEOUT = _env_number("WORKFORCE_TOOL_CALL_TIMEOUT", 30, flo
 WORKFORCE_EXTERNAL_DISPATCHER = env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)
 WORKFORCE_DELIVERY_MAX_ATTEMPTS = _env_number("WORKFORCE_DELIVERY_MAX_ATTEMPTS", 3, int)
 WORKFORCE_SWEEP_SECONDS = _env_number("WORKFORCE_SWEEP_SECONDS", 15, float)
+# While sweep passes find nothing and no task is enqueued, the wait between them doubles
+# up to this (seconds), and a timer with nothing scheduled sleeps this long (docs/running.md "Idle").
+WORKFORCE_SWEEP_IDLE_SECONDS = _env_number("WORKFORCE_SWEEP_IDLE_SECONDS", 120, float)
 # How long serve takes to stop (web server and cluster); work still running then is
 # killed and left to its lease (a positive number of seconds; checked).
 WORKFORCE_STOP_SECONDS = _env_number("WORKFORCE_STOP_SECONDS", 10, float)
@@ -295,6 +299,9 @@ Q_CLUSTER = {
     "ack_failures": True,
     "catch_up": False,
     "poll": 0.2,
+    # The sentinel's round of its processes (timeouts, a dead worker replaced): 0.5 s by
+    # default, 5 s here: an idle cluster is not woken twice a second for it.
+    "guard_cycle": _env_number("WORKFORCE_Q_GUARD_SECONDS", 5, float),
     "save_limit": -1,
     "bulk": _env_number("WORKFORCE_Q_BULK", max(1, _Q_WORKERS), int),
     "label": "Task queue",
@@ -320,7 +327,7 @@ if WORKFORCE_BROKER_URL.startswith("redis://") or WORKFORCE_BROKER_URL.startswit
         else f"{WORKFORCE_BROKER_URL}{_sep}socket_connect_timeout=5"
     )
     # django-q2's Redis broker; the cluster's processes keep their connections.
-    Q_CLUSTER["broker_class"] = "workforce.broker.ClusterRedis"
+    Q_CLUSTER["broker_class"] = "workforce.broker_redis.ClusterRedis"
 else:
     Q_CLUSTER["orm"] = "default"
     # django-q2's ORM broker, woken by LISTEN/NOTIFY on PostgreSQL (unchanged on SQLite).

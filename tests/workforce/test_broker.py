@@ -85,8 +85,15 @@ def dequeue_until(broker: ListeningORM, deadline: float) -> tuple[list, float]:
     return [], time.monotonic() - started
 
 
+def backed_off(broker: ListeningORM) -> ListeningORM:
+    """The broker as an idle pusher's is once its queue stayed empty: its wait at the most
+    (``WORKFORCE_BROKER_IDLE_SECONDS``)."""
+    broker.idle.current = broker.idle.most
+    return broker
+
+
 def test_an_empty_dequeue_is_woken_by_the_commit_not_by_its_idle_wait(broker):
-    broker._listening()  # a pusher that has waited once: it listens before the enqueue below
+    backed_off(broker)._listening()  # a pusher that has waited once: it listens before the enqueue below
     thread = enqueue_later(ListeningORM(list_key="bench-q"), 0.5, "task-1")
     claimed, _took = dequeue_until(broker, 20)  # how soon (the idle wait is 30 s): bench/timeouts.py ("broker wake")
     thread.join()
@@ -96,6 +103,7 @@ def test_an_empty_dequeue_is_woken_by_the_commit_not_by_its_idle_wait(broker):
 def test_control_an_enqueue_that_does_not_notify_is_found_only_after_the_idle_wait(broker, settings):
     """django-q2's own ORM enqueue sends nothing: the pusher sleeps its idle wait out."""
     settings.WORKFORCE_BROKER_IDLE_SECONDS = 2.0
+    broker = backed_off(ListeningORM(list_key="bench-q"))
     broker._listening()
     thread = enqueue_later(ORM(list_key="bench-q"), 0.3, "task-1")
     started = time.monotonic()
@@ -267,3 +275,26 @@ def test_control_a_claim_that_does_not_lock_hands_one_task_to_several_pushers(br
     settled = run_in_threads(naive, 3)
     every = [pk for claimed in settled for pk in claimed]
     assert len(every) == 12 and len(set(every)) == 4
+
+
+def test_an_idle_pusher_backs_off_from_the_poll_to_the_idle_wait_and_a_claim_resets_it(broker, settings):
+    """An empty queue is looked at after Q_CLUSTER["poll"], then twice as long each time,
+    up to WORKFORCE_BROKER_IDLE_SECONDS (30 here); a claim starts again from the poll."""
+    from django_q.conf import Conf
+
+    broker._listening()
+    waits = []
+    for _ in range(4):
+        started = time.monotonic()
+        assert broker.dequeue() is None
+        waits.append(time.monotonic() - started)
+    poll = float(Conf.POLL)
+    for n, waited in enumerate(waits):
+        assert waited >= poll * 2**n * 0.9, waits
+    assert broker.idle.current == poll * 2**4
+    for _ in range(12):
+        broker.idle.next()
+    assert broker.idle.current == 30
+    broker.enqueue("task-1")
+    assert [payload for _, payload in broker.dequeue()] == ["task-1"]
+    assert broker.idle.current == poll

@@ -6,6 +6,7 @@ this process) and the django-q2 cluster (a child process) together until interru
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -379,6 +380,9 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+TICK_SECONDS = 1.0  # the web server's own wake-up while idle (uvicorn's is 0.1 s)
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, telling ``on_exit`` the moment a stop signal arrives, so the
     cluster stops while the web server drains instead of after it, and ending the open
@@ -398,6 +402,22 @@ class _Server(uvicorn.Server):
         self._on_exit()
         stop_streams()  # open live streams end now (clients resume with Last-Event-ID)
         super().handle_exit(sig, frame)
+        loop, woken = getattr(self, "_tick_loop", None), getattr(self, "_tick_wake", None)
+        if loop is not None and woken is not None:
+            loop.call_soon_threadsafe(woken.set)  # main_loop's wait ends now, not at its next tick
+
+    async def main_loop(self) -> None:
+        """uvicorn's loop, ticking once a second rather than ten times (an idle server's
+        largest waker): each tick sets the Date header, whose resolution is a second, and
+        looks whether to stop; a stop signal ends the wait at once (``handle_exit``)."""
+        self._tick_loop, self._tick_wake = asyncio.get_running_loop(), asyncio.Event()
+        should_exit = await self.on_tick(0)
+        while not should_exit:
+            try:
+                await asyncio.wait_for(self._tick_wake.wait(), TICK_SECONDS)
+            except TimeoutError:
+                pass
+            should_exit = await self.on_tick(0)  # counter 0: uvicorn updates the Date header on it
 
 
 class _Stopper:

@@ -1,18 +1,34 @@
 """``manage.py serve_qcluster``: the django-q2 cluster as ``serve`` runs it (a child
 process): holding its database's cluster lock, and ending when its serve ends
 (``workforce_project.cluster_guard``). Not meant to be run by hand: ``serve`` passes it
-its pid and the read end of a pipe."""
+its pid and the read end of a pipe.
+
+It is django-q2's cluster in fewer processes (docs/running.md "Memory"): this process is
+the cluster's sentinel itself (``manage.py qcluster`` forks a sentinel from a main process
+that then only waits), and the sentinel runs django-q2's pusher and monitor as threads of
+its own (they wait on the broker and on the workers' results, which costs no CPU), so the
+cluster is this process and its workers.
+"""
 
 from __future__ import annotations
 
-import multiprocessing
+import logging
+import os
+import signal
+import threading
 import time
+import uuid
 
 from django.conf import settings
-from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django_q.cluster import Sentinel
+from django_q.monitor import monitor
+from django_q.pusher import pusher
+from django_q.status import Stat
 
 from workforce_project.cluster_guard import ClusterLock, describe_self, guard_cluster
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -34,10 +50,89 @@ class Command(BaseCommand):
         if lock is not None:
             lock.acquire(describe_self(serve_pid), on_wait=waiting)
             lock.keep(describe_self(serve_pid))  # a database restart ends the session that held it
-        call_command("qcluster", skip_checks=True)
-        # qcluster returns once its sentinel runs; this frame keeps the lock (its
-        # connection, its file) referenced until the cluster has stopped.
-        while multiprocessing.active_children():
-            time.sleep(0.5)
+        assert settings.SECRET_KEY  # as django-q2's qcluster command: read once, before the forks
+        run_sentinel()
         if lock is not None:
             lock.release()
+
+
+class _Thread(threading.Thread):
+    """A thread that stands where django-q2's sentinel keeps a process (``pid``,
+    ``is_alive``), for its status and its guard."""
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class ServeSentinel(Sentinel):
+    """django-q2's sentinel with its pusher and monitor as threads (``spawn_pusher``,
+    ``spawn_monitor``; its workers stay processes), which also wakes its pusher as it
+    stops: an idle pusher waits up to ``WORKFORCE_BROKER_IDLE_SECONDS`` for work
+    (``workforce.broker``) and looks at its stop event only after that wait."""
+
+    def start(self):
+        # django-q2's cluster pings its broker from a forked sentinel, where the ORM broker
+        # also hands back what a cluster before it had taken (workforce.broker); this
+        # sentinel is the main process, so it asks for that itself.
+        hand_back = getattr(self.broker, "hand_back_taken", None)
+        if hand_back is not None:
+            try:
+                hand_back()
+            except Exception:  # the database is down: the broker's retry hands them out later
+                logger.warning("could not hand back the tasks a cluster before this one had taken", exc_info=True)
+        super().start()
+
+    def _thread(self, target, *args) -> _Thread:
+        thread = _Thread(target=target, args=args, name=f"{target.__name__}-{uuid.uuid4().hex[:8]}", daemon=True)
+        thread.start()
+        return thread
+
+    def spawn_pusher(self):
+        return self._thread(pusher, self.task_queue, self.event_out, self.broker)
+
+    def spawn_monitor(self):
+        return self._thread(monitor, self.result_queue, self.broker)
+
+    def stop(self):
+        """django-q2's stop (pusher, then the workers once their queue is drained, then
+        the monitor once it saved every result), for threads: the monitor is joined
+        before the result queue is closed, since it reads that queue in this process."""
+        Stat(self).save()
+        self.event_out.set()
+        wake = getattr(self.broker, "wake_pusher", None)
+        if wake is not None:
+            wake()
+        while self.pusher.is_alive():
+            self.pusher.join(0.1)
+            Stat(self).save()
+        for _ in range(len(self.pool)):
+            self.task_queue.put("STOP")
+        self.task_queue.close()
+        self.task_queue.join_thread()
+        while self.pool:
+            for process in list(self.pool):
+                if not process.is_alive():
+                    self.pool.remove(process)
+            time.sleep(0.1)
+            Stat(self).save()
+        self.result_queue.put("STOP")
+        self.monitor.join()
+        self.result_queue.close()
+        self.result_queue.join_thread()
+        Stat(self).save()
+
+
+def run_sentinel() -> None:
+    """Run the cluster in this process until SIGTERM or SIGINT (django-q2's graceful
+    stop: the running tasks finish), then return."""
+    stop, started = threading.Event(), threading.Event()
+    sentinel = ServeSentinel(stop, started, uuid.uuid4(), start=False)
+
+    def on_signal(signum, frame):
+        # Set from another thread: the guard's wait on it is this (the main) thread's.
+        threading.Thread(target=stop.set, name="cluster-stop", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sentinel.start()
