@@ -103,6 +103,9 @@ def _post_extras(
         extras["idempotency_prefix"] = key
     if answer is not None:
         extras[ANSWER_EXTRA] = AnswerSlot(postId=answer["postId"], token=answer["token"])  # a copy
+    # Only a routed post's answer lands in the mailbox as the turn's text; anything else
+    # the seat says there, it posts with a tool.
+    extras["preview_parent"] = answer is not None
     return extras
 
 

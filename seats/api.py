@@ -223,4 +223,4 @@ class ToolServersView(APIView):
     def get(self, request: HttpRequest) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         servers = [{"name": s.name, "transport": s.transport, "description": s.description} for s in declared_servers().values()]
-        return Response({"servers": servers, "counts": tool_call_counts(principal.org)})
+        return Response({"servers": servers, "counts": tool_call_counts(principal.org, user_id=principal.reader)})

@@ -14,6 +14,7 @@ from workforce.tree import UNREADABLE_SLOT, WorkforceRootError
 
 from .hiring import _seat_fields, hire_problems
 from .models import Seat
+from .tool_servers import TOOL_SERVERS_FILE
 from .turns import offered_tools
 from .workers import read_workforce
 
@@ -35,7 +36,13 @@ def check_workers(app_configs=None, **kwargs):
     except WorkforceRootError:
         return []  # the mailbox tree check names the root
     found = [
-        checks.Error(f"{e.path}: [{e.kind}] {e.message}", hint="Fix the worker files named; nothing was hired.", id="seats.E001")
+        checks.Error(
+            f"{e.path}: [{e.kind}] {e.message}",
+            hint=f"Fix {e.path}; nothing was hired."
+            if e.path == TOOL_SERVERS_FILE
+            else "Fix the worker files named; nothing was hired.",
+            id="seats.E001",
+        )
         for e in errors
         if not _reported_by_mailboxes(e)
     ]

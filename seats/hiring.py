@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from workforce.facets import TOOL_CATALOG, VALIDATE_WORKER, WORKER
@@ -20,7 +21,7 @@ from workforce.models import Organization
 
 from .board_tools import board_hire_problems
 from .models import Seat
-from .tool_servers import declared_servers, split_grant, tool_grant_problems, tool_grants
+from .tool_servers import TOOL_SERVERS_FILE, read_tool_servers, split_grant, tool_grant_problems, tool_grants
 from .workers import WorkerManifest, read_workforce
 
 
@@ -66,7 +67,15 @@ def hire_problems(
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
     workers = list(workers)
-    servers = declared_servers(root) if any(tool_grants(w.tools) for w in workers) else {}
+    servers: dict = {}
+    servers_file_problem = ""  # the tool servers' file has problems: grants name it, not "not declared"
+    if any(tool_grants(w.tools) for w in workers):
+        servers, file_errors = read_tool_servers(root if root is not None else settings.WORKFORCE_ROOT)
+        if file_errors:
+            servers_file_problem = (
+                f"tools: grants tool-server tools, but {TOOL_SERVERS_FILE} has {len(file_errors)} problem(s) to fix first "
+                f"(the first: {file_errors[0].message})"
+            )
     known = workers + list(alongside)
     for worker in workers:
         if worker.id in seen:
@@ -84,7 +93,10 @@ def hire_problems(
                     problems.append(
                         (worker.id, f'tools: names "{tool}", which the {worker.flow} kind does not offer (it offers {offered})')
                     )
-            problems.extend((worker.id, message) for message in tool_grant_problems(worker.tools, servers, reach=reach))
+            if servers_file_problem and tool_grants(worker.tools):
+                problems.append((worker.id, servers_file_problem))
+            else:
+                problems.extend((worker.id, message) for message in tool_grant_problems(worker.tools, servers, reach=reach))
             problems.extend(board_hire_problems(worker, flow))  # drains:/boardTools: need a kind that can hold a board
             # A kind's own checks of what its workers declare (the coordinator's delegates:,
             # routing:, fallback:, rounds:): ``validate_worker(worker, workers) -> [sentence]``.
@@ -195,7 +207,11 @@ def do_hire_tree_workers(root: str | os.PathLike) -> list[Seat]:
     """
     workers, errors = read_workforce(root)
     lines = [f"{e.path}: [{e.kind}] {e.message}" for e in errors]
-    lines.extend(f"{worker}: {message}" for worker, message in hire_problems(workers, root=root))
+    files = {w.id: f"{w.path}/WORKER.md" for w in workers if w.path}  # each problem names its file, as check does
+    lines.extend(
+        f"{files[worker]}: worker {worker}: {message}" if worker in files else f"{worker}: {message}"
+        for worker, message in hire_problems(workers, root=root)
+    )
     if lines:
         raise WorkerTreeError(str(root), lines)
     return hire_workforce(workers, root=root)

@@ -257,17 +257,28 @@ def _window_messages_postgresql(session: Session, exclude_request_id: int | None
     return [(item_session, json.loads(data) if isinstance(data, str) else data) for item_session, data, _, _ in rows]
 
 
-def tool_call_counts(org: Organization | None = None) -> list[dict]:
+def tool_call_counts(org: Organization | None = None, *, user_id: str | None = None) -> list[dict]:
     """Tool-server calls counted per seat and per server, for operators (docs/tools.md):
     ``[{"seatId", "server", "calls", "failed", "denied"}]`` sorted by seat then server;
     ``calls`` counts every call that ran (``tool.called`` and ``tool.failed``), ``failed``
     those the server did not answer, ``denied`` the ungranted ones refused (``run.denied``).
-    One query; ``org`` None counts every organization."""
+    One query; ``org`` None counts every organization (the admin's view).
+
+    Args:
+        user_id: with ``org``, count only the seats this user reaches (``reachable_rows``:
+            the shared ones, the organization's and the user's own); another user's own
+            worker is not named (as ``GET /api/workers/<id>`` answers it 404). None with
+            an ``org``: the organization's and the shared seats only.
+    """
     from django.db.models import Count
 
     from .models import ToolCallEntry
 
-    rows = ToolCallEntry.objects.all() if org is None else ToolCallEntry.objects.filter(organization=org)
+    if org is None:
+        rows = ToolCallEntry.objects.all()
+    else:
+        seats = reachable_rows(org.pk, user_id or "").values("seat_id")
+        rows = ToolCallEntry.objects.filter(organization=org, seat_id__in=seats)
     counted = (
         rows.values("seat_id", "server")
         .annotate(

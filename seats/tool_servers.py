@@ -28,6 +28,7 @@ is refused ``tool-not-granted`` and ledgered ``run.denied`` (``refuse_unoffered`
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -121,7 +122,7 @@ def read_tool_servers(root: str | os.PathLike) -> tuple[dict[str, ToolServer], l
 
 
 def _error(message: str) -> LoadError:
-    return LoadError(TOOL_SERVERS_LOAD_FAILED, TOOL_SERVERS_FILE, f"{TOOL_SERVERS_FILE}: {message}")
+    return LoadError(TOOL_SERVERS_LOAD_FAILED, TOOL_SERVERS_FILE, message)  # the error's path names the file
 
 
 def check_tool_servers(declared: object, *, cwd: str = "") -> tuple[dict[str, ToolServer], list[str]]:
@@ -264,13 +265,19 @@ def _ledger(ctx: ToolContext, event: str, server: str, tool: str, **data: object
     )
 
 
+def _clip(text: str, limit: int = 2000) -> str:
+    """``text`` cut to ``limit`` characters (an error's text goes into a refusal)."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
 def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
     """The ``Tool`` a seat's model is offered for ``listed`` of ``server``: named
     ``wire_name(server, tool)``, with the server's description and input schema. Its call
     goes through this process's session (``seats.mcp_client.pool``) and answers
     ``{"text": ..., "structuredContent": {...}}``; an ``isError`` result is the refusal
     ``tool-error``; a server that cannot be reached or dies during the call
-    ``tool-server-unavailable``, one past the time limit ``tool-timeout``. Each call is
+    ``tool-server-unavailable``, one past the time limit ``tool-timeout``, an answer longer
+    than ``WORKFORCE_TOOL_RESULT_CHARS`` characters ``tool-result-too-large``. Each call is
     ledgered (``tool.called`` or ``tool.failed``)."""
 
     def call(ctx: ToolContext, args: dict) -> ToolResult:
@@ -285,10 +292,19 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
         except Refusal as refusal:
             return refuse("tool-error", f"{server.name}/{listed.name} answered what cannot be kept: {refusal.detail}")
         if outcome.is_error:
-            return refuse("tool-error", f"{server.name}/{listed.name} answered with an error: {outcome.text or '(no text)'}")
+            return refuse(
+                "tool-error", f"{server.name}/{listed.name} answered with an error: {_clip(outcome.text) or '(no text)'}"
+            )
         result: dict[str, object] = {"text": outcome.text}
         if outcome.structured is not None:
             result["structuredContent"] = outcome.structured
+        size = len(json.dumps(result, ensure_ascii=False))
+        limit = settings.WORKFORCE_TOOL_RESULT_CHARS
+        if size > limit:  # kept as an item and sent to the model on every later step
+            return refuse(
+                "tool-result-too-large",
+                f"{server.name}/{listed.name} answered {size} characters, more than the {limit} a call may bring back.",
+            )
         return result
 
     schema = listed.input_schema if listed.input_schema.get("type") == "object" else {"type": "object", "properties": {}}

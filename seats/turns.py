@@ -81,7 +81,7 @@ from workforce.previews import TextPreview
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
 from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
-from workforce.wire import check_storable
+from workforce.wire import check_storable, text_problem
 
 from .models import Seat, TurnSlot, TurnWait
 from .tool_servers import refuse_unoffered
@@ -763,7 +763,12 @@ def run_turn(
     by_name = {tool.name: tool for tool in tools}
     schemas = [tool.openai_schema() for tool in tools]
     model_id = seat.model_id(settings.WORKFORCE_MODEL)
-    result.preview = preview = TextPreview(request=log.request, session=log.session, agent_name=result.agent_name)
+    result.preview = preview = TextPreview(
+        request=log.request,
+        session=log.session,
+        agent_name=result.agent_name,
+        to_parent=lambda: extras.get("preview_parent", True) and not extras.get("answer_handed"),
+    )
     try:
         model = current_resolver().resolve(model_id, block=seat.seat_id)
         for _ in range(max_steps()):
@@ -783,6 +788,9 @@ def run_turn(
             if not reply.tool_calls:
                 if not reply.text.strip() and not result.tool_calls:
                     raise Refusal("empty-reply", f"{model_id} answered {seat.seat_id}'s turn with nothing.")
+                problem = text_problem(reply.text)
+                if problem:  # the store cannot keep it: the model's failure, not the settle's
+                    raise Refusal("model-error", f"{model_id}'s answer to {seat.seat_id}'s turn {problem}; nothing was posted.")
                 result.reply = reply.text
                 return result
             messages.append(

@@ -28,6 +28,10 @@ class TurnExtras(TypedDict, total=False):
     # Prefixes the idempotency keys of the turn's hand-overs (a delivery's, a row's, a run's).
     idempotency_prefix: str
     answer_handed: bool  # post-to-mailbox handed the routed answer over already
+    # False when the turn's text does not land on its parent session (a woken seat's turn
+    # on a post it does not answer): its preview stays on the turn's own session
+    # (``workforce.previews``). Unset: it lands there.
+    preview_parent: bool
     post_count: int  # the turn's posts so far (each has its own key)
     board_id: str  # the board row a row's turn works
     task_id: str

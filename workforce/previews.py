@@ -32,6 +32,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connections
@@ -62,12 +63,24 @@ class TextPreview:
         interval: seconds between two previews (default ``INTERVAL``).
     """
 
-    def __init__(self, *, request: Any, session: Any, agent_name: str, interval: float | None = None):
+    def __init__(
+        self,
+        *,
+        request: Any,
+        session: Any,
+        agent_name: str,
+        interval: float | None = None,
+        to_parent: Callable[[], bool] | None = None,
+    ):
         self.request_id = request.request_id
         # The parent's readers read this session too, unless it is private on its own
         # (workforce.privacy): then its text stays on its own streams.
         parent = getattr(session, "parent_id", None)
         self.targets = [session.pk] + ([parent] if parent and not _private_itself(session) else [])
+        # Whether the text being written can still land on the parent (``to_parent()``):
+        # a woken seat's text lands in its mailbox only as a routed post's answer not yet
+        # handed over by a tool; once it cannot, the parent's preview ends.
+        self.to_parent = to_parent
         self.base = {"requestId": request.request_id, "sessionId": session.session_id, "agentName": agent_name}
         self.interval = INTERVAL if interval is None else interval
         self.text = ""
@@ -93,6 +106,7 @@ class TextPreview:
             now = time.monotonic()
             if now - self.sent_at >= self.interval and self.text.strip():
                 self.sent_at = now
+                self._leave_parent_unless_it_shows()
                 self._publish({**self.base, "text": self.text, "start": 0, "done": False})
         except Exception:  # noqa: BLE001  (a preview must never take the turn down)
             logger.debug("a preview of %s was not published", self.base["requestId"], exc_info=True)
@@ -112,6 +126,20 @@ class TextPreview:
             except OSError:
                 logger.debug("a preview file of %s stayed", self.base["requestId"], exc_info=True)
 
+    def _leave_parent_unless_it_shows(self) -> None:
+        """Drop the parent from the targets once ``to_parent()`` says the text cannot land
+        there, ending a preview the parent already shows (a ``done`` note to it alone on
+        PostgreSQL, its file removed on SQLite)."""
+        if len(self.targets) < 2 or self.to_parent is None or self.to_parent():
+            return
+        parent = self.targets.pop()
+        if not self.published:
+            return
+        if _postgres():
+            self._notify({**self.base, "text": "", "start": 0, "done": True}, targets=[parent])
+        else:
+            (previews_dir() / str(parent) / f"{self.request_id}.json").unlink(missing_ok=True)
+
     def _publish(self, data: dict) -> None:
         self.published = True
         if _postgres():
@@ -125,11 +153,12 @@ class TextPreview:
             temp.write_text(body, encoding="utf-8")
             os.replace(temp, folder / f"{self.request_id}.json")
 
-    def _notify(self, data: dict) -> None:
+    def _notify(self, data: dict, targets: list[int] | None = None) -> None:
+        targets = self.targets if targets is None else targets
         body = note_body(data)
         conn = connections["default"]
-        notes = ", ".join(["pg_notify(%s, %s)"] * len(self.targets))  # one statement for every stream told
-        params = [value for pk in self.targets for value in (CHANNEL, f"{NOTE_PREFIX}{pk}:{body}")]
+        notes = ", ".join(["pg_notify(%s, %s)"] * len(targets))  # one statement for every stream told
+        params = [value for pk in targets for value in (CHANNEL, f"{NOTE_PREFIX}{pk}:{body}")]
         try:
             with conn.cursor() as cursor:
                 cursor.execute(f"SELECT {notes}", params)
@@ -147,12 +176,24 @@ def _private_itself(session: Any) -> bool:
 
 
 def note_body(data: dict) -> str:
-    """``data`` as a note's JSON, its ``text`` cut to its end (``start`` moved on) so the
-    whole note stays under ``NOTE_BYTES``."""
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    while len(body.encode()) > NOTE_BYTES - 24 and data["text"]:  # room for the prefix and the session pk
-        excess = len(body.encode()) - (NOTE_BYTES - 24)
-        cut = max(excess, 1)
-        data = {**data, "text": data["text"][cut:], "start": data["start"] + cut}
-        body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return body
+    """``data`` as a note's JSON, its ``text`` cut to its end (``start`` moved on by the
+    characters cut) so the whole note stays under ``NOTE_BYTES``: the longest end of the
+    text that fits (a character's cost in the note varies: UTF-8, JSON escapes)."""
+    limit = NOTE_BYTES - 24  # room for the prefix and the session pk
+
+    def encoded(cut: int) -> str:
+        return json.dumps(
+            {**data, "text": data["text"][cut:], "start": data["start"] + cut}, ensure_ascii=False, separators=(",", ":")
+        )
+
+    body = encoded(0)
+    if len(body.encode()) <= limit:
+        return body
+    low, high = 1, len(data["text"])  # the fewest characters to cut: cutting them all fits
+    while low < high:
+        middle = (low + high) // 2
+        if len(encoded(middle).encode()) <= limit:
+            high = middle
+        else:
+            low = middle + 1
+    return encoded(low)

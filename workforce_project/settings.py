@@ -230,6 +230,8 @@ WORKFORCE_TURN_MAX_STEPS = _env_number("WORKFORCE_TURN_MAX_STEPS", 8, int)
 # call to a tool server may take (docs/tools.md).
 WORKFORCE_TURN_MAX_TOOL_CALLS = _env_number("WORKFORCE_TURN_MAX_TOOL_CALLS", 16, int)
 WORKFORCE_TOOL_CALL_TIMEOUT = _env_number("WORKFORCE_TOOL_CALL_TIMEOUT", 30, float)
+# Characters of a tool server's answer (its JSON) a seat keeps; a longer one is refused.
+WORKFORCE_TOOL_RESULT_CHARS = _env_number("WORKFORCE_TOOL_RESULT_CHARS", 100_000, int)
 # Dispatch handed to an external queue with no shared lease backend: flow-to-flow posts
 # are refused (external-dispatcher) and a client post wakes nobody.
 WORKFORCE_EXTERNAL_DISPATCHER = env_bool("WORKFORCE_EXTERNAL_DISPATCHER", False)

@@ -124,6 +124,20 @@ def test_an_empty_reply_posts_nothing_and_fails_the_run(routed, post):
     assert failed.error["reason"] == "empty-reply"
 
 
+@pytest.mark.parametrize("text", ["hello \x00 world", "half a pair \ud800"])
+def test_an_answer_the_store_cannot_keep_fails_the_run_as_the_models(routed, post, text):
+    """A model that writes a NUL or a lone surrogate fails its turn (``model-error``):
+    before, the settle failed in the database and the request stayed ``running`` while
+    its task ran the model again and again."""
+    routed(scripts={DEVICES: [text], "*": ok})
+    post("my printer is jammed")
+    assert len(lines()) == 1
+    delivery = Delivery.objects.get(member=DEVICES)
+    assert delivery.status == "failed" and delivery.error["reason"] == "model-error"
+    assert "nothing was posted" in delivery.error["message"]
+    assert not Request.objects.filter(status=Request.Status.RUNNING).exists()
+
+
 def test_an_empty_reply_after_other_tool_posts_still_fails(routed, post):
     routed(with_tool(), scripts={DEVICES: [{"tool_calls": [tool_call("support.standup", "note to self")]}, ""], "*": ok})
     post("my printer is jammed")

@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 
 from mailboxes.notify import configure_notify, wake_member_seats
-from seats.hiring import WorkerTreeError, do_hire_tree_workers
+from seats.hiring import WorkerTreeError, do_hire_tree_workers, hire_problems
 from seats.mcp_client import pool
 from seats.models import ToolCallEntry
 from seats.queries import tool_call_counts
@@ -65,13 +65,10 @@ def test_every_problem_of_the_file_is_named_at_once_by_file(make_tree):
     _, errors = read_workforce(root)
     messages = [e.message for e in errors if e.path == TOOL_SERVERS_FILE]
     assert {e.kind for e in errors if e.path == TOOL_SERVERS_FILE} == {"tool-servers-load-failed"}
-    assert (
-        f"{TOOL_SERVERS_FILE}: servers.orders: declares exactly one of command: (a stdio server) and url: "
-        "(a streamable-HTTP server)" in messages
-    )
-    assert f"{TOOL_SERVERS_FILE}: servers.crm: url: must be an http:// or https:// address" in messages
-    assert any(m.startswith(f'{TOOL_SERVERS_FILE}: servers.crm: "token" is not a key a tool server takes') for m in messages)
-    assert any(m.startswith(f"{TOOL_SERVERS_FILE}: servers.Bad_Name:") for m in messages)
+    assert "servers.orders: declares exactly one of command: (a stdio server) and url: (a streamable-HTTP server)" in messages
+    assert "servers.crm: url: must be an http:// or https:// address" in messages
+    assert any(m.startswith('servers.crm: "token" is not a key a tool server takes') for m in messages)
+    assert any(m.startswith("servers.Bad_Name:") for m in messages)
     assert any("servers.files: env: must be a list of environment variable names" in m for m in messages)
     assert any("servers.files: headers: is for a server at a url:" in m for m in messages)
     with pytest.raises(WorkerTreeError) as failed:
@@ -110,7 +107,7 @@ def hire_lines(root) -> list[str]:
 def test_hire_refuses_an_unknown_server_by_name(make_tree, db):
     lines = hire_lines(make_tree(tree(tools="[billing/refund]")))
     assert lines == [
-        f'eng.lead: tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares orders)'
+        f'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares orders)'
     ]
 
 
@@ -118,14 +115,14 @@ def test_hire_refuses_an_unknown_server_when_none_is_declared(make_tree, db):
     files = tree(tools="[billing/*]")
     del files[TOOL_SERVERS_FILE]
     assert hire_lines(make_tree(files)) == [
-        f'eng.lead: tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares none)'
+        f'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names the tool server "billing", which {TOOL_SERVERS_FILE} does not declare (it declares none)'
     ]
 
 
 def test_hire_refuses_a_tool_the_server_does_not_list_by_name(make_tree, db):
     lines = hire_lines(make_tree(tree(tools="[orders/refund_order]")))
     assert lines == [
-        'eng.lead: tools: names "orders/refund_order", which the tool server orders does not offer '
+        'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names "orders/refund_order", which the tool server orders does not offer '
         "(it offers crash, lookup_order, nul, sleep, whoami)"
     ]
 
@@ -133,7 +130,9 @@ def test_hire_refuses_a_tool_the_server_does_not_list_by_name(make_tree, db):
 def test_hire_refuses_a_grant_of_a_server_that_cannot_start(make_tree, db):
     servers = "servers:\n  orders:\n    command: /nonexistent/orders-server\n"
     [line] = hire_lines(make_tree(tree(tools="[orders/lookup_order]", servers=servers)))
-    assert line.startswith('eng.lead: tools: names "orders/lookup_order", but the tool server orders could not list its tools:')
+    assert line.startswith(
+        'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names "orders/lookup_order", but the tool server orders could not list its tools:'
+    )
 
 
 def test_a_whole_set_and_named_tools_hire(make_tree, db):
@@ -213,6 +212,16 @@ def test_an_is_error_result_is_a_refusal(run_turn_with):
     assert item["result"] == {
         "refused": "tool-error: orders/lookup_order answered with an error: Error executing tool lookup_order: no order Z-9"
     }
+
+
+def test_an_answer_longer_than_the_limit_is_refused_and_not_kept(run_turn_with, settings):
+    settings.WORKFORCE_TOOL_RESULT_CHARS = 50  # the order's answer is about 200 characters as JSON
+    _, [item] = run_turn_with([calls(("orders__lookup_order", {"order_id": "A-1001"})), "too long"])
+    refused = item["result"]["refused"]
+    assert refused.startswith("tool-result-too-large: orders/lookup_order answered ") and refused.endswith(
+        "characters, more than the 50 a call may bring back."
+    )
+    assert "Parcelways" not in refused
 
 
 def test_an_ungranted_tool_is_refused_and_ledgered_run_denied(run_turn_with, org):
@@ -366,8 +375,7 @@ def test_manage_py_check_names_the_files_problems_and_unknown_servers_without_st
         found = [(e.id, e.msg) for e in check_workers()]
     assert (
         "seats.E001",
-        f"{TOOL_SERVERS_FILE}: [tool-servers-load-failed] {TOOL_SERVERS_FILE}: servers: must be a mapping from a "
-        "server's name to its declaration",
+        f"{TOOL_SERVERS_FILE}: [tool-servers-load-failed] servers: must be a mapping from a server's name to its declaration",
     ) in found
 
 
@@ -392,3 +400,38 @@ def test_a_persons_own_worker_is_refused_its_unknown_grants_by_name(make_tree, d
         )
         assert ok.status_code == 201, ok.content
         assert ok.json()["tools"] == ["orders/lookup_order"]
+
+
+def test_the_counts_name_only_the_seats_the_reader_reaches(org, other_org):
+    """A user's own worker and its calls are theirs: another user of the organization
+    (to whom ``GET /api/workers/<id>`` answers 404) does not see it in the counts, nor
+    does another organization."""
+    from seats.models import Seat, ToolCallEntry
+
+    Seat.objects.create(seat_id="ops", kind="agent", scope="org", organization=org)
+    Seat.objects.create(seat_id="alice.tools", kind="agent", scope="own", organization=org, owner_user_id="alice")
+    for seat_id in ("ops", "alice.tools"):
+        ToolCallEntry.objects.create(
+            organization=org, event=ToolCallEntry.Event.CALLED, seat_id=seat_id, server="orders", tool="t"
+        )
+    seen = {who: [c["seatId"] for c in tool_call_counts(org, user_id=who)] for who in ("alice", "bob", None)}
+    assert seen == {"alice": ["alice.tools", "ops"], "bob": ["ops"], None: ["ops"]}
+    assert tool_call_counts(other_org, user_id="alice") == []
+    assert [c["seatId"] for c in tool_call_counts()] == ["alice.tools", "ops"]  # the admin's view: all
+
+
+def test_a_file_with_a_problem_is_named_once_and_its_grants_do_not_cascade(make_tree):
+    """One bad server in the file: the file's problem is reported (at its path, once), and
+    a worker granting another server's tools is told the file needs fixing first, not
+    that the server it names is undeclared."""
+    root = make_tree(tree(servers=SERVERS_YAML + "  crm: {url: 'ftp://crm.example'}\n", tools="[orders/*]"))
+    problems = hire_problems(read_workforce(root)[0], root=root)
+    assert problems and all("does not declare" not in message for _, message in problems)
+    assert any(
+        message.startswith(
+            f"tools: grants tool-server tools, but {TOOL_SERVERS_FILE} has 1 problem(s) to fix first (the first: servers.crm: url:"
+        )
+        for _, message in problems
+    )
+    [error] = read_workforce(root)[1]
+    assert error.path == TOOL_SERVERS_FILE and error.message.startswith("servers.crm: url:")

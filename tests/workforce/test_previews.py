@@ -69,6 +69,11 @@ def test_a_note_is_cut_to_its_end_to_fit_a_notify():
     data = json.loads(body)
     assert data["text"].endswith("the end") and data["start"] > 0 and text[data["start"] :] == data["text"]
     assert parse_preview_note(f"t12:{body}") == (12, data)
+    for text in ("é" * 20000, "\x00" * 20000, "漢字🎉" * 5000, "a" * 9000):  # costs 2, 6, 3-4 and 1 bytes a character
+        data = json.loads(
+            note_body({"requestId": "r", "sessionId": "s", "agentName": "a", "text": text, "start": 0, "done": False})
+        )
+        assert text[data["start"] :] == data["text"] and len(data["text"]) > 1000  # its end, counted in characters
     for payload in ("12:3", "r7:3", "tx:{}", "t12:not json", 't12:{"text": "no request"}'):
         assert parse_preview_note(payload) is None
 
@@ -225,3 +230,26 @@ def test_a_session_private_on_its_own_keeps_its_text_from_its_parents_streams():
 
     assert TextPreview(request=_Row(), session=Conversation(), agent_name="a").targets == [7]
     assert TextPreview(request=_Row(), session=_Row(), agent_name="a").targets == [7, 3]
+
+
+def test_text_that_cannot_land_on_the_parent_is_previewed_on_the_turns_own_session_only(monkeypatch, tmp_path, settings):
+    """A woken seat's text lands in its mailbox only as a routed post's answer not yet
+    handed over by post-to-mailbox: otherwise the mailbox's page would show a second copy
+    of an answer already there (or text that never lands there)."""
+    settings.VAR_DIR = str(tmp_path)
+    monkeypatch.setattr("workforce.previews._postgres", lambda: False)
+    lands = {"parent": True}
+    preview = TextPreview(request=_Row(), session=_Row(), agent_name="eng.lead", interval=0, to_parent=lambda: lands["parent"])
+    write = preview.writer()
+    write("the answer ")
+    assert sorted(p.name for p in (tmp_path / "previews").iterdir()) == ["3", "7"]
+    assert (tmp_path / "previews" / "3" / "req_x.json").exists()
+    lands["parent"] = False  # post-to-mailbox handed the answer over
+    write("more")
+    assert preview.targets == [7]
+    assert not (tmp_path / "previews" / "3" / "req_x.json").exists()  # the parent's preview ended
+    assert json.loads((tmp_path / "previews" / "7" / "req_x.json").read_text())["text"] == "the answer more"
+
+    quiet = TextPreview(request=_Row(), session=_Row(), agent_name="eng.lead", interval=0, to_parent=lambda: False)
+    quiet.writer()("words")
+    assert quiet.targets == [7]

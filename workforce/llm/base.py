@@ -83,9 +83,9 @@ class ModelCall:
             once with the whole text, or never). The pieces are a preview: the reply's
             ``text`` is the answer. It must not raise and must return quickly (it runs on
             the model call's thread). A call the provider retries after its stream was
-            cut off (``openai/<name>``: a dropped connection) starts its pieces again
-            from the answer's beginning, so a consumer that shows them should start over
-            when it is given text it has already shown; see docs/models.md.
+            cut off (``openai/<name>``: a dropped connection) repeats nothing: the
+            retried answer's pieces are given only past the length already given (see
+            docs/workers.md "OpenAI-compatible servers").
     """
 
     block: str

@@ -23,7 +23,8 @@ Streaming: when ``ModelCall.on_text`` is set the call streams (``stream=True``),
 each text delta to ``on_text``, and accumulates the chunks with the package's own
 ``ChatCompletionStreamState``; the reply is the one the same answer gives unstreamed.
 Retries cover the stream's start and a connection dropped in the middle (the retried
-attempt's text starts again from its beginning, see ``ModelCall.on_text``).
+attempt writes its text again from the beginning; ``on_text`` is given only what goes
+past what it was already given, see ``ModelCall.on_text``).
 
 Tool names: OpenAI refuses a tool name over 64 characters or outside
 ``[a-zA-Z0-9_-]`` (``completeTask_<mailbox>_<board>`` can be longer). Such a name is
@@ -290,11 +291,15 @@ def _streamed_choice(model_id: str, kwargs: dict, timeout: float, on_text: Calla
     client = _client(settings.OPENAI_BASE_URL, settings.OPENAI_API_KEY)
 
     listening = True
+    shown = 0  # characters handed to on_text, over every attempt
 
-    def show(piece: str) -> None:
-        nonlocal listening
-        if not listening:
+    def show(written: str) -> None:
+        """Hand ``on_text`` what this attempt has written past what was shown: a retried
+        attempt writes its answer again from the start, and that part is not repeated."""
+        nonlocal listening, shown
+        if not listening or len(written) <= shown:
             return
+        piece, shown = written[shown:], len(written)
         try:
             on_text(piece)
         except Exception:  # it must not raise; a preview that breaks never fails the call
@@ -305,6 +310,7 @@ def _streamed_choice(model_id: str, kwargs: dict, timeout: float, on_text: Calla
         ends = time.monotonic() + seconds
         state = ChatCompletionStreamState()
         seen = False
+        written = ""
         stream = client.chat.completions.create(**kwargs, stream=True, timeout=max(ends - time.monotonic(), 0.001))
         # The client's timeout bounds each read, not the whole stream: at the budget's end
         # the stream is closed under a server that writes slowly or stalls mid-answer.
@@ -320,7 +326,8 @@ def _streamed_choice(model_id: str, kwargs: dict, timeout: float, on_text: Calla
                     seen = True
                     for choice in chunk.choices:
                         if choice.index == 0 and choice.delta.content:
-                            show(choice.delta.content)
+                            written += choice.delta.content
+                            show(written)
         except Exception:
             if time.monotonic() >= ends:
                 raise openai.APITimeoutError(request=stream.response.request) from None
