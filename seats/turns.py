@@ -788,9 +788,11 @@ def run_turn(
             if not reply.tool_calls:
                 if not reply.text.strip() and not result.tool_calls:
                     raise Refusal("empty-reply", f"{model_id} answered {seat.seat_id}'s turn with nothing.")
-                problem = text_problem(reply.text)
-                if problem:  # the store cannot keep it: the model's failure, not the settle's
-                    raise Refusal("model-error", f"{model_id}'s answer to {seat.seat_id}'s turn {problem}; nothing was posted.")
+                unkeepable = text_problem(reply.text)
+                if unkeepable:  # the store cannot keep it: the model's failure, not the settle's
+                    raise Refusal(
+                        "model-error", f"{model_id}'s answer to {seat.seat_id}'s turn {unkeepable}; nothing was posted."
+                    )
                 result.reply = reply.text
                 return result
             messages.append(
