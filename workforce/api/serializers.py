@@ -180,6 +180,22 @@ class FailedRunPageSerializer(serializers.Serializer):
     runs = FailedRunSerializer(many=True)
 
 
+class AnyRunSerializer(RunSerializer):
+    """The schema of a run either page lists (documentation only): a failed run also
+    carries ``finishedAt`` and ``error``. One schema for both answers, since an empty
+    page is both."""
+
+    finishedAt = serializers.DateTimeField(required=False, allow_null=True, help_text="`status=failed` only")
+    error = serializers.JSONField(required=False, allow_null=True, help_text="`status=failed` only: `{reason, message}`")
+
+
+class RunsAnswerSerializer(serializers.Serializer):
+    """``GET /api/sessions/{id}/runs``'s answer, as documented (documentation only)."""
+
+    sessionId = serializers.CharField()
+    runs = AnyRunSerializer(many=True)
+
+
 class RequestPageSerializer(serializers.Serializer):
     sessionId = serializers.CharField()
     requests = RequestSerializer(many=True)

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import StreamingHttpResponse
 from django.urls import get_script_prefix, reverse
 from django.utils.http import RFC3986_SUBDELIMS
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
@@ -45,6 +45,7 @@ from .serializers import (
     RequestPageSerializer,
     RequestSerializer,
     RunPageSerializer,
+    RunsAnswerSerializer,
     request_wire,
 )
 
@@ -425,7 +426,7 @@ class SessionRunsView(APIView):
             OpenApiParameter("limit", int, description="At most this many (1-1000, default 100)"),
         ],
         responses={
-            200: PolymorphicProxySerializer("RunsAnswer", [RunPageSerializer, FailedRunPageSerializer], None),
+            200: RunsAnswerSerializer,
             404: OpenApiResponse(description="session-not-found"),
         },
         summary="List the runs a session started that have not finished, or that failed",
