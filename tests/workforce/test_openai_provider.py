@@ -69,6 +69,21 @@ def test_retry_after_ms_is_honoured_before_retry_after(serve):
     assert 0.3 <= fake.requests[1]["at"] - fake.requests[0]["at"] < 30
 
 
+def test_a_retry_after_of_now_still_backs_off(serve):
+    """``Retry-After: 0`` or a date already past asks for no wait: the backoff (0.5 s less
+    up to a quarter) spaces the retry, as the openai package does, so a server is not
+    called again at once."""
+    fake = serve(
+        failures=[
+            Failure(429, first=1, retry_after=0),
+            Failure(429, first=2, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+        ]
+    )
+    complete()
+    assert fake.outcomes() == [429, 429, 200]
+    assert all(b["at"] - a["at"] >= 0.37 for a, b in zip(fake.requests, fake.requests[1:], strict=False))
+
+
 def test_ollamas_503_twice_then_an_answer(serve):
     fake = serve(failures=[Failure(503, first=2)])
     assert complete().text.startswith("echo:")

@@ -10,7 +10,7 @@ Retries (``call_with_retries``): a call is retried on what the ``openai`` packag
 retries itself (429, 408, 409, 5xx, a timeout, a dropped connection; a server's
 ``x-should-retry`` header decides first), up to ``settings.WORKFORCE_MODEL_RETRIES``
 times, waiting what the server asks (``retry-after-ms``, ``Retry-After`` in seconds or
-as a date) or else the package's backoff (0.5 s doubling up to 8 s, less up to 25 %
+as a date; a wait of 0 or a date past is no ask) or else the package's backoff (0.5 s doubling up to 8 s, less up to 25 %
 jitter). Unlike the package's own retry, every attempt and every wait is bounded by
 the call's own time budget (``ModelCall.timeout``, which a turn sets to what is left of
 it): an attempt gets only the time left, and a wait that would end past the budget is
@@ -194,7 +194,7 @@ def call_with_retries(
         if not retryable or attempts > most:
             raise error(_failed(model_id, problem, attempts, start)) from None
         wait = retry_after(headers)
-        if wait is None:
+        if wait is None or wait <= 0:  # none, or "now" (a past date, 0): the backoff, as the package does
             wait = min(INITIAL_RETRY_DELAY * 2.0 ** (attempts - 1), MAX_RETRY_DELAY) * (1 - 0.25 * random.random())
         if time.monotonic() + wait >= deadline:
             spent = time.monotonic() >= deadline  # the attempt itself used the budget up
