@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -78,7 +79,12 @@ WORKFORCE_MULTI_NODE = env_bool("WORKFORCE_MULTI_NODE", False)
 
 # Tasks are signed with this key: with none set, each installation makes its own on first
 # start (VAR_DIR/secret_key, mode 0600), read by the web server and the cluster alike.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or load_or_create_secret_key(VAR_DIR / "secret_key")
+# Across machines the key must be one for every node: without DJANGO_SECRET_KEY serve and
+# work refuse to start (workforce_project.nodes), so nothing is written meanwhile and any
+# other command runs with a key of its own process.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
+    secrets.token_urlsafe(50) if WORKFORCE_MULTI_NODE else load_or_create_secret_key(VAR_DIR / "secret_key")
+)
 # Off unless asked for: a 500 under DEBUG hands the caller the traceback and settings.
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]

@@ -61,6 +61,23 @@ def test_a_mistyped_boolean_setting_stops_start_up(tmp_path, name):
     assert result.stderr == f"setting: {name}='ture' is not a yes/no value: write true or false (also 1/0, yes/no, on/off).\n"
 
 
+def test_a_multi_node_start_without_a_shared_key_writes_no_key_of_its_own(tmp_path):
+    """Across machines a node's own key would make every other node refuse its tasks:
+    ``serve`` refuses the setup, and before it nothing wrote ``secret_key``."""
+    env = {"WORKFORCE_MULTI_NODE": "true", "DJANGO_SETTINGS_MODULE": "workforce_project.settings"}
+    full = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "serve", "--no-cluster", "--addr", "127.0.0.1:0"],
+        cwd=REPO,
+        env={**full, "WORKFORCE_VAR_DIR": str(tmp_path / "var"), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0 and "DJANGO_SECRET_KEY" in result.stderr, result.stdout + result.stderr
+    assert not (tmp_path / "var" / "secret_key").exists()
+
+
 def _reordered_settings(tmp_path: Path, order: list[str]) -> dict[str, str]:
     """Environment for a settings module that is the project's, with the local apps in ``order``."""
     (tmp_path / "reordered_settings.py").write_text(
