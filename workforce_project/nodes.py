@@ -83,6 +83,8 @@ def multi_node_problems() -> list[str]:
                 f"every node mounts, outside this node's WORKFORCE_VAR_DIR ({vaults} is inside {var}): set it, or "
                 f"keep mail on a forge with WORKFORCE_MAIL_STORE=mail.forgejo.forgejo_store {FIX}"
             )
+        elif vaults.exists() and not vaults.is_dir():
+            problems.append(f"WORKFORCE_VAULT_DIR ({vaults}) is not a directory: name the directory every node shares {FIX}")
         elif not vaults.is_dir():
             problems.append(
                 f"WORKFORCE_VAULT_DIR ({vaults}) does not exist: mount the directory every node shares there, "

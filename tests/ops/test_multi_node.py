@@ -95,6 +95,14 @@ def test_a_shared_vault_folder_that_is_not_there_is_refused(multi_node, tmp_path
     ]
 
 
+def test_a_shared_vault_folder_that_is_a_file_is_refused_as_such(multi_node, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    multi_node.WORKFORCE_VAULT_DIR = str(tmp_path / "a-file")
+    assert _without_sqlite(multi_node_problems()) == [
+        f"WORKFORCE_VAULT_DIR ({tmp_path / 'a-file'}) is not a directory: name the directory every node shares (docs/nodes.md)"
+    ]
+
+
 def test_mail_on_a_forge_needs_no_vault_folder(multi_node, tmp_path):
     multi_node.WORKFORCE_VAULT_DIR = str(tmp_path / "var" / "vaults")
     multi_node.WORKFORCE_MAIL_STORE = "mail.forgejo.forgejo_store"
