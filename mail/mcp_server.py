@@ -42,7 +42,7 @@ from workforce.principals import Principal, resolve_principal
 from workforce.queries import ACTIVE_STATUSES, access_request
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
-from workforce.wire import check_id
+from workforce.wire import check_id, check_idempotency_key
 
 from .chat import CHAT_ACTION, do_start_chat
 from .queries import thread_wire
@@ -163,9 +163,10 @@ def _idempotency_key(ctx: Context) -> str | None:
     request = ctx.request_context.request
     headers = getattr(request, "headers", None)
     key = headers.get("idempotency-key") if headers is not None else None
-    if key and len(key) > 255:
-        raise _refusal(Refusal("invalid-input", "Idempotency-Key is longer than 255 characters."))
-    return key or None
+    try:
+        return check_idempotency_key(key)
+    except Refusal as refusal:
+        raise _refusal(refusal) from None
 
 
 def _progress(ctx: Context, progress: float, total: float, message: str) -> None:

@@ -110,6 +110,25 @@ def check_id(value: str, *, label: str, max_length: int = MAX_ID_LENGTH) -> None
         raise Refusal("invalid-input", f"{label} {problem or 'contains a control character'}.")
 
 
+MAX_IDEMPOTENCY_KEY_LENGTH = 255  # what a request keeps
+
+
+def check_idempotency_key(key: str | None) -> str | None:
+    """A caller's ``Idempotency-Key`` header as it is kept: None when absent or empty.
+
+    Raises:
+        Refusal("invalid-input"): longer than 255 characters, or holding a control
+            character (a tab, DEL, ...: a key is something a client can show and log).
+    """
+    if not key:
+        return None
+    if len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise Refusal("invalid-input", f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY_LENGTH} characters.")
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in key):
+        raise Refusal("invalid-input", "Idempotency-Key holds a control character.")
+    return key
+
+
 def name_list(names: list[str], *, most: int = 10) -> str:
     """``'a', 'b' and 3 more``: a bounded list for messages (never echo a whole input)."""
     shown = ", ".join(repr(n[:80]) for n in names[:most])

@@ -84,6 +84,17 @@ def test_a_key_longer_than_255_characters_is_invalid_input(client, agents, commi
     assert Thread.objects.count() == 0
 
 
+@pytest.mark.parametrize("key", ["k\t1", "k\x7f1", "k\x851"])
+def test_a_key_holding_a_control_character_is_invalid_input(client, agents, committed, key):
+    agents()
+    answer = send(client, committed, MAIL, key)
+    assert answer.status_code == 400 and answer.json()["error"] == {
+        "reason": "invalid-input",
+        "message": "invalid-input: Idempotency-Key holds a control character.",
+    }
+    assert Thread.objects.count() == 0
+
+
 def test_a_chat_message_sent_twice_with_one_key_runs_one_turn(client, agents, committed):
     agents(CHAT_TREE)
     first = chat(client, committed, "hello", "c-1")

@@ -32,6 +32,7 @@ from workforce.queries import (
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
 from workforce.streams import item_events, release_connection
+from workforce.wire import check_idempotency_key
 
 from .errors import refusal_response
 from .serializers import (
@@ -169,12 +170,10 @@ def idempotency_key_of(request: HttpRequest) -> str | None:
     """The request's ``Idempotency-Key`` header (None when absent or empty).
 
     Raises:
-        Refusal("invalid-input"): longer than 255 characters (what a request keeps).
+        Refusal("invalid-input"): longer than 255 characters (what a request keeps), or
+            holding a control character (``workforce.wire.check_idempotency_key``).
     """
-    key = request.headers.get("Idempotency-Key") or None
-    if key is not None and len(key) > 255:
-        raise Refusal("invalid-input", "Idempotency-Key is longer than 255 characters.")
-    return key
+    return check_idempotency_key(request.headers.get("Idempotency-Key"))
 
 
 class FlowActionView(APIView):
