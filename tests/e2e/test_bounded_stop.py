@@ -66,7 +66,14 @@ def test_serve_stops_within_the_bound_under_a_backlog_and_loses_nothing(start_se
         "WORKFORCE_SWEEP_SECONDS": "2",
     }
     server = start_server(root, env=env)
-    started_log = server.log.read_text()
+
+    # The server answers before it has written every line of its start (the web server's
+    # own lines come as uvicorn starts): read them once the last one is there.
+    def start_lines() -> str | None:
+        text = server.log.read_text()
+        return text if "\nserving " in text else None
+
+    started_log = wait_for(start_lines, timeout=15, what="serve's start lines", log=server.log)
     assert "\ndatabase: " in started_log and "\nbroker: " in started_log
     if broker_env:
         assert "\nbroker: redis 127.0.0.1:6379/2\n" in started_log

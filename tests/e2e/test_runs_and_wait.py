@@ -71,7 +71,13 @@ def test_a_posts_runs_while_its_seat_thinks_then_a_wait_for_its_turn(start_serve
                 assert finished.status == 200 and finished.body["status"] == "completed", finished.body
         assert finished.body["output"]["reply"] == "done thinking"
         assert server.call("GET", runs_path).body["runs"] == []
-        # The seat's conversation streamed its turn: the prompt, then the reply.
-        roles = [e.data["data"]["role"] for e in stream.events(2)]
+        # The seat's conversation streamed its turn: the prompt, then the reply (with the
+        # answer's text as it was written, ``partial-text`` events, in between: no items).
+        items = []
+        while len(items) < 2:
+            event = stream.next_event()
+            if event.event != "partial-text":
+                items.append(event)
+        roles = [e.data["data"]["role"] for e in items]
         assert roles == ["user", "assistant"]
         stream.close()
