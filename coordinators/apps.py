@@ -39,6 +39,13 @@ class CoordinatorsConfig(AppConfig):
         # Their rows witness the task queue's progress for every sweep (workforce.leases).
         register_work_table(DelegatedPost, "started_at")
         register_work_table(Job, "finished_at")
+        from workforce import inline
+
+        from .policies import DELIVER_TASK, JOB_TASK
+
+        # Claimed rows with sweepers: serve's web process may run them itself (workforce.inline).
+        inline.allow(DELIVER_TASK)
+        inline.allow(JOB_TASK)
         # Rounds close at their deadline, not at the scheduler's 30 s cadence (the Schedule
         # and the minute sweep stay as fallbacks): the timer sleeps until the next open
         # round's deadline, and a round opening wakes it (workforce.wakeups.TIMERS).

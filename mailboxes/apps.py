@@ -55,3 +55,11 @@ class MailboxesConfig(AppConfig):
         register_sweep("deliveries", do_sweep_deliveries)
         register_work_table(Route, "decided_at")
         register_work_table(Delivery, "started_at")
+        from workforce import inline
+
+        from .notify import DELIVER_TASK
+        from .routing import ROUTE_TASK
+
+        # Claimed rows with sweepers: serve's web process may run them itself (workforce.inline).
+        inline.allow(DELIVER_TASK)
+        inline.allow(ROUTE_TASK)

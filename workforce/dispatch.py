@@ -13,6 +13,7 @@ from typing import Any, NotRequired, TypedDict, Unpack
 from django.conf import settings
 from django.db import transaction
 
+from . import inline
 from .extras import ActionExtras
 from .models import Organization, Request, Session
 from .posted_by import PostedBy
@@ -98,6 +99,10 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
     line and does not raise: the caller's rows are committed and its answer stands; the
     work is picked up by its app's sweeper (pending deliveries, undecided routes, rows
     nobody drains, coordinator deliveries and jobs).
+
+    In ``serve`` on one machine a task an app let run in the web process
+    (``workforce.inline.allow``) runs there on a free thread after the commit, and goes
+    to the cluster only when none is free (``workforce.inline``).
     """
     from django_q.conf import Conf
     from django_q.tasks import async_task
@@ -120,6 +125,10 @@ def enqueue(func_path: str, *args: Any, group: str | None = None, **kwargs: Any)
             reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
             logger.warning("task %s%s not enqueued (%s); its sweeper will enqueue it again", func_path, list(args), reason)
 
+    # On one machine serve's web process may run the task itself after the commit
+    # (workforce.inline): its row is the durable record, its sweeper the fallback.
+    if not kwargs and group is None and not Conf.SYNC and inline.offer_after_commit(func_path, args, _send_after_commit):
+        return
     if Conf.ORM and not Conf.SYNC and transaction.get_connection().in_atomic_block:
         _send()
     else:

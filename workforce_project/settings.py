@@ -249,6 +249,10 @@ WORKFORCE_SWEEP_IDLE_SECONDS = _env_number("WORKFORCE_SWEEP_IDLE_SECONDS", 120, 
 # How long serve takes to stop (web server and cluster); work still running then is
 # killed and left to its lease (a positive number of seconds; checked).
 WORKFORCE_STOP_SECONDS = _env_number("WORKFORCE_STOP_SECONDS", 10, float)
+# serve on one machine runs up to this many committed deliveries, routes and delegated posts
+# in its web process itself, right after the commit, and hands the rest to the cluster;
+# 0: every task goes to the cluster (workforce.inline).
+WORKFORCE_INLINE_TURNS = _env_number("WORKFORCE_INLINE_TURNS", 2, int)
 # A task known lost is re-enqueued no sooner than this after its enqueue (0: Q_CLUSTER
 # retry), then twice that, ... up to the max (0: 16 times); see workforce.leases.
 WORKFORCE_REQUEUE_SECONDS = _env_number("WORKFORCE_REQUEUE_SECONDS", 0, float)

@@ -86,7 +86,8 @@ def ready(server, mailbox: str = "standup") -> None:
 
 
 def test_a_worker_killed_mid_turn_frees_its_seat_at_once(start_server, tmp_path):
-    server = start_server(tree(tmp_path, {"standup": "alpha"}), env={"WORKFORCE_Q_WORKERS": "2"})
+    # Every turn in the cluster (none in serve's web process): a worker's death is the case.
+    server = start_server(tree(tmp_path, {"standup": "alpha"}), env={"WORKFORCE_Q_WORKERS": "2", "WORKFORCE_INLINE_TURNS": "0"})
     ready(server)
     first = post(server, "standup", "post 1\n/sleep 3000")
     token = wait_for(
@@ -115,6 +116,34 @@ def test_a_worker_killed_mid_turn_frees_its_seat_at_once(start_server, tmp_path)
     assert turns_of(server, first) == ["aborted", "completed"]  # the killed turn ran again, once
     assert turns_of(server, second) == ["completed"]
     assert "released the holds of processes that are gone" in server.log.read_text()
+
+
+def test_serve_killed_mid_turn_in_its_web_process_runs_the_turn_again_once_after_a_restart(start_server, tmp_path):
+    """The web process runs committed turns itself (workforce.inline): killed with one
+    running and another waiting for the seat, the next serve on the same database runs
+    both, the killed turn again exactly once, within seconds of its start."""
+    root = tree(tmp_path, {"standup": "alpha"})
+    server = start_server(root, env={"WORKFORCE_Q_WORKERS": "2"})
+    ready(server)
+    first = post(server, "standup", "post 1\n/sleep 3000")
+    token = wait_for(
+        lambda: (d := delivery(server, first)) and d[0] == "running" and d[1] and d[1],
+        timeout=20,
+        what="post 1's turn running",
+        log=server.log,
+    )
+    assert int(token[6:12], 16) == server.process.pid, "post 1's turn is not in the web process"
+    second = post(server, "standup", "post 2")
+    wait_for(lambda: rows(server, "SELECT COUNT(*) FROM seats_turnwait")[0][0], timeout=20, what="post 2 waiting for the seat")
+    assert delivery(server, first)[0] == "running", "post 1's turn ended before the kill"
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(10)
+    again = start_server(root, env={"WORKFORCE_Q_WORKERS": "2"})
+    started = time.monotonic()
+    wait_for(lambda: done(again, first, second), timeout=30, what="both posts answered after the restart", log=again.log)
+    assert time.monotonic() - started <= 20
+    assert turns_of(again, first) == ["aborted", "completed"]  # the killed turn ran again, once
+    assert turns_of(again, second) == ["completed"]
 
 
 def _admin(server):

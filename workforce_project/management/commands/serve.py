@@ -7,6 +7,7 @@ this process) and the django-q2 cluster (a child process) together until interru
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import socket
@@ -28,6 +29,8 @@ from mailboxes.roster import TreeError
 from mailboxes.services import OpenRefused
 from seats.drains import board_warnings
 from seats.hiring import HireRefused, WorkerTreeError
+from workforce import inline
+from workforce.holders import do_enqueue_outage_retries
 from workforce.streams import stop_streams
 from workforce.tree import WorkforceRootError
 from workforce_project.boot import boot, open_roster
@@ -43,6 +46,8 @@ from workforce_project.deployment import (
 )
 from workforce_project.migrating import migrate
 from workforce_project.nodes import multi_node_problems, multi_node_warnings, startup_lock
+
+logger = logging.getLogger(__name__)
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -256,6 +261,16 @@ class Command(BaseCommand):
             self.stdout.write("starting the task cluster once the web server answers")
         self.stdout.flush()
         stopper = _Stopper(None, float(settings.WORKFORCE_STOP_SECONDS))
+        # One machine: this process runs committed turns itself while it has a free thread
+        # (workforce.inline); a web node of several leaves them all to the worker nodes.
+        if (
+            not no_cluster
+            and not settings.WORKFORCE_MULTI_NODE
+            and inline.start(settings.WORKFORCE_INLINE_TURNS, after_task=_hand_on_outage_retries)
+        ):
+            self.stdout.write(
+                f"turns in the web process: at most {settings.WORKFORCE_INLINE_TURNS} at once, the rest in the cluster"
+            )
 
         def start_cluster() -> None:
             """The cluster starts once the web server answers: its processes would
@@ -367,6 +382,16 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _hand_on_outage_retries() -> None:
+    """After a turn in the web process: tasks it gave up on in a database outage
+    (``workforce.holders.outage_safe``) go to the cluster, as a worker's sweep would send
+    them; nothing in the web process runs that sweep."""
+    try:
+        do_enqueue_outage_retries()
+    except Exception:  # noqa: BLE001  (the database is still away: the rows' sweepers take them)
+        logger.warning("tasks left by a database outage were not enqueued again; their sweepers will", exc_info=True)
+
+
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)
 
@@ -448,6 +473,7 @@ class _Stopper:
             if self.deadline is not None:
                 return
             self.deadline = time.monotonic() + self.seconds
+            inline.stop()  # no new turn starts in the web process: they wait for the cluster
             if self.cluster is not None and self.cluster.poll() is None:
                 self.cluster.send_signal(signal.SIGTERM)
 
@@ -495,6 +521,9 @@ class _Stopper:
 
     def finish(self) -> None:
         self.begin()  # the web server stopped for another reason: stop the cluster too
+        # Turns running in the web process end within the stop budget, or their claims
+        # lapse and the cluster runs them again.
+        inline.stop(deadline=self.deadline)
         cluster, deadline = self.cluster, self.deadline
         if cluster is None or deadline is None:
             return
