@@ -71,3 +71,16 @@ def test_serve_warns_about_a_mailbox_whose_file_changed_after_it_was_opened(star
         "warning: mailbox eng.incidents's MAILBOX.md differs from what it was opened with: "
         "members (drops eng.analyst). An open mailbox keeps"
     ) in log
+
+
+@pytest.mark.parametrize("level", ["INFO", "WARNING"])
+def test_the_access_log_follows_workforce_log_level(start_server, tmp_path, level):
+    server = start_server(tree(tmp_path / "tree"), "--no-cluster", env={"WORKFORCE_LOG_LEVEL": level})
+    assert server.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
+    line = '"GET /api/mailboxes/eng.incidents/transcript HTTP/1.1" 200'
+    if level == "INFO":
+        wait_for(lambda: line in server.log.read_text(), timeout=10, what="the access log line", log=server.log)
+    else:
+        assert server.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
+        assert line not in server.log.read_text()
+        assert "serving " in server.log.read_text()  # serve's own lines are still said

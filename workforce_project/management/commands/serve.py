@@ -291,7 +291,8 @@ class Command(BaseCommand):
             "workforce_project.asgi:application",
             host=host,
             port=port,
-            log_level="info",
+            # The access log is INFO: WORKFORCE_LOG_LEVEL=WARNING silences it with the rest.
+            log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()).lower(),
             lifespan="on",  # the MCP mount's session manager runs in it (workforce_project.asgi)
             # h11 whatever else is installed: uvicorn's httptools protocol (its "auto" pick
             # when httptools is there) sends header names in lower case, h11 as Django
