@@ -616,11 +616,8 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
     # The caller's open transaction holds the slot with the start (its rollback or
     # commit decides), unless the rest runs after that transaction committed (``later``).
     joined = connection.in_atomic_block and spec.later is None
-    own = not connection.in_atomic_block
     taken: str | None = None
     with transaction.atomic(savepoint=False):
-        if own:
-            _start_commits_without_waiting_for_the_disk()
         rule = spec.slot
         if rule is not None:
             taken = _take(rule)
@@ -644,20 +641,6 @@ def drive_turn(spec: TurnSpec[T, R]) -> R:
     if spec.later is not None:
         return spec.later(lambda: _run_and_settle(plan, run, rule, hold, joined=False))
     return _run_and_settle(plan, run, rule, hold, joined=joined)
-
-
-def _start_commits_without_waiting_for_the_disk() -> None:
-    """On PostgreSQL, the transaction of a turn's claim, slot and start (one the turn
-    opened itself) commits without waiting for its log to reach the disk
-    (``synchronous_commit`` off for it alone). What it records is repaired if a crash of
-    the machine loses it: the claim and slot lapse and the turn runs again, as after a
-    killed worker. Nothing a client was promised hangs on it alone: the commits that
-    matter next (the answer line, the turn's finish and settle) wait for the disk, and
-    PostgreSQL's log is written in order, so each carries the start with it. One
-    statement; about one disk flush (2-4 ms here) less per turn."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _take(rule: SlotRule) -> str | None:
