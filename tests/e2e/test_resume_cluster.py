@@ -196,8 +196,10 @@ def test_deliveries_the_redis_broker_lost_run_within_seconds(start_server, tmp_p
         server = start_server(
             tree(tmp_path, {"standup": "alpha", "desk": "beta"}),
             # The fair scheduling's bounds off: with them the desk's deliveries would wait as
-            # held rows, not as tasks in Redis, and this test is about tasks the broker loses.
+            # held rows, not as tasks in Redis, and this test is about tasks the broker loses;
+            # and no turn in serve's web process (workforce.inline): each task goes to Redis.
             env={
+                "WORKFORCE_INLINE_TURNS": "0",
                 "WORKFORCE_Q_WORKERS": "1",
                 "WORKFORCE_BROKER_URL": REDIS_URL,
                 "WORKFORCE_DELIVERY_SESSION_TASKS": "0",
