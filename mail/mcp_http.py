@@ -36,13 +36,13 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
+from workforce.admission_threads import run_check
 from workforce.api.outages import database_unavailable, database_unavailable_headers
 from workforce.asgi_body import replay
 from workforce.refusals import Refusal
@@ -105,7 +105,7 @@ def _verified_caller(authorization: str | None, user_id: str | None) -> McpCalle
             raise
         raise unavailable from exc
     finally:
-        # Run in a worker thread (sync_to_async below): its connections end with the call.
+        # Run on an admission thread (run_check below): its connections end with the call.
         connections.close_all()
 
 
@@ -205,7 +205,9 @@ class McpMount:
             return Refusal("method-not-allowed", "The MCP mount takes POST only (stateless, JSON answers).")
         user_ids = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("userId")
         try:
-            return await sync_to_async(_verified_caller, thread_sensitive=False)(
+            # On the admission threads, not the default executor (workforce.admission_threads).
+            return await run_check(
+                _verified_caller,
                 # The last one, as Django's QueryDict reads a repeated parameter.
                 headers.get("authorization"),
                 user_ids[-1] if user_ids else None,

@@ -168,8 +168,9 @@ def has_credentials(scope) -> bool:
     take, checked as the view checks them, before it takes a stream place: with
     ``WORKFORCE_AUTH=token`` an API path's ``Authorization: Token <key>`` of an active
     user, else (and on the pages) a logged-in session. Development (``none``) has no
-    credentials to check: True. Blocking (a database read): run it in a worker thread;
-    its connection is handed back at the end. A request refused here runs as a short
+    credentials to check: True. Blocking (a database read, waiting for a pooled
+    connection): run it on an admission thread (``workforce.admission_threads.run_check``),
+    never the event loop's default executor; its connection is handed back at the end. A request refused here runs as a short
     request, which answers it as before (401, or the login page)."""
     if settings.WORKFORCE_AUTH != "token":
         return True

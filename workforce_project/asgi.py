@@ -60,6 +60,7 @@ from django.urls import set_script_prefix  # noqa: E402
 
 from mail.mcp_http import McpMount, is_mcp_path  # noqa: E402  (the SDK itself loads on first use)
 from mail.repair import index_unswept_vaults_once  # noqa: E402
+from workforce.admission_threads import run_check  # noqa: E402
 from workforce.asgi_body import replay  # noqa: E402
 from workforce.refusals import Refusal  # noqa: E402
 from workforce.runtime import ensure_booted, is_booted  # noqa: E402  (needs the app registry)
@@ -150,7 +151,7 @@ async def _long_lived(scope, receive, send, mcp: bool) -> None:
         async def run(scope, receive, send):
             await mount.serve(scope, receive, send, verdict)
 
-    elif not await sync_to_async(admission.has_credentials, thread_sensitive=False)(scope):
+    elif not await run_check(admission.has_credentials, scope):  # never on the default executor (its docstring)
         # Answered as before (401, the login page) by the stock handler, which ends it
         # if it streams after all and its client leaves, in a web slot: it is short.
         if _server.slots is None:

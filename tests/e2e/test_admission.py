@@ -118,6 +118,36 @@ def test_sockets_whose_bodies_never_come_stall_nothing(start_server, tmp_path, m
     assert "Traceback" not in server.log.read_text()
 
 
+def test_bad_token_streams_sent_at_once_are_each_refused_401_at_once(start_server, tmp_path):
+    """A CI run on PostgreSQL: the hundred bad-token streams above went unanswered for 30 s.
+    Their credential checks waited for the web pool's connections, held by the refused
+    streams already in the web slots, which waited to log their 401 on the threads the
+    checks filled (workforce.admission_threads). Two slots (a pool of two connections)
+    make it happen every time: none was answered in 8 s, where all are in about 1 s."""
+    server = start_server(
+        tree(tmp_path / "tree"), "--no-cluster", env={"WORKFORCE_AUTH": "token", "WORKFORCE_WEB_CONCURRENCY": "2"}
+    )
+    auth = {"Authorization": f"Token {make_person(server, 'ann', may_send=True)}"}
+    assert timed(server, "/api/mailboxes", auth)[0] == 200
+    bad = f"GET {STREAM} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Token nope\r\n"
+    with ExitStack() as held:
+        refused = [held.enter_context(stall(server, bad, source=f"127.0.3.{n + 1}")) for n in range(100)]
+        deadline = time.monotonic() + 8  # altogether: a liveness guard, below the pool's 10 s timeout
+        answers = []
+        for sock in refused:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            answer = http.client.HTTPResponse(sock)
+            try:
+                answer.begin()
+            except TimeoutError:
+                answers.append(None)
+                continue
+            answers.append((answer.status, json.loads(answer.read())["error"]["reason"]))
+        assert answers == [(401, "not-authenticated")] * 100
+    still_answers(server, auth)
+    assert "Traceback" not in server.log.read_text()
+
+
 def test_one_address_is_refused_past_its_limit_and_timed_out(start_server, tmp_path):
     server = start_server(
         tree(tmp_path / "tree"),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import SyncToAsync
@@ -294,6 +296,50 @@ def test_a_stream_without_credentials_takes_no_stream_place(open_tree, server, s
 
     answers = run(go())
     assert [(status, data["error"]["reason"]) for status, data in answers] == [(401, "not-authenticated")] * 3
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_refused_streams_are_answered_while_credential_checks_wait(open_tree, server, monkeypatch):
+    """A CI run on PostgreSQL: of a hundred streams with a bad token sent at once, none was
+    answered in 30 s. A check waits for a connection of the web pool; the refused streams in
+    the web slots held every one until answered, and Django logs each 401 on the event
+    loop's default executor, whose threads the waiting checks had filled. Here every check
+    after the first (a stream's, an MCP call's) waits, as for the pool, until the first
+    refusal is answered; the loop's default executor has two threads."""
+    from mail import mcp_http
+    from workforce_project import admission
+
+    open_tree()
+    first_answered = threading.Event()
+    checks = 0
+
+    def waiting(check):
+        def run(*args):
+            nonlocal checks
+            checks += 1
+            if checks > 1:
+                first_answered.wait(WAIT + 5)  # the pool connection the first refusal holds
+            return check(*args)
+
+        return run
+
+    monkeypatch.setattr(admission, "has_credentials", waiting(admission.has_credentials))
+    monkeypatch.setattr(mcp_http, "_verified_caller", waiting(mcp_http._verified_caller))
+    bad = ((b"authorization", b"Token not-a-token"),)
+
+    async def go():
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(2))
+        first = Call(STREAM, headers=bad, client="10.0.0.1")
+        others = [Call(STREAM, headers=bad, client="10.0.0.2"), Call("/mcp", method="POST", headers=bad, client="10.0.0.3")]
+        try:
+            answers = [await first.answer()]
+        finally:
+            first_answered.set()
+        return answers + [await call.answer() for call in others]
+
+    answers = run(go())
+    assert [(status, data["error"]["reason"]) for status, data in answers] == [(401, "not-authenticated")] * 3
+    assert checks == 3
 
 
 @override_settings(WORKFORCE_AUTH="token")
