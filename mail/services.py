@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.backlog import check_backlog
 from workforce.contracts import in_callers_transaction
 from workforce.models import Organization
 from workforce.principals import Principal
@@ -235,9 +236,12 @@ def do_send_person_mail(
         Refusal("idempotency-key-reused"): the key was used for another mail.
         Refusal("invalid-input"), Refusal("recipient-not-found"), Refusal("vault-unavailable"):
             as ``do_send_mail``.
+        Refusal("backlog-full"): past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``);
+            nothing was sent.
     """
     if settings.WORKFORCE_AUTH != "none" and (user is None or not user.has_perm(SEND_PERMISSION)):
         raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
+    check_backlog()  # a mail wakes its recipient: refused past the bound, before the vault is written
     org, sender = principal.org, person_sender(user, principal.user_id)
     if not idempotency_key:
         return do_send_mail(org, sender=sender, to=to, subject=subject, body=body)

@@ -55,3 +55,10 @@ class MailboxesConfig(AppConfig):
         register_sweep("deliveries", do_sweep_deliveries)
         register_work_table(Route, "decided_at")
         register_work_table(Delivery, "started_at")
+        from workforce.backlog import register_backlog_source
+
+        # The backlog WORKFORCE_BACKLOG_LIMIT bounds (workforce.backlog): unfinished deliveries.
+        register_backlog_source(
+            "mailboxes.delivery",
+            lambda: Delivery.objects.filter(status__in=[Delivery.Status.PENDING, Delivery.Status.RUNNING]),
+        )

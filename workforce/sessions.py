@@ -29,6 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from . import rows
+from .backlog import check_backlog
 from .contracts import in_callers_transaction
 from .extras import ActionExtras
 from .facets import client_creates_session
@@ -408,11 +409,16 @@ def do_run_action(
             (``workforce.privacy.may_read``: another user's conversation or one under it).
         Refusal("idempotency-key-reused"): the key was used for a different call.
         Refusal("invalid-input"): an id or the input the store can't keep (wire.py).
+        Refusal("backlog-full"): a client's call to an action that ``adds_work`` while
+            the backlog is past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``);
+            nothing is recorded, not even the failed request.
     """
     flow = registry.require(kind)
     act = flow.find(action, internal=internal)
     if act is None:
         raise Refusal("action-not-found", f'The {kind} kind has no action "{action}".')
+    if act.adds_work and not internal:
+        check_backlog()  # before anything is written: a refused post leaves no row
     check_id(session_id, label="The session id")
     check_id(user_id, label="userId", max_length=MAX_USER_ID_LENGTH)
     check_storable(input)
