@@ -119,14 +119,16 @@ def descendants(pid: int, children: dict[int, list[int]]) -> list[int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of ``pid`` (all its threads) so far; 0 when it is gone."""
+def cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """utime + stime of ``pid`` (all its threads) so far, with ``reaped`` also what its
+    children that ended and were waited for spent (cutime + cstime: django-q2 recycles its
+    workers, and a recycled worker's CPU moves to its sentinel); 0 when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return 0.0
     rest = stat[stat.rindex(")") + 2 :].split()
-    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(x) for x in rest[11 : 15 if reaped else 13]) / os.sysconf("SC_CLK_TCK")
 
 
 class Node:
@@ -300,7 +302,16 @@ def pg_backends(db: Database) -> tuple[list[int], int, int]:
     return [r[0] for r in rows], len(rows) + 1, limit
 
 
-def cpu_snapshot(nodes: list[Node], db: Database) -> dict[str, float]:
+def machine_busy() -> float:
+    """CPU seconds the whole machine spent busy so far (``/proc/stat``: all but idle and
+    iowait), every process of every user: the machine is shared."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_snapshot(nodes: list[Node], db: Database) -> dict[str, dict[int, float]]:
+    """CPU seconds so far per role (web, cluster, pg, bench, machine) and pid (the
+    machine's under pid 0)."""
     children, cmd = proc_table()
     web, cluster = [], []
     for node in nodes:
@@ -309,21 +320,38 @@ def cpu_snapshot(nodes: list[Node], db: Database) -> dict[str, float]:
         cluster += c
     pg, _, _ = pg_backends(db)
     return {
-        "web": sum(map(cpu_seconds, web)),
-        "cluster": sum(map(cpu_seconds, cluster)),
-        "pg": sum(map(cpu_seconds, pg)),
-        "bench": cpu_seconds(os.getpid()),
+        "web": {p: cpu_seconds(p, reaped=True) for p in web},
+        "cluster": {p: cpu_seconds(p, reaped=True) for p in cluster},
+        "pg": {p: cpu_seconds(p) for p in pg},
+        "bench": {os.getpid(): cpu_seconds(os.getpid())},
+        "machine": {0: machine_busy()},
     }
+
+
+def cpu_rates(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]], seconds: float) -> dict[str, float]:
+    """CPU per second of each role between two snapshots. The server's processes: the
+    growth of their sum with what they reaped (a process that ended meanwhile moved its
+    CPU to its parent's reaped figure; one that started counts from 0). PostgreSQL's
+    backends (reaped by the postmaster, not counted): each one's own growth."""
+    rates = {}
+    for role in after:
+        if role in ("web", "cluster"):
+            grown = sum(after[role].values()) - sum(before[role].values())
+        else:
+            grown = sum(max(0.0, v - before[role].get(pid, 0.0)) for pid, v in after[role].items())
+        rates[role] = max(0.0, grown) / seconds
+    return rates
 
 
 def ran_out(cpu: dict[str, float], conns: int, limit: int, refused: int) -> str:
     """The resource that ran out in a step, from CPU per second and connections."""
     cores = os.cpu_count() or 1
-    busy = sum(cpu.values())
+    busy = cpu["machine"]
     parts = []
     if busy >= 0.85 * cores:
         top = max(("web", "cluster", "pg"), key=lambda k: cpu[k])
-        parts.append(f"CPU ({busy:.2f} of {cores} cores; most: {top})")
+        others = busy - sum(cpu[k] for k in ("web", "cluster", "pg", "bench"))
+        parts.append(f"CPU ({busy:.2f} of {cores} cores busy, {max(0.0, others):.2f} not ours; most of ours: {top})")
     if conns >= 0.9 * limit:
         parts.append(f"PG connections ({conns}/{limit})")
     if refused:
@@ -382,6 +410,7 @@ def start_nodes(args, db: Database, tmp: Path, root: Path) -> list[Node]:
     import redis
 
     redis.Redis.from_url(args.redis_url).flushdb()
+    (tmp / "vaults").mkdir()  # the folder every node mounts
     base.update(
         {
             "WORKFORCE_MULTI_NODE": "true",
@@ -440,7 +469,7 @@ def main() -> None:
         print(f"saturation: {topology}; {args.mailboxes} mailboxes x 3 echo seats; PostgreSQL; {os.cpu_count()} cores")
         print(
             "posters | posts/s | wakes/s | p50 ms | p95 ms | backlog | 503 (p95 ms) | other | "
-            "CPU/s web | cluster | pg | bench | PG conns | ran out"
+            "CPU/s web | cluster | pg | bench | machine | PG conns | ran out"
         )
         counter = [0]
         best = 0.0
@@ -457,7 +486,7 @@ def main() -> None:
             cpu1 = cpu_snapshot(nodes, db)
             finished1, backlog = deliveries(db)
             _, conns, limit = pg_backends(db)
-            cpu = {k: (cpu1[k] - cpu0[k]) / elapsed for k in cpu0}
+            cpu = cpu_rates(cpu0, cpu1, elapsed)
             rate = len(result["accepted"]) / elapsed
             row = {
                 "posters": posters,
@@ -480,7 +509,7 @@ def main() -> None:
                 f"{posters:7d} | {rate:7.1f} | {row['wakes_per_s']:7.1f} | {fmt(row['p50_ms']):>6} | {fmt(row['p95_ms']):>6} | "
                 f"{backlog:7d} | {len(result['refused']):5d} ({fmt(row['refused_p95_ms'])}) | "
                 f"{sum(result['other'].values()) or '-'} | {cpu['web']:9.2f} | {cpu['cluster']:7.2f} | {cpu['pg']:4.2f} | "
-                f"{cpu['bench']:5.2f} | {conns}/{limit} | {row['ran_out']}",
+                f"{cpu['bench']:5.2f} | {cpu['machine']:7.2f} | {conns}/{limit} | {row['ran_out']}",
                 flush=True,
             )
             if result["other"]:
