@@ -411,18 +411,26 @@ def do_run_action(
         Refusal("invalid-input"): an id or the input the store can't keep (wire.py).
         Refusal("backlog-full"): a client's call to an action that ``adds_work`` while
             the backlog is past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``);
-            nothing is recorded, not even the failed request.
+            nothing is recorded, not even the failed request. A retry whose
+            ``idempotency_key`` names a call that was taken answers that call instead.
     """
     flow = registry.require(kind)
     act = flow.find(action, internal=internal)
     if act is None:
         raise Refusal("action-not-found", f'The {kind} kind has no action "{action}".')
-    if act.adds_work and not internal:
-        check_backlog()  # before anything is written: a refused post leaves no row
     check_id(session_id, label="The session id")
     check_id(user_id, label="userId", max_length=MAX_USER_ID_LENGTH)
     check_storable(input)
     stored_input = input if isinstance(input, dict) else {"_": input}
+    if act.adds_work and not internal:
+        try:
+            check_backlog()  # before anything is written: a refused post leaves no row
+        except Refusal:
+            # A retry of a call that was taken answers it, as it would with room to spare.
+            taken = _find_idempotent(org, user_id, idempotency_key) if idempotency_key else None
+            if taken is None:
+                raise
+            return _check_replay(taken, session_id, action, stored_input)
     if idempotency_key and connection.vendor != "postgresql":
         # On PostgreSQL the request's INSERT finds a used key itself (_open_and_record).
         existing = _find_idempotent(org, user_id, idempotency_key)

@@ -132,3 +132,17 @@ def test_reads_and_a_seats_own_posts_are_never_refused(client, opened, org, cloc
         org=org, kind="mailbox", session_id="eng.standup", action="post", input={"body": "x"}, user_id=MEMBER, internal=True
     )
     assert row.status == "completed"
+
+
+def test_a_retry_of_a_post_that_was_taken_answers_it_past_the_bound(client, opened, clock, settings):
+    settings.WORKFORCE_BACKLOG_LIMIT = 2
+    first = post(client, {"body": "once"}, **{"Idempotency-Key": "k-1"})
+    assert first.status_code == 202
+    open_deliveries(2)
+    clock.now += 2
+    again = post(client, {"body": "once"}, **{"Idempotency-Key": "k-1"})
+    assert again.status_code == 202 and again["Idempotent-Replayed"] == "true"
+    assert again.json()["requestId"] == first.json()["requestId"]
+    other = post(client, {"body": "twice"}, **{"Idempotency-Key": "k-2"})
+    assert_failed(other, 503, "backlog-full")
+    assert list(Line.objects.values_list("body", flat=True)) == ["once"]
