@@ -27,10 +27,12 @@ THROTTLE_SETTINGS = (
 
 def no_throttles(env=None):
     """Turn the API's throttles off in ``env`` (default ``os.environ``) where it sets no
-    rate of its own; returns ``env``."""
+    rate of its own, and the backlog bound (``WORKFORCE_BACKLOG_LIMIT``: a flood bench
+    measures what piles up); returns ``env``. ``bench/saturation.py`` keeps the bound."""
     env = os.environ if env is None else env
     for name in THROTTLE_SETTINGS:
         env.setdefault(name, "")
+    env.setdefault("WORKFORCE_BACKLOG_LIMIT", "0")
     return env
 
 

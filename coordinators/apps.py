@@ -38,6 +38,13 @@ class CoordinatorsConfig(AppConfig):
 
         # Their rows witness the task queue's progress for every sweep (workforce.leases).
         register_work_table(DelegatedPost, "started_at")
+        from workforce.backlog import register_backlog_source
+
+        # A coordinator's delegations not yet answered count as backlog (workforce.backlog).
+        register_backlog_source(
+            "coordinators.delegatedpost",
+            lambda: DelegatedPost.objects.filter(status__in=[DelegatedPost.Status.PENDING, DelegatedPost.Status.RUNNING]),
+        )
         register_work_table(Job, "finished_at")
         from workforce import inline
 

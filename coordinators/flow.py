@@ -119,7 +119,7 @@ def build_coordinator_kind() -> FlowKind:
     flow = FlowKind(
         kind=KIND,
         actions={
-            RUN: Action(RUN, run, RunInput, description="Send the coordinator a post."),
+            RUN: Action(RUN, run, RunInput, description="Send the coordinator a post.", adds_work=True),
             ADD_DELEGATE: Action(ADD_DELEGATE, _change("add"), AddDelegateInput, description="Add a delegate."),
             REMOVE_DELEGATE: Action(REMOVE_DELEGATE, _change("remove"), WorkerInput, description="Remove a delegate."),
             SET_FALLBACK: Action(SET_FALLBACK, _change("fallback"), SetFallbackInput, description="Set or clear the fallback."),

@@ -53,4 +53,13 @@ class MailConfig(AppConfig):
         registry.when_registered(AGENT_KIND, add_to_agent_kind)
         register_work_table(MailRun, "started_at")
         register_work_table(ChatRun, "started_at")
+        from workforce.backlog import register_backlog_source
+
+        # Mail runs and chat turns not yet finished count as backlog (workforce.backlog).
+        register_backlog_source(
+            "mail.mailrun", lambda: MailRun.objects.filter(status__in=[MailRun.Status.PENDING, MailRun.Status.RUNNING])
+        )
+        register_backlog_source(
+            "mail.chatrun", lambda: ChatRun.objects.filter(status__in=[ChatRun.Status.PENDING, ChatRun.Status.RUNNING])
+        )
         register_sweep("mail", do_sweep_mail_and_chats)

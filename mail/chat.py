@@ -26,6 +26,7 @@ from seats.agent import agent_tools
 from seats.queries import access_seat, conversation_history
 from seats.turns import MESSAGE, SlotRule, TurnLog, TurnPlan, TurnResult, TurnSpec, drive_turn, run_turn, start_turn
 from seats.workers import run_triggers
+from workforce.backlog import check_backlog
 from workforce.dispatch import enqueue
 from workforce.facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
 from workforce.flows import FlowKind, registry
@@ -82,6 +83,8 @@ def do_start_chat(
         Refusal("recipient-not-found"): no worker ``worker`` the person reaches.
         Refusal("trigger-not-allowed"): the worker's run.triggers lacks ``chat``.
         Refusal("idempotency-key-reused"): the key was used for another call.
+        Refusal("backlog-full"): past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``);
+            nothing was started.
     """
     if not isinstance(message, str) or not message.strip():
         raise Refusal("invalid-input", "message: what to say may not be empty.")
@@ -101,6 +104,7 @@ def do_start_chat(
         replayed = _replay(org, user_id, idempotency_key, session_id, input)
         if replayed is not None:
             return replayed
+    check_backlog()  # a new turn for the cluster: refused past the bound, before anything is written
     try:
         with transaction.atomic():
             session, _ = Session.objects.get_or_create(

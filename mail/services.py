@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import reachable_seats
+from workforce.backlog import check_backlog
 from workforce.contracts import in_callers_transaction
 from workforce.models import Organization
 from workforce.principals import Principal
@@ -235,16 +236,20 @@ def do_send_person_mail(
         Refusal("idempotency-key-reused"): the key was used for another mail.
         Refusal("invalid-input"), Refusal("recipient-not-found"), Refusal("vault-unavailable"):
             as ``do_send_mail``.
+        Refusal("backlog-full"): past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``);
+            nothing was sent.
     """
     if settings.WORKFORCE_AUTH != "none" and (user is None or not user.has_perm(SEND_PERMISSION)):
         raise Refusal("mail-send-not-permitted", f"sending mail needs the {SEND_PERMISSION} permission.")
     org, sender = principal.org, person_sender(user, principal.user_id)
+    asked = {"to": to, "subject": subject, "body": body}
+    if idempotency_key:
+        replayed = _replayed_send(org, principal.user_id, idempotency_key, asked)
+        if replayed is not None:
+            return replayed
+    check_backlog()  # a mail wakes its recipient: refused past the bound, before the vault is written
     if not idempotency_key:
         return do_send_mail(org, sender=sender, to=to, subject=subject, body=body)
-    asked = {"to": to, "subject": subject, "body": body}
-    replayed = _replayed_send(org, principal.user_id, idempotency_key, asked)
-    if replayed is not None:
-        return replayed
     send = _check_send(org, sender=sender, to=to, body=body, subject=subject, hops=0, in_reply_to="")
     store = current_store()
     try:

@@ -63,3 +63,10 @@ class MailboxesConfig(AppConfig):
         # Claimed rows with sweepers: serve's web process may run them itself (workforce.inline).
         inline.allow(DELIVER_TASK)
         inline.allow(ROUTE_TASK)
+        from workforce.backlog import register_backlog_source
+
+        # The backlog WORKFORCE_BACKLOG_LIMIT bounds (workforce.backlog): unfinished deliveries.
+        register_backlog_source(
+            "mailboxes.delivery",
+            lambda: Delivery.objects.filter(status__in=[Delivery.Status.PENDING, Delivery.Status.RUNNING]),
+        )

@@ -140,8 +140,14 @@ def build_mailbox_kind() -> FlowKind:
     return FlowKind(
         kind=KIND,
         actions={
+            # A post wakes members: refused past WORKFORCE_BACKLOG_LIMIT (workforce.backlog).
             "post": Action(
-                "post", post, PostInput, description="Post a line to the mailbox (or a project's room).", locks_session=True
+                "post",
+                post,
+                PostInput,
+                description="Post a line to the mailbox (or a project's room).",
+                locks_session=True,
+                adds_work=True,
             ),
             "join": Action(
                 "join", join, JoinInput, description="Bind this session to a project: your talk session.", locks_session=True

@@ -108,7 +108,15 @@ def page(view):
                 answer = render(request, "web/refused.html", {"refusal": limited}, status=limited.http_status)
                 answer["Retry-After"] = retry_after(wait)
                 return answer
-        return view(request, principal, *args, **kwargs)
+        try:
+            return view(request, principal, *args, **kwargs)
+        except Refusal as refusal:
+            # A refusal the view does not show in its form (a post past the backlog's
+            # bound, workforce.backlog): the refused page, at its status, with Retry-After.
+            answer = render(request, "web/refused.html", {"refusal": refusal}, status=refusal.http_status)
+            if refusal.retry_after is not None:
+                answer["Retry-After"] = str(refusal.retry_after)
+            return answer
 
     wrapped.__name__ = view.__name__
     wrapped.__doc__ = view.__doc__

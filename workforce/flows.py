@@ -41,6 +41,10 @@ class Action:
             (``ActionContext.lock_session``): ``do_run_action`` then reads the session
             ``FOR UPDATE`` in the read it makes anyway, and ``lock_session`` returns
             that row without reading it again (docs/architecture.md "A post end to end").
+        adds_work: a client's call wakes work the task cluster runs (a post's
+            deliveries): ``do_run_action`` refuses it with ``backlog-full`` while the
+            backlog is past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``), before
+            anything is recorded. Internal calls (a seat's own post) are never refused.
     """
 
     name: str
@@ -49,6 +53,7 @@ class Action:
     allow_extra: frozenset[str] = frozenset()
     description: str = ""
     locks_session: bool = False
+    adds_work: bool = False
 
     @cached_property
     def declared_keys(self) -> frozenset[str]:

@@ -33,6 +33,7 @@ KERNEL_REASONS = {
     "database-unavailable": 503,
     "throttled": 429,  # a user's or an organization's rate (workforce.api.throttles; answered with Retry-After)
     "too-many-streams": 503,  # WORKFORCE_STREAM_LIMIT live streams are open (answered with Retry-After)  # the database refused a connection (answered with Retry-After)
+    "backlog-full": 503,  # WORKFORCE_BACKLOG_LIMIT open wakes (workforce.backlog; answered with Retry-After)
     "internal-error": 500,
 }
 UNREGISTERED_STATUS = 409
@@ -82,11 +83,14 @@ class Refusal(Exception):
     Args:
         reason: the spec's reason code, e.g. ``"author-not-a-member"``.
         detail: a sentence for people; the message is ``"<reason>: <detail>"``.
+        retry_after: whole seconds a caller should wait before trying again, sent as
+            ``Retry-After`` (``backlog-full``); None for a refusal a retry won't change.
     """
 
-    def __init__(self, reason: str, detail: str):
+    def __init__(self, reason: str, detail: str, *, retry_after: int | None = None):
         self.reason = reason
         self.detail = detail
+        self.retry_after = retry_after
         super().__init__(self.message)
 
     @property

@@ -29,6 +29,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
 from . import rows
+from .backlog import check_backlog
 from .contracts import in_callers_transaction
 from .extras import ActionExtras
 from .facets import client_creates_session
@@ -408,6 +409,10 @@ def do_run_action(
             (``workforce.privacy.may_read``: another user's conversation or one under it).
         Refusal("idempotency-key-reused"): the key was used for a different call.
         Refusal("invalid-input"): an id or the input the store can't keep (wire.py).
+        Refusal("backlog-full"): a client's call to an action that ``adds_work`` while
+            the backlog is past ``WORKFORCE_BACKLOG_LIMIT`` (``workforce.backlog``);
+            nothing is recorded, not even the failed request. A retry whose
+            ``idempotency_key`` names a call that was taken answers that call instead.
     """
     flow = registry.require(kind)
     act = flow.find(action, internal=internal)
@@ -417,6 +422,15 @@ def do_run_action(
     check_id(user_id, label="userId", max_length=MAX_USER_ID_LENGTH)
     check_storable(input)
     stored_input = input if isinstance(input, dict) else {"_": input}
+    if act.adds_work and not internal:
+        try:
+            check_backlog()  # before anything is written: a refused post leaves no row
+        except Refusal:
+            # A retry of a call that was taken answers it, as it would with room to spare.
+            taken = _find_idempotent(org, user_id, idempotency_key) if idempotency_key else None
+            if taken is None:
+                raise
+            return _check_replay(taken, session_id, action, stored_input)
     if idempotency_key and connection.vendor != "postgresql":
         # On PostgreSQL the request's INSERT finds a used key itself (_open_and_record).
         existing = _find_idempotent(org, user_id, idempotency_key)

@@ -199,6 +199,18 @@ WORKFORCE_WEB_CONCURRENCY = _env_number("WORKFORCE_WEB_CONCURRENCY", 16, int)
 # WORKFORCE_WEB_CONCURRENCY's slots; a comment heartbeat after this many idle seconds; on
 # SQLite a stream re-reads this often (PostgreSQL wakes it with LISTEN/NOTIFY).
 WORKFORCE_STREAM_LIMIT = _env_number("WORKFORCE_STREAM_LIMIT", 100, int)
+# Back-pressure (workforce.backlog): with this many wakes open (deliveries, delegated
+# posts, mail and chat runs, pending or running) a client's post, mail or chat is refused
+# with 503 backlog-full and Retry-After; 0 turns the bound off. The default is about what
+# the cluster clears in 30-60 s at the defaults (bench/saturation.py, bench/README.md).
+WORKFORCE_BACKLOG_LIMIT = _env_number("WORKFORCE_BACKLOG_LIMIT", 600, int)
+# serve lowers its web server's CPU priority by this many nice steps once its own task
+# cluster runs (workforce_project.priority; Linux); 0 leaves it as it is.
+WORKFORCE_WEB_NICE = _env_number("WORKFORCE_WEB_NICE", 0, int)
+if not 0 <= WORKFORCE_WEB_NICE <= 19:
+    raise ImproperlyConfigured(f"WORKFORCE_WEB_NICE={WORKFORCE_WEB_NICE} must be 0-19 (nice steps; 0: off).")
+if WORKFORCE_BACKLOG_LIMIT < 0:
+    raise ImproperlyConfigured(f"WORKFORCE_BACKLOG_LIMIT={WORKFORCE_BACKLOG_LIMIT} is negative; 0 turns the bound off.")
 WORKFORCE_STREAM_HEARTBEAT_SECONDS = _env_number("WORKFORCE_STREAM_HEARTBEAT_SECONDS", 15, float)
 WORKFORCE_STREAM_POLL_SECONDS = _env_number("WORKFORCE_STREAM_POLL_SECONDS", 0.25, float)
 # What the web server checks before a request takes a web slot or a stream place

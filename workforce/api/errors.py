@@ -21,11 +21,15 @@ from .throttles import retry_after
 
 def refusal_response(refusal: Refusal, *, request_id: str | None = None, **extra) -> Response:
     """``{"requestId", "status": "failed", "error": {"reason", "message"}}`` at the
-    reason's status. ``requestId`` is null when no request could be recorded."""
-    return Response(
+    reason's status. ``requestId`` is null when no request could be recorded; a refusal
+    with ``retry_after`` carries ``Retry-After``."""
+    response = Response(
         {"requestId": request_id, **extra, "status": "failed", "error": refusal.as_error()},
         status=refusal.http_status,
     )
+    if refusal.retry_after is not None:
+        response["Retry-After"] = str(refusal.retry_after)
+    return response
 
 
 # Seconds a client is told to wait when the database refused a connection.

@@ -12,8 +12,12 @@ from .outages import database_unavailable, database_unavailable_headers
 
 
 def refusal_json(refusal: Refusal) -> JsonResponse:
-    """A refusal as the contract's error payload, outside DRF."""
-    return JsonResponse({"requestId": None, "status": "failed", "error": refusal.as_error()}, status=refusal.http_status)
+    """A refusal as the contract's error payload, outside DRF (with ``Retry-After`` when
+    the refusal names one)."""
+    response = JsonResponse({"requestId": None, "status": "failed", "error": refusal.as_error()}, status=refusal.http_status)
+    if refusal.retry_after is not None:
+        response["Retry-After"] = str(refusal.retry_after)
+    return response
 
 
 def _unstorable_field(request) -> str | None:

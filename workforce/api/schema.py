@@ -53,7 +53,8 @@ STATUS_MEANINGS = {
     413: "The body is larger than the server accepts.",
     415: "The body is not application/json.",
     429: "Too many calls from this user or organization (WORKFORCE_THROTTLE_*); retry after Retry-After seconds.",
-    503: "The database or the dispatcher is unavailable; retry (Retry-After says when, when it is the database).",
+    503: "The database or the dispatcher is unavailable, or the backlog is full (backlog-full); "
+    "retry (Retry-After says when, for the database and the backlog).",
 }
 
 USER_ID_DESCRIPTION = (

@@ -46,6 +46,7 @@ from workforce_project.deployment import (
 )
 from workforce_project.migrating import migrate
 from workforce_project.nodes import multi_node_problems, multi_node_warnings, startup_lock
+from workforce_project.priority import lower_own_priority
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +282,13 @@ class Command(BaseCommand):
             cluster = stopper.adopt(self._start_cluster)
             if cluster is not None:
                 self._say(f"task cluster started (pid {cluster.pid})")
-                threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True).start()
+                keeper = threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True)
+                keeper.start()
+                nice = int(settings.WORKFORCE_WEB_NICE)
+                # The web server yields the CPU to the cluster it feeds (workforce_project.priority);
+                # the keeper stays as it is, so a cluster it restarts is not lowered too.
+                if nice > 0 and keeper.native_id is not None and lower_own_priority(nice, keep={keeper.native_id}):
+                    self._say(f"web server: CPU priority lowered by {nice} (WORKFORCE_WEB_NICE) beside its task cluster")
 
         # uvicorn re-raises the signal that stopped it once it has shut down; with the
         # default SIGTERM action that would kill this process before the cluster is

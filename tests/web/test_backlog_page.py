@@ -1,0 +1,25 @@
+"""The post form past the backlog's bound (workforce.backlog): the refused page at 503
+with ``Retry-After``, and nothing posted."""
+
+from __future__ import annotations
+
+from mailboxes.models import Line
+from workforce import backlog
+from workforce.models import Request
+
+from .test_pages import acting  # noqa: F401  (a fixture)
+
+
+def test_a_post_from_the_page_past_the_bound_is_refused_503_and_writes_nothing(acting, open_tree, settings, monkeypatch):  # noqa: F811
+    open_tree()
+    settings.WORKFORCE_BACKLOG_LIMIT = 5
+    monkeypatch.setattr(backlog, "count_backlog", lambda: 9)
+    backlog.reset_backlog_cache()
+    try:
+        before = Request.objects.count()
+        answer = acting.post("/mailboxes/eng.standup/post", {"body": "from the page"}, HTTP_HX_REQUEST="true")
+        assert answer.status_code == 503 and answer["Retry-After"] == "5"
+        assert b"backlog-full: 9 wakes are waiting for the workers (the bound is 5); nothing was posted." in answer.content
+        assert (Line.objects.count(), Request.objects.count()) == (0, before)
+    finally:
+        backlog.reset_backlog_cache()
