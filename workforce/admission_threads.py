@@ -16,7 +16,9 @@ pool timeout (10 s) per check per thread.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -25,18 +27,26 @@ from asgiref.sync import sync_to_async
 
 T = TypeVar("T")
 
-# As many as asyncio gives a loop's default executor; started on first use.
+# As many as asyncio gives a loop's default executor.
 CHECK_THREADS = min(32, (os.cpu_count() or 1) + 4)
 
-_executor = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="admission")
+# One pool of threads per event loop, as its default executor is (a process may run
+# several servers one after another: tests), made on first use; its idle threads end
+# when their loop is gone.
+_executors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
 
 
 async def run_check(check: Callable[..., T], *args, **kwargs) -> T:
-    """``check(*args, **kwargs)`` on one of the admission threads; its result.
+    """``check(*args, **kwargs)`` on one of the running event loop's admission threads;
+    its result.
 
     Args:
         check: a blocking function (a database read) that hands back the connections it
             used before it returns (``connections.close_all()``): the thread it ran on
             runs other checks next.
     """
-    return await sync_to_async(check, thread_sensitive=False, executor=_executor)(*args, **kwargs)
+    loop = asyncio.get_running_loop()
+    executor = _executors.get(loop)
+    if executor is None:
+        executor = _executors[loop] = ThreadPoolExecutor(CHECK_THREADS, thread_name_prefix="admission")
+    return await sync_to_async(check, thread_sensitive=False, executor=executor)(*args, **kwargs)
