@@ -21,7 +21,9 @@ cluster is its child and not counted):
 
 Usage: ``python bench/stream_reads.py --tree /tmp/base [--rounds 3] [--items 200]
 [--streams 10] [--gap 0.01] [--cycles 15] [--pace 20] [--db postgres,sqlite]
-[--postgres postgres://postgres@127.0.0.1:5432/postgres]``.
+[--postgres postgres://postgres@127.0.0.1:5432/postgres]``; ``--in-process READS``: only
+the read itself, the ORM's (what a stream read before) against the compiled one, in this
+process, CPU per read (``DATABASE_URL`` picks the database, as in ``bench/posts.py``).
 
 Prints each run, then per database the medians over the rounds of both checkouts and
 their ratio (this / baseline; below 1 is cheaper). No timed assertion: figures only.
@@ -162,9 +164,75 @@ def one_run(checkout: Path, env_db: dict, args) -> tuple[float, float]:
         log.close()
 
 
+def in_process(reads: int) -> None:
+    """One read of one item and of ten, the ORM's way (``list_items`` + ``ItemSerializer``,
+    what a stream read before) against the compiled read (``list_item_rows`` +
+    ``item_wire``), in this process (CPU per read, alternating, best of 3); then the
+    compiled read with the connection handed back after each read, as a stream does, and
+    on PostgreSQL through the web process's pool."""
+    from bench._db import throwaway_database
+
+    with throwaway_database() as connection:
+        from workforce.api.serializers import ItemSerializer, item_wire
+        from workforce.models import Session
+        from workforce.principals import ensure_organization
+        from workforce.queries import list_item_rows, list_items
+        from workforce.sessions import emit_item
+        from workforce.streams import event_text, release_connection
+
+        org = ensure_organization("default")
+        session = Session.objects.create(organization=org, session_id="bench.reads", flow_kind="mailbox")
+        for n in range(20):
+            emit_item(session, "mailbox-post", {"id": f"p{n}", "body": "is the build green today? " * 3, "author": "u_b"})
+
+        def orm(after: int) -> list[str]:
+            rows = list_items(session, item_types=["component"], after=after, limit=500)
+            return [event_text(row.seq, ItemSerializer(row).data) for row in rows]
+
+        def compiled(after: int) -> list[str]:
+            rows = list_item_rows(session.pk, item_types=("component",), after=after, limit=500)
+            return [event_text(row[0], item_wire(row)) for row in rows]
+
+        def handed_back(after: int) -> list[str]:
+            try:
+                return compiled(after)
+            finally:
+                release_connection()
+
+        assert orm(0) == compiled(0)
+
+        def cost(fn, after: int) -> float:
+            best = float("inf")
+            for _ in range(3):
+                start = time.process_time()
+                for _ in range(reads):
+                    fn(after)
+                best = min(best, (time.process_time() - start) / reads * 1e6)
+            return best
+
+        print(f"{connection.vendor}: CPU per read, best of 3 x {reads} reads")
+        for after, label in ((19, "1 item"), (10, "10 items")):
+            before, after_us = cost(orm, after), cost(compiled, after)
+            print(
+                f"  read of {label:8}  ORM + ItemSerializer {before:7.1f} µs  compiled {after_us:7.1f} µs  (x{after_us / before:.2f})"
+            )
+        if connection.vendor == "postgresql":
+            from workforce_project.deployment import enable_web_pool
+
+            enable_web_pool()
+        plain, back = cost(compiled, 19), cost(handed_back, 19)
+        print(f"  read of 1 item, connection kept {plain:7.1f} µs, handed back after each read {back:7.1f} µs")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", type=Path, required=True, help="The baseline checkout (a git archive of main).")
+    parser.add_argument("--tree", type=Path, help="The baseline checkout (a git archive of main).")
+    parser.add_argument(
+        "--in-process",
+        type=int,
+        metavar="READS",
+        help="Only the reads themselves, in this process (DATABASE_URL picks the database).",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--streams", type=int, default=10)
@@ -174,6 +242,11 @@ def main() -> None:
     parser.add_argument("--db", default="postgres,sqlite")
     parser.add_argument("--postgres", default=os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
+    if args.in_process:
+        in_process(args.in_process)
+        return
+    if args.tree is None:
+        parser.error("--tree is required (or --in-process)")
     trees = {"baseline": args.tree.resolve(), "this": REPO}
     print(
         f"{args.rounds} rounds; items: {args.items} x {args.streams} streams, {args.gap} s apart; "
