@@ -95,7 +95,7 @@ _AFTER_SENTINEL = -7_400_002
 
 
 def _type_sentinel(i: int) -> str:
-    return f"\x00wf-item-type-{i}\x00"
+    return f"wf-item-type-sentinel-{i}"
 
 
 @lru_cache(maxsize=64)  # per itemTypes shape and page size a process's streams ask for

@@ -169,3 +169,67 @@ def test_a_stream_of_other_types_reads_once_per_announced_item(monkeypatch):
 
     got = asyncio.run(run())
     assert got[1].startswith("id: 1\n") and got[4].startswith("id: 3\n")
+
+
+def _emit_two_and_close(session: Session) -> int:
+    from django.db import connection, transaction
+
+    try:
+        with transaction.atomic():
+            emit_item(session, "note", {"n": 4})
+            return emit_item(session, "note", {"n": 5}).seq
+    finally:
+        connection.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_each_read_is_one_statement_and_a_late_note_none(open_tree, org):
+    """The real listener and reader: every read the stream makes is one statement; once
+    it has read an item, that item's note (late) and a preview cost none."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    open_tree()
+    session = Session.objects.get(organization=org, session_id="eng.standup")
+    start = session.item_seq
+    for n in range(3):
+        emit_item(session, "note", {"n": n})
+    reader = stream_reader(session.pk, None)
+    statements: list[int] = []
+
+    def read(cursor: int, limit: int):
+        with CaptureQueriesContext(connection) as captured:  # this read's thread's connection
+            rows = reader(cursor, limit)
+        statements.append(len(captured.captured_queries))
+        return rows
+
+    async def run():
+        stream = item_events(session.pk, after=start, read=read, heartbeat_seconds=60)
+        try:
+            got = [await anext(stream) for _ in range(4)]
+            for _ in range(100):
+                if hub.listening:
+                    break
+                await asyncio.sleep(0.05)
+            assert hub.listening
+            last = await asyncio.to_thread(_emit_two_and_close, session)
+            got += [await anext(stream), await anext(stream)]
+            await asyncio.sleep(0.5)  # both notes in
+            reads = len(statements)
+            hub.announce(session.pk, last)  # its note again, late
+            hub.preview(session.pk, {"requestId": "req_x", "text": "hel", "done": False})
+            got.append(await anext(stream))
+            assert len(statements) == reads  # nothing read
+            return got, last
+        finally:
+            await stream.aclose()
+
+    try:
+        got, last = asyncio.run(run())
+    finally:
+        connection.close()
+    assert last == start + 5
+    assert [text.split("\n")[0] for text in got[1:6]] == [f"id: {seq}" for seq in range(start + 1, last + 1)]
+    assert got[6].startswith("event: partial-text\n")
+    assert statements and set(statements) == {1}

@@ -119,7 +119,7 @@ def item_wire(row: tuple) -> dict:
     """``ItemSerializer``'s dict for an item read as a row (``workforce.queries.
     list_item_rows``: ``(seq, type, component, data, request id or None, created_at)``),
     with no model instance and no serializer machinery: a live stream's hot path. The
-    same keys, in the same order, with the same values (``tests/workforce/
+    same keys, in the same order, with the same values (``tests/seats/
     test_stream_reads.py`` compares the two for every item type)."""
     seq, type_, component, data, request_id, created_at = row
     return {
