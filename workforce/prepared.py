@@ -32,6 +32,7 @@ class _Compiled:
     sql: str
     params: tuple
     positions: tuple[tuple[int, ...], ...]  # where each value goes in params
+    wraps: tuple  # per value: the int subclass the backend wraps it in (psycopg's Int8), or None
     converters: tuple  # ((position, (converter, ...), expression), ...)
     model_rows: bool
     model: Any = None
@@ -70,6 +71,14 @@ class _Joined:
             self.remote_setter(obj, parent)
 
 
+def _same(param: Any, sentinel: Any) -> bool:
+    """Whether a compiled query's ``param`` is ``sentinel``: the same type and value, or
+    an int the backend wrapped in an int subclass of its own."""
+    if type(param) is type(sentinel):
+        return param == sentinel
+    return type(sentinel) is int and isinstance(param, int) and not isinstance(param, bool) and param == sentinel
+
+
 class Prepared:
     """``Prepared(build, sentinels)``: ``build(*values)`` returns the queryset for
     ``values``; it is called once per database vendor with ``sentinels`` (values that
@@ -103,15 +112,20 @@ class Prepared:
         sql, params = compiler.as_sql()
         params = tuple(params)
         positions = []
+        wraps = []
         for sentinel in self._sentinels:
-            found = tuple(i for i, p in enumerate(params) if type(p) is type(sentinel) and p == sentinel)
+            found = tuple(i for i, p in enumerate(params) if _same(p, sentinel))
             if not found:
                 raise ValueError(f"the sentinel {sentinel!r} is not among the compiled query's parameters")
             positions.append(found)
+            # A BigIntegerField's value goes to psycopg as Int8 (the PostgreSQL backend's
+            # own wrapper, so the parameter is sent as a bigint): the call's value too.
+            kind = type(params[found[0]])
+            wraps.append(kind if kind is not type(sentinel) else None)
         fields = [s[0] for s in compiler.select[0 : compiler.col_count]]
         converters = tuple((pos, tuple(convs), expr) for pos, (convs, expr) in compiler.get_converters(fields).items())
         if not queryset.query.default_cols:  # values() / values_list(): rows are tuples
-            return _Compiled(sql, params, tuple(positions), converters, model_rows=False)
+            return _Compiled(sql, params, tuple(positions), tuple(wraps), converters, model_rows=False)
         klass_info = compiler.klass_info
         select_fields = klass_info["select_fields"]
         start, end = select_fields[0], select_fields[-1] + 1
@@ -119,6 +133,7 @@ class Prepared:
             sql,
             params,
             tuple(positions),
+            tuple(wraps),
             converters,
             model_rows=True,
             model=klass_info["model"],
@@ -132,7 +147,9 @@ class Prepared:
     def _execute(self, values: tuple, *, many: bool, prefix: tuple[str, list] | None = None) -> tuple[_Compiled, list]:
         compiled = self._parts()
         params = list(compiled.params)
-        for value, positions in zip(values, compiled.positions, strict=True):
+        for value, positions, wrap in zip(values, compiled.positions, compiled.wraps, strict=True):
+            if wrap is not None:
+                value = wrap(value)
             for i in positions:
                 params[i] = value
         sql = compiled.sql

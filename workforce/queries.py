@@ -4,9 +4,13 @@ session under it are their owner's (``workforce.privacy``)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Any
+
 from django.db.models import Q, QuerySet
 
 from .models import Item, Organization, Request, Session
+from .prepared import Prepared
 from .privacy import PARENT_JOIN, may_cancel, may_read
 from .refusals import Refusal
 from .sessions import history_window
@@ -80,6 +84,46 @@ def list_items(session: Session, *, item_types: list[str] | None = None, after: 
     if item_types:
         qs = qs.filter(type__in=item_types)
     return qs[:limit]
+
+
+# What a stream's read takes of each item (``list_item_rows``): the items endpoint's
+# item, in ``workforce.api.serializers.item_wire``'s order.
+ITEM_ROW_FIELDS = ("seq", "type", "component", "data", "request__request_id", "created_at")
+# Where the call's values go in the compiled read: values no session pk, seq or item type takes.
+_SESSION_SENTINEL = -7_400_001
+_AFTER_SENTINEL = -7_400_002
+
+
+def _type_sentinel(i: int) -> str:
+    return f"wf-item-type-sentinel-{i}"
+
+
+@lru_cache(maxsize=64)  # per itemTypes shape and page size a process's streams ask for
+def _item_rows(types: int, limit: int) -> Prepared:
+    def build(session_pk: int, after: int, *item_types: str) -> QuerySet:
+        qs = Item.objects.filter(session_id=session_pk, seq__gt=after).order_by("seq")
+        if item_types:
+            qs = qs.filter(type__in=item_types)
+        return qs.values_list(*ITEM_ROW_FIELDS)[:limit]
+
+    return Prepared(build, sentinels=(_SESSION_SENTINEL, _AFTER_SENTINEL, *map(_type_sentinel, range(types))))
+
+
+def list_item_rows(
+    session_pk: int, *, item_types: tuple[str, ...] = (), after: int = 0, limit: int = 500
+) -> list[tuple[Any, ...]]:
+    """``list_items``' items as ``ITEM_ROW_FIELDS`` tuples (``(seq, type, component, data,
+    request id or None, created_at)``), one statement compiled once per process (for
+    each count of ``item_types`` and each ``limit``): a live stream's read, run at every
+    wake-up of every open stream.
+
+    Args:
+        session_pk: a ``Session`` primary key the caller already checked readable
+            (``access_session``); only its items are read.
+        item_types: only items of these types (every type when empty).
+        after: a seq; only items past it, oldest first, at most ``limit`` (a count).
+    """
+    return _item_rows(len(item_types), limit).all(session_pk, after, *item_types)
 
 
 ACTIVE_STATUSES = (Request.Status.PENDING, Request.Status.RUNNING)

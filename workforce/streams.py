@@ -162,6 +162,17 @@ class _Subscription:
         # PostgreSQL: the newest preview note per request id since the stream last read
         # (``workforce.previews``), coalesced.
         self.previews: dict[str, dict] = {}
+        # PostgreSQL: the newest seq the hub's notes announced for ``key``, and whether
+        # the stream must read whatever they say (a wake with no seq: the listener came
+        # back and may have missed notes, or a caller's own ``wake``). Set by the hub,
+        # taken by ``item_events`` (``take_reread``).
+        self.announced = 0
+        self.reread = True
+
+    def take_reread(self) -> bool:
+        """Whether a wake with no seq came since the last call (and clear it)."""
+        reread, self.reread = self.reread, False
+        return reread
 
 
 class ItemHub:
@@ -205,11 +216,22 @@ class ItemHub:
                 del self._subs[sub.key]
 
     def wake(self, session_pk: int | str | None = None) -> None:
-        """Wake the streams of ``session_pk`` or of a room's topic (every stream when None)."""
+        """Wake the streams of ``session_pk`` or of a room's topic (every stream when None);
+        each reads whatever is there, announced or not."""
         groups = self._subs.values() if session_pk is None else [self._subs.get(session_pk, ())]
         for subs in groups:
             for sub in subs:
+                sub.reread = True
                 sub.event.set()
+
+    def announce(self, session_pk: int | str, seq: int) -> None:
+        """A note said ``session_pk``'s item ``seq`` (or a room's line) is committed: wake
+        its streams, and remember ``seq`` as the newest they may read (a stream whose
+        cursor is already there skips its read: ``item_events``)."""
+        for sub in self._subs.get(session_pk, ()):
+            if seq > sub.announced:
+                sub.announced = seq
+            sub.event.set()
 
     def preview(self, session_pk: int, data: dict) -> None:
         """Hand a preview note (``workforce.previews``) to the streams of ``session_pk``
@@ -249,7 +271,7 @@ class ItemHub:
                             continue
                         parsed = parse_note(note.payload)
                         if parsed is not None:
-                            self.wake(parsed[0])
+                            self.announce(*parsed)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001
@@ -390,8 +412,14 @@ async def item_events(
     if is_postgres():
         interval = SAFETY_READ_SECONDS
     fetch = sync_to_async(read)
+    postgres = is_postgres()
     sub = hub.subscribe(session_pk)
     cursor = after
+    # PostgreSQL: every item up to this seq has been read (sent, or not of the stream's
+    # types): a read that came back short saw everything announced before it began,
+    # since an item's note is delivered after its commit, and the seqs below it committed
+    # before it (``emit_item`` hands them out under the session's lock).
+    covered = after
     watch = PreviewWatch([sub], partial) if partial is not None else None
     woken = True
     try:
@@ -399,9 +427,15 @@ async def item_events(
         last_sent = time.monotonic()
         while not hub.stopping:
             sub.event.clear()
+            announced = sub.announced
+            # PostgreSQL reads when a note announced an item past what it read, and at its
+            # first pass, its safety re-read (a wait that timed out) and a wake with no
+            # seq; a wake for an item it already read (in a page) or for a preview reads
+            # nothing. SQLite reads at every poll.
+            reading = not postgres or sub.take_reread() or not woken or announced > covered
             if watch is not None:
                 await watch.gather(woken=woken)  # before the items: a turn seen ended has its items stored
-            while True:  # catch up, a page at a time
+            while reading:  # catch up, a page at a time
                 rows = await fetch(cursor, PAGE)
                 for seq, data in rows:
                     text = render(seq, data)
@@ -410,7 +444,11 @@ async def item_events(
                         yield text
                 if rows:
                     last_sent = time.monotonic()
-                if len(rows) < PAGE or hub.stopping:
+                covered = max(covered, cursor)
+                if len(rows) < PAGE:
+                    covered = max(covered, announced)
+                    break
+                if hub.stopping:
                     break
             for text in watch.events() if watch is not None else ():
                 last_sent = time.monotonic()

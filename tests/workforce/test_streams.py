@@ -141,9 +141,9 @@ def test_items_notify_their_ids_only_after_commit(open_tree, org):
         listener.close()
 
 
-def emit_and_close(session):
+def emit_and_close(session) -> int:
     try:
-        emit_item(session, "note", {"n": 1})
+        return emit_item(session, "note", {"n": 1}).seq
     finally:
         connection.close()
 
@@ -165,8 +165,9 @@ def test_the_hub_wakes_a_stream_from_a_notify(open_tree, org):
                 await asyncio.sleep(0.05)
             assert hub.listening
             sub.event.clear()
-            await asyncio.to_thread(emit_and_close, session)
+            seq = await asyncio.to_thread(emit_and_close, session)
             await asyncio.wait_for(sub.event.wait(), timeout=3)
+            assert sub.announced == seq  # the note's seq: a stream that read it skips its read
         finally:
             hub.unsubscribe(sub)
 

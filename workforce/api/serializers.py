@@ -110,6 +110,28 @@ class ItemSerializer(serializers.Serializer):
         return {**fields, "data": serializers.JSONField(), **tail}
 
 
+# ItemSerializer's own createdAt field (DRF's DateTimeField: the current time zone, ISO
+# 8601, "Z" for UTC), so that a plain row's time is written as the serializer writes it.
+_CREATED_AT = serializers.DateTimeField()
+
+
+def item_wire(row: tuple) -> dict:
+    """``ItemSerializer``'s dict for an item read as a row (``workforce.queries.
+    list_item_rows``: ``(seq, type, component, data, request id or None, created_at)``),
+    with no model instance and no serializer machinery: a live stream's hot path. The
+    same keys, in the same order, with the same values (``tests/seats/
+    test_stream_reads.py`` compares the two for every item type)."""
+    seq, type_, component, data, request_id, created_at = row
+    return {
+        "seq": int(seq),
+        "type": str(type_),
+        "component": str(component),
+        "data": data,
+        "requestId": None if request_id is None else str(request_id),
+        "createdAt": _CREATED_AT.to_representation(created_at),
+    }
+
+
 class ItemPageSerializer(serializers.Serializer):
     sessionId = serializers.CharField()
     items = ItemSerializer(many=True)
@@ -201,4 +223,4 @@ class RequestPageSerializer(serializers.Serializer):
     requests = RequestSerializer(many=True)
 
 
-__all__ = ["ActionCallSerializer", "RequestSerializer", "ItemSerializer", "Item"]
+__all__ = ["ActionCallSerializer", "RequestSerializer", "ItemSerializer", "Item", "item_wire"]

@@ -26,6 +26,7 @@ from workforce.queries import (
     access_session,
     list_active_runs,
     list_failed_runs,
+    list_item_rows,
     list_items,
     list_requests,
 )
@@ -40,13 +41,13 @@ from .serializers import (
     CancelCallSerializer,
     FailedRunPageSerializer,
     ItemPageSerializer,
-    ItemSerializer,
     RefusalSerializer,
     RequestAnswerSerializer,
     RequestPageSerializer,
     RequestSerializer,
     RunPageSerializer,
     RunsAnswerSerializer,
+    item_wire,
     request_wire,
 )
 
@@ -358,6 +359,28 @@ def stream_cursor(request: HttpRequest) -> int:
     return int(last)
 
 
+def stream_reader(session_pk: int, item_types: list[str] | None) -> Callable[[int, int], list[tuple[int, dict]]]:
+    """A session stream's ``read(cursor, limit)`` (``workforce.streams.item_events``):
+    the items past ``cursor`` as ``(seq, ItemSerializer's dict)`` pairs, in one statement
+    compiled once per process (``list_item_rows``, ``item_wire``); the connection is
+    handed back after each read.
+
+    Args:
+        session_pk: the session the stream's caller was allowed to read (``access_session``
+            when it opened): the read is of its items only.
+        item_types: the ``itemTypes`` asked for (None: every type).
+    """
+    types = tuple(item_types or ())
+
+    def read(cursor: int, limit: int) -> list[tuple[int, dict]]:
+        try:
+            return [(row[0], item_wire(row)) for row in list_item_rows(session_pk, item_types=types, after=cursor, limit=limit)]
+        finally:
+            release_connection()  # an open stream holds no connection between reads
+
+    return read
+
+
 class SessionStreamView(APIView):
     """A session's items as server-sent events, live, resumable with Last-Event-ID.
 
@@ -389,13 +412,7 @@ class SessionStreamView(APIView):
         types = [t for t in request.query_params.get("itemTypes", "").split(",") if t] or None
         after = stream_cursor(request)
 
-        def read(cursor: int, limit: int) -> list[tuple[int, dict]]:
-            try:
-                rows = list(list_items(session, item_types=types, after=cursor, limit=limit))
-                return [(row.seq, ItemSerializer(row).data) for row in rows]
-            finally:
-                release_connection()  # an open stream holds no connection between reads
-
+        read = stream_reader(session.pk, types)
         response = StreamingHttpResponse(item_events(session.pk, after=after, read=read), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer it
