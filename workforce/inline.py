@@ -50,14 +50,22 @@ def allowed(func_path: str) -> bool:
 
 class Runner:
     """At most ``threads`` tasks of this process at once, on threads of its own;
-    ``after_task()`` runs on the thread after each (it must not raise).
+    ``after_task()`` runs on the thread after each (it must not raise); while ``busy()``
+    says True the process has other work for its CPU and takes none.
 
     ``offer`` runs a task when a thread is free and says whether it took it; ``stop``
     takes no more and waits for those running. Thread-safe."""
 
-    def __init__(self, threads: int, *, after_task: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        threads: int,
+        *,
+        after_task: Callable[[], None] | None = None,
+        busy: Callable[[], bool] | None = None,
+    ):
         self.threads = threads
         self._after_task = after_task
+        self._busy = busy
         self._lock = threading.Lock()
         self._running = 0
         self._idle = threading.Condition(self._lock)
@@ -67,7 +75,10 @@ class Runner:
 
     def offer(self, func_path: str, args: tuple[Any, ...]) -> bool:
         """Run ``func_path(*args)`` on a free thread of this runner. False, doing
-        nothing, when every thread is busy or the runner is stopping."""
+        nothing, when every thread is busy, the process is (``busy``) or the runner is
+        stopping."""
+        if self._busy is not None and self._busy():
+            return False
         with self._lock:
             if self._stopping or self._running >= self.threads:
                 return False
@@ -124,11 +135,11 @@ class Runner:
 _runner: Runner | None = None
 
 
-def start(threads: int, *, after_task: Callable[[], None] | None = None) -> Runner | None:
+def start(threads: int, *, after_task: Callable[[], None] | None = None, busy: Callable[[], bool] | None = None) -> Runner | None:
     """Turn this process's runner on with ``threads`` threads (``serve``; ``after_task``
-    as ``Runner``'s); None when ``threads`` is 0."""
+    and ``busy`` as ``Runner``'s); None when ``threads`` is 0."""
     global _runner
-    _runner = Runner(threads, after_task=after_task) if threads > 0 else None
+    _runner = Runner(threads, after_task=after_task, busy=busy) if threads > 0 else None
     return _runner
 
 

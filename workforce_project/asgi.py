@@ -80,6 +80,7 @@ class _Server:
     MCP mount. One event loop touches it, so it needs no lock."""
 
     slots: asyncio.Semaphore | None = None
+    short_running = 0  # short requests holding a web slot now (read from other threads)
     open_streams = 0
     mcp: McpMount | None = None
     places = admission.AddressPlaces()
@@ -128,12 +129,21 @@ async def application(scope, receive, send):
         if _server.slots is None:
             _server.slots = asyncio.Semaphore(max(1, settings.WORKFORCE_WEB_CONCURRENCY))
         async with _server.slots:
-            if not is_booted():
-                await sync_to_async(ensure_booted, thread_sensitive=True)()
-            await short_requests.respond(scope, body, send)
+            _server.short_running += 1
+            try:
+                if not is_booted():
+                    await sync_to_async(ensure_booted, thread_sensitive=True)()
+                await short_requests.respond(scope, body, send)
+            finally:
+                _server.short_running -= 1
     finally:
         if holding:
             _server.places.give_back(address)
+
+
+def short_requests_running() -> int:
+    """How many short requests hold a web slot now (safe from any thread: one int read)."""
+    return _server.short_running
 
 
 async def _long_lived(scope, receive, send, mcp: bool) -> None:

@@ -204,3 +204,39 @@ def test_a_stream_asked_for_by_get_or_head_goes_to_the_stock_handler(method):
     assert is_long_lived({"type": "http", "method": method, "path": "/mailboxes/support.desk/events"})
     assert not is_long_lived({"type": "http", "method": "POST", "path": "/api/sessions/support.desk/stream"})
     assert not is_long_lived({"type": "http", "method": method, "path": "/api/sessions/support.desk/items"})
+
+
+def test_the_short_requests_running_are_counted_while_they_hold_a_slot(monkeypatch, settings):
+    """What serve's same-process dispatch asks before it runs a turn here
+    (``short_requests_running``, ``serve._web_busy``): each short request counts from its
+    slot to its answer."""
+    from workforce_project import asgi
+
+    settings.WORKFORCE_WEB_CONCURRENCY = 4
+    monkeypatch.setattr(asgi._server, "slots", None)
+    monkeypatch.setattr(asgi._server, "short_running", 0)
+    release = threading.Event()
+    counts: dict[str, int] = {}
+
+    def started(scope=None, **kwargs):
+        if scope and scope["path"] == "/api/first":
+            counts["first"] = asgi.short_requests_running()
+            release.wait(10)
+        elif scope and scope["path"] == "/api/second":
+            counts["second"] = asgi.short_requests_running()
+            release.set()
+
+    signals.request_started.connect(started)
+    try:
+
+        async def both():
+            first = asyncio.create_task(_call("/api/first"))
+            while "first" not in counts:
+                await asyncio.sleep(0.01)
+            return await asyncio.gather(first, _call("/api/second"))
+
+        asyncio.run(both())
+    finally:
+        signals.request_started.disconnect(started)
+    assert counts == {"first": 1, "second": 2}
+    assert asgi.short_requests_running() == 0

@@ -183,3 +183,19 @@ def test_after_each_task_the_runner_calls_after_task_on_the_same_thread(monkeypa
         assert after == [RAN[0][2], RAN[1][2]]
     finally:
         assert runner.stop(deadline=time.monotonic() + 5)
+
+
+def test_while_the_process_is_busy_the_runner_takes_nothing(monkeypatch):
+    RAN.clear()
+    GATE.set()
+    busy = [True]
+    runner = inline.Runner(2, busy=lambda: busy[0])
+    try:
+        assert runner.offer(HOLD, (1,)) is False
+        assert runner.running() == 0 and RAN == []
+        busy[0] = False
+        assert runner.offer(HOLD, (2,)) is True
+        wait_until(lambda: runner.ran == 1)
+        assert [n for _, n, _ in RAN] == [2]
+    finally:
+        assert runner.stop(deadline=time.monotonic() + 5)
