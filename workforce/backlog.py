@@ -106,7 +106,7 @@ def check_backlog() -> None:
     Raises:
         Refusal("backlog-full"): 503, ``retry_after`` = ``BACKLOG_RETRY_AFTER_SECONDS``.
     """
-    limit = int(getattr(settings, "WORKFORCE_BACKLOG_LIMIT", 0) or 0)
+    limit = settings.WORKFORCE_BACKLOG_LIMIT
     if limit <= 0:
         return
     backlog = current_backlog()

@@ -265,6 +265,8 @@ WORKFORCE_STOP_SECONDS = _env_number("WORKFORCE_STOP_SECONDS", 10, float)
 # in its web process itself, right after the commit, and hands the rest to the cluster;
 # 0: every task goes to the cluster (workforce.inline).
 WORKFORCE_INLINE_TURNS = _env_number("WORKFORCE_INLINE_TURNS", 2, int)
+if WORKFORCE_INLINE_TURNS < 0:
+    raise ImproperlyConfigured(f"WORKFORCE_INLINE_TURNS={WORKFORCE_INLINE_TURNS} is negative; 0 sends every turn to the cluster.")
 # A task known lost is re-enqueued no sooner than this after its enqueue (0: Q_CLUSTER
 # retry), then twice that, ... up to the max (0: 16 times); see workforce.leases.
 WORKFORCE_REQUEUE_SECONDS = _env_number("WORKFORCE_REQUEUE_SECONDS", 0, float)

@@ -41,3 +41,30 @@ def test_no_module_gives_a_setting_a_default_of_its_own():
 
 def test_the_route_timeout_defaults_to_the_model_timeout():
     assert settings.WORKFORCE_ROUTE_TIMEOUT == settings.WORKFORCE_MODEL_TIMEOUT == 60
+
+
+def _settings_error(env: dict[str, str]) -> str:
+    """What importing the settings with ``env`` says on stderr (empty when it imports)."""
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", "import workforce_project.settings"],
+        cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("WORKFORCE_")}, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return run.stderr.strip().splitlines()[-1] if run.returncode else ""
+
+
+def test_the_web_process_turns_refuse_a_negative_or_non_number_at_start():
+    assert _settings_error({"WORKFORCE_INLINE_TURNS": "0"}) == ""
+    assert _settings_error({"WORKFORCE_INLINE_TURNS": "-1"}) == (
+        "django.core.exceptions.ImproperlyConfigured: WORKFORCE_INLINE_TURNS=-1 is negative; 0 sends every turn to the cluster."
+    )
+    assert _settings_error({"WORKFORCE_INLINE_TURNS": "two"}) == (
+        "django.core.exceptions.ImproperlyConfigured: WORKFORCE_INLINE_TURNS='two' is not a whole number."
+    )
