@@ -424,6 +424,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
+# The server's log level, in any case; WARNING also silences serve's access log.
+WORKFORCE_LOG_LEVEL = os.environ.get("WORKFORCE_LOG_LEVEL", "INFO").strip().upper() or "INFO"
+if WORKFORCE_LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(
+        f"WORKFORCE_LOG_LEVEL={WORKFORCE_LOG_LEVEL!r} is not a log level: use DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -431,6 +438,6 @@ LOGGING = {
     # A 4xx answer is a refusal working as designed: INFO, not WARNING (5xx stays ERROR).
     "filters": {"client_errors_at_info": {"()": "workforce.api.request_log.ClientErrorsAtInfo"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("WORKFORCE_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": WORKFORCE_LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "INFO"}, "django.request": {"filters": ["client_errors_at_info"]}},
 }

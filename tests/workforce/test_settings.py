@@ -68,3 +68,11 @@ def test_the_web_process_turns_refuse_a_negative_or_non_number_at_start():
     assert _settings_error({"WORKFORCE_INLINE_TURNS": "two"}) == (
         "django.core.exceptions.ImproperlyConfigured: WORKFORCE_INLINE_TURNS='two' is not a whole number."
     )
+
+
+def test_the_log_level_takes_any_case_and_refuses_what_is_not_one():
+    assert _settings_error({"WORKFORCE_LOG_LEVEL": "warning"}) == ""
+    assert _settings_error({"WORKFORCE_LOG_LEVEL": "loud"}) == (
+        "django.core.exceptions.ImproperlyConfigured: WORKFORCE_LOG_LEVEL='LOUD' is not a log level: "
+        "use DEBUG, INFO, WARNING, ERROR or CRITICAL."
+    )
