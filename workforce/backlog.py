@@ -28,6 +28,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from .refusals import Refusal
+from .runtime import Slot
 
 # How long a count is kept before the next check counts again (seconds): the hot path's
 # cost is one COUNT per process per this long.
@@ -39,7 +40,8 @@ BACKLOG_RETRY_AFTER_SECONDS = 5
 _clock = time.monotonic  # the cache's clock (a test moves it on)
 _sources: dict[str, Callable[[], QuerySet]] = {}
 _lock = threading.Lock()
-_cached: tuple[float, int] | None = None  # (monotonic time counted, count)
+# (monotonic time counted, count), in this process's runtime (workforce.runtime); None: not counted yet.
+_CACHED: Slot[tuple[float, int] | None] = Slot("workforce.backlog.cached", empty=lambda: None)
 
 
 def register_backlog_source(name: str, open_rows: Callable[[], QuerySet]) -> None:
@@ -78,24 +80,22 @@ def count_backlog() -> int:
 def current_backlog() -> int:
     """The backlog as last counted by this process, counted again when that count is
     older than ``BACKLOG_CACHE_SECONDS`` (one query; none while it is fresh)."""
-    global _cached
     now = _clock()
-    cached = _cached
+    cached = _CACHED.get()
     if cached is not None and now - cached[0] < BACKLOG_CACHE_SECONDS:
         return cached[1]
     with _lock:
-        cached = _cached
+        cached = _CACHED.get()
         if cached is not None and _clock() - cached[0] < BACKLOG_CACHE_SECONDS:
             return cached[1]  # another thread counted while this one waited
         count = count_backlog()
-        _cached = (_clock(), count)
+        _CACHED.set((_clock(), count))
         return count
 
 
 def reset_backlog_cache() -> None:
     """Forget the kept count: the next check counts again (tests; nothing else needs it)."""
-    global _cached
-    _cached = None
+    _CACHED.clear()
 
 
 def check_backlog() -> None:

@@ -29,6 +29,8 @@ from typing import Any
 from django.db import close_old_connections, connections
 from django.utils.module_loading import import_string
 
+from .runtime import Slot
+
 logger = logging.getLogger(__name__)
 
 _allowed: set[str] = set()
@@ -132,25 +134,26 @@ class Runner:
         return idle
 
 
-_runner: Runner | None = None
+# This process's runner (its runtime's slot: workforce.runtime): None, every task to the cluster.
+_RUNNER: Slot[Runner | None] = Slot("workforce.inline.runner", empty=lambda: None)
 
 
 def start(threads: int, *, after_task: Callable[[], None] | None = None, busy: Callable[[], bool] | None = None) -> Runner | None:
     """Turn this process's runner on with ``threads`` threads (``serve``; ``after_task``
     and ``busy`` as ``Runner``'s); None when ``threads`` is 0."""
-    global _runner
-    _runner = Runner(threads, after_task=after_task, busy=busy) if threads > 0 else None
-    return _runner
+    runner = Runner(threads, after_task=after_task, busy=busy) if threads > 0 else None
+    _RUNNER.set(runner)
+    return runner
 
 
 def runner() -> Runner | None:
     """This process's runner, or None when tasks all go to the cluster."""
-    return _runner
+    return _RUNNER.get()
 
 
 def stop(*, deadline: float | None = None) -> bool:
     """Stop this process's runner (``Runner.stop``); True when there is none."""
-    current = _runner
+    current = _RUNNER.get()
     return True if current is None else current.stop(deadline=deadline)
 
 
@@ -158,7 +161,7 @@ def offer_after_commit(func_path: str, args: tuple[Any, ...], send: Callable[[],
     """For ``workforce.dispatch.enqueue``: when this process runs ``func_path`` itself,
     arrange, at the commit, to run it here or else call ``send()`` (the cluster's
     enqueue), and say True; False when the caller must enqueue it as usual."""
-    current = _runner
+    current = _RUNNER.get()
     if current is None or func_path not in _allowed:
         return False
     from django.db import transaction
