@@ -105,7 +105,8 @@ def page(view):
             wait = principal_wait(principal, getattr(request, "user", None))
             if wait is not None:
                 limited = throttled(wait)
-                answer = render(request, "web/refused.html", {"refusal": limited}, status=limited.http_status)
+                refused = "web/_refused.html" if getattr(request, "htmx", False) else "web/refused.html"
+                answer = render(request, refused, {"refusal": limited}, status=limited.http_status)
                 answer["Retry-After"] = retry_after(wait)
                 return answer
         try:

@@ -40,3 +40,18 @@ def test_a_post_without_script_past_the_bound_gets_the_refused_page(acting, open
         assert b"<h1>Refused</h1>" in answer.content and b"backlog-full: 9 wakes" in answer.content
     finally:
         backlog.reset_backlog_cache()
+
+
+def test_a_throttled_post_from_the_page_answers_htmx_only_the_message(acting, open_tree, monkeypatch):  # noqa: F811
+    open_tree()
+    import web.views
+
+    monkeypatch.setattr(web.views, "principal_wait", lambda principal, user=None: 12.5)
+    before = Request.objects.count()
+    answer = acting.post("/mailboxes/eng.standup/post", {"body": "from the page"}, HTTP_HX_REQUEST="true")
+    assert answer.status_code == 429 and answer["Retry-After"] == "13"
+    assert answer.content.decode() == (
+        '<span class="error" role="alert">throttled: Too many calls from this user or organization; '
+        "retry in 13 s (Retry-After).</span>\n"
+    )
+    assert (Line.objects.count(), Request.objects.count()) == (0, before)
