@@ -105,15 +105,18 @@ def page(view):
             wait = principal_wait(principal, getattr(request, "user", None))
             if wait is not None:
                 limited = throttled(wait)
-                answer = render(request, "web/refused.html", {"refusal": limited}, status=limited.http_status)
+                refused = "web/_refused.html" if getattr(request, "htmx", False) else "web/refused.html"
+                answer = render(request, refused, {"refusal": limited}, status=limited.http_status)
                 answer["Retry-After"] = retry_after(wait)
                 return answer
         try:
             return view(request, principal, *args, **kwargs)
         except Refusal as refusal:
             # A refusal the view does not show in its form (a post past the backlog's
-            # bound, workforce.backlog): the refused page, at its status, with Retry-After.
-            answer = render(request, "web/refused.html", {"refusal": refusal}, status=refusal.http_status)
+            # bound, workforce.backlog): the refused page, at its status, with Retry-After;
+            # to htmx only its message, which web.js swaps into the form's status.
+            template = "web/_refused.html" if getattr(request, "htmx", False) else "web/refused.html"
+            answer = render(request, template, {"refusal": refusal}, status=refusal.http_status)
             if refusal.retry_after is not None:
                 answer["Retry-After"] = str(refusal.retry_after)
             return answer

@@ -55,6 +55,35 @@ def act_as(page, base: str, user_id: str = "u_42") -> None:
     assert page.inner_text("#acting-as") == user_id
 
 
+def test_a_form_post_past_the_backlog_bound_says_so_in_the_form(start_server, tmp_path, page):
+    # Break-it: htmx swaps no 5xx answer, so a post refused backlog-full showed nothing.
+    slow = "---\ndescription: Slow.\nmodel: embedded/scripted\n---\n\nAnswer.\n"
+    tree = write_tree(
+        tmp_path / "tree",
+        {
+            "teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Where the team posts status.", members=("eng.lead",)),
+            "teams/eng/workers/lead/WORKER.md": slow,
+        },
+    )
+    server = start_server(tree, env={"WORKFORCE_BACKLOG_LIMIT": "1", "WORKFORCE_INLINE_TURNS": "0"})
+    act_as(page, server.base)
+    page.goto(server.base + "/mailboxes/eng.standup/")
+    held = server.call(
+        "POST", "/api/flows/mailbox/eng.standup/actions/post", {"userId": "u_1", "input": {"body": "hold\n/sleep 30000"}}
+    )
+    assert held.status == 202
+    page.wait_for_timeout(1200)  # past the kept count's second (workforce.backlog)
+    page.fill("#post-form textarea", "while the workers are behind")
+    page.click("#post-form button")
+    refused = page.wait_for_selector("#post-status .error", timeout=10_000)
+    assert refused.inner_text().startswith(
+        "backlog-full: 1 wakes are waiting for the workers (the bound is 1); nothing was posted."
+    )
+    assert page.input_value("#post-form textarea") == "while the workers are behind"  # kept for a retry
+    assert [e for e in page.errors if "503" not in e] == []
+    page.errors.clear()  # the browser logs the 503 itself
+
+
 def test_the_mailbox_page_shows_the_seats_answer_to_a_form_post_without_reload(start_server, tmp_path, page):
     tree = write_tree(
         tmp_path / "tree",

@@ -11,3 +11,13 @@ document.addEventListener("htmx:sseBeforeMessage", function (event) {
     event.preventDefault();
   }
 });
+
+// A form's post refused as a whole (503 backlog-full, 429 throttled: the server answers
+// htmx only the refusal's message) shows that message where the form's answer goes;
+// htmx swaps no 4xx or 5xx answer by itself, so the post would fail without a word.
+document.addEventListener("htmx:beforeSwap", function (event) {
+  var detail = event.detail;
+  if (detail && detail.xhr && detail.xhr.status >= 400 && detail.requestConfig && detail.requestConfig.verb === "post") {
+    detail.shouldSwap = true; // still an error: the form keeps what was written
+  }
+});
