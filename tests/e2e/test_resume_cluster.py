@@ -85,10 +85,9 @@ def ready(server, mailbox: str = "standup") -> None:
     wait_for(lambda: done(server, first), timeout=60, what="the cluster's first delivery", log=server.log)
 
 
-def test_a_worker_killed_mid_turn_frees_its_seat_at_once(start_server, tmp_path):
-    # Every turn in the cluster (none in serve's web process): a worker's death is the case.
-    server = start_server(tree(tmp_path, {"standup": "alpha"}), env={"WORKFORCE_Q_WORKERS": "2", "WORKFORCE_INLINE_TURNS": "0"})
-    ready(server)
+def a_turn_running_and_one_waiting(server) -> tuple[str, str, str]:
+    """Post 1 (a 3 s turn) running and post 2 waiting for the seat: ``(post 1's id, its
+    claim token, post 2's id)``."""
     first = post(server, "standup", "post 1\n/sleep 3000")
     token = wait_for(
         lambda: (d := delivery(server, first)) and d[0] == "running" and d[1] and d[1],
@@ -98,6 +97,14 @@ def test_a_worker_killed_mid_turn_frees_its_seat_at_once(start_server, tmp_path)
     )
     second = post(server, "standup", "post 2")
     wait_for(lambda: rows(server, "SELECT COUNT(*) FROM seats_turnwait")[0][0], timeout=20, what="post 2 waiting for the seat")
+    return first, token, second
+
+
+def test_a_worker_killed_mid_turn_frees_its_seat_at_once(start_server, tmp_path):
+    # Every turn in the cluster (none in serve's web process): a worker's death is the case.
+    server = start_server(tree(tmp_path, {"standup": "alpha"}), env={"WORKFORCE_Q_WORKERS": "2", "WORKFORCE_INLINE_TURNS": "0"})
+    ready(server)
+    first, token, second = a_turn_running_and_one_waiting(server)
     worker = int(token[6:12], 16)  # the holder's pid (workforce.holders)
     assert delivery(server, first)[0] == "running", "post 1's turn ended before the kill"
     os.kill(worker, signal.SIGKILL)
@@ -125,16 +132,8 @@ def test_serve_killed_mid_turn_in_its_web_process_runs_the_turn_again_once_after
     root = tree(tmp_path, {"standup": "alpha"})
     server = start_server(root, env={"WORKFORCE_Q_WORKERS": "2"})
     ready(server)
-    first = post(server, "standup", "post 1\n/sleep 3000")
-    token = wait_for(
-        lambda: (d := delivery(server, first)) and d[0] == "running" and d[1] and d[1],
-        timeout=20,
-        what="post 1's turn running",
-        log=server.log,
-    )
+    first, token, second = a_turn_running_and_one_waiting(server)
     assert int(token[6:12], 16) == server.process.pid, "post 1's turn is not in the web process"
-    second = post(server, "standup", "post 2")
-    wait_for(lambda: rows(server, "SELECT COUNT(*) FROM seats_turnwait")[0][0], timeout=20, what="post 2 waiting for the seat")
     assert delivery(server, first)[0] == "running", "post 1's turn ended before the kill"
     server.process.send_signal(signal.SIGKILL)
     server.process.wait(10)
