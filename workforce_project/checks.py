@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 
-from workforce_project.deployment import connection_budget, postgres_connection_allowance, web_pool_options
+from workforce_project.deployment import connection_budget, postgres_connection_allowance
 from workforce_project.secret_key import REPOSITORY_KEY
 
 
@@ -79,30 +79,6 @@ def check_web_limits(app_configs=None, **kwargs):
                 )
             )
     return errors
-
-
-@checks.register("workforce")
-def check_inline_turns(app_configs=None, **kwargs):
-    """On PostgreSQL each turn ``serve``'s web process runs (``WORKFORCE_INLINE_TURNS``,
-    ``workforce.inline``) holds one of the web pool's ``WORKFORCE_WEB_CONCURRENCY``
-    connections for the whole turn, its model calls included: as many turns as
-    connections leave none for requests, which wait the pool's timeout (10 s) and answer
-    503 ``database-unavailable`` while slow turns run. So the turns must stay below the
-    pool. Says nothing without the pool (SQLite, ``WORKFORCE_DB_POOL=false``) or on
-    several machines (``WORKFORCE_MULTI_NODE``: no web process runs turns)."""
-    pool = web_pool_options()
-    turns = settings.WORKFORCE_INLINE_TURNS
-    if pool is None or settings.WORKFORCE_MULTI_NODE or turns < pool["max_size"]:
-        return []
-    return [
-        checks.Error(
-            f"WORKFORCE_INLINE_TURNS ({turns}) must be below WORKFORCE_WEB_CONCURRENCY ({pool['max_size']}): each turn "
-            "in the web process holds one of the web pool's connections, and with every one held requests answer "
-            "503 database-unavailable.",
-            hint="Lower WORKFORCE_INLINE_TURNS (0 sends every turn to the cluster) or raise WORKFORCE_WEB_CONCURRENCY.",
-            id="workforce_project.E030",
-        )
-    ]
 
 
 @checks.register("workforce")
