@@ -199,3 +199,14 @@ def test_while_the_process_is_busy_the_runner_takes_nothing(monkeypatch):
         assert [n for _, n, _ in RAN] == [2]
     finally:
         assert runner.stop(deadline=time.monotonic() + 5)
+
+
+@pytest.mark.parametrize(("turns", "web", "threads"), [(2, 16, 2), (2, 2, 1), (4, 4, 3), (2, 1, 0), (0, 16, 0)])
+def test_serve_leaves_the_web_at_least_one_connection(settings, turns, web, threads):
+    """Each turn in the web process holds one of its connections for the whole turn:
+    serve runs at most WORKFORCE_WEB_CONCURRENCY - 1 (break-it: with every one held a
+    read waited 10 s and answered 503)."""
+    from workforce_project.management.commands.serve import inline_threads
+
+    settings.WORKFORCE_INLINE_TURNS, settings.WORKFORCE_WEB_CONCURRENCY = turns, web
+    assert inline_threads() == threads

@@ -264,14 +264,13 @@ class Command(BaseCommand):
         stopper = _Stopper(None, float(settings.WORKFORCE_STOP_SECONDS))
         # One machine: this process runs committed turns itself while it has a free thread
         # (workforce.inline); a web node of several leaves them all to the worker nodes.
+        threads = inline_threads()
         if (
             not no_cluster
             and not settings.WORKFORCE_MULTI_NODE
-            and inline.start(settings.WORKFORCE_INLINE_TURNS, after_task=_hand_on_outage_retries, busy=_web_busy)
+            and inline.start(threads, after_task=_hand_on_outage_retries, busy=_web_busy)
         ):
-            self.stdout.write(
-                f"turns in the web process: at most {settings.WORKFORCE_INLINE_TURNS} at once, the rest in the cluster"
-            )
+            self.stdout.write(f"turns in the web process: at most {threads} at once, the rest in the cluster")
 
         def start_cluster() -> None:
             """The cluster starts once the web server answers: its processes would
@@ -388,6 +387,14 @@ def _url_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
+
+
+def inline_threads() -> int:
+    """The web process's turn threads: ``WORKFORCE_INLINE_TURNS``, at most
+    ``WORKFORCE_WEB_CONCURRENCY`` - 1. A turn here keeps one of the web's database
+    connections for the whole turn, model call included, so the cap leaves requests at
+    least one (with every one held a read waited 10 s and answered 503)."""
+    return max(0, min(settings.WORKFORCE_INLINE_TURNS, settings.WORKFORCE_WEB_CONCURRENCY - 1))
 
 
 def _web_busy() -> bool:
