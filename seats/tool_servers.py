@@ -43,7 +43,7 @@ from workforce.tools import Tool, ToolContext, ToolResult, refuse
 from workforce.tree import FrontmatterError, LoadError, name_problem, os_reason, strict_yaml_load
 from workforce.wire import check_storable
 
-from .mcp_client import ServerTool, ToolServer, ToolServerError, list_server_tools, pool
+from .mcp_client import ServerTool, ToolServer, ToolServerError, call_timeout, list_server_tools, pool
 from .models import Seat, ToolCallEntry
 
 logger = logging.getLogger(__name__)
@@ -282,7 +282,12 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
 
     def call(ctx: ToolContext, args: dict) -> ToolResult:
         try:
-            outcome = pool().call_tool(server, listed.name, args)
+            # At most what is left of the turn: a hanging server must not carry the turn
+            # past its deadline (and the task cluster's timeout).
+            limit = ctx.seconds_left(call_timeout())
+            if limit <= 0:
+                raise ToolServerError("tool-timeout", "the turn has no time left for it")
+            outcome = pool().call_tool(server, listed.name, args, timeout=limit)
         except ToolServerError as exc:
             _ledger(ctx, ToolCallEntry.Event.FAILED, server.name, listed.name, reason=exc.code)
             return refuse(exc.code, f"{server.name}/{listed.name}: {exc}; nothing came back.")

@@ -752,8 +752,10 @@ def run_turn(
         log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
     )
     extras.setdefault(SEAT_EXTRA, seat)  # which seat calls (a person's own speaks only where it is reached)
-    tool_ctx = ToolContext(org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras)
     deadline = time.monotonic() + (turn_timeout() if timeout is None else timeout)
+    tool_ctx = ToolContext(
+        org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras, deadline=deadline
+    )
     messages: list[dict] = []
     if seat.instructions:
         messages.append({"role": "system", "content": seat.instructions})
@@ -806,6 +808,10 @@ def run_turn(
                 # Also before the first: a cancel that came during the model call stops
                 # the tools it asked for (the reply is never posted).
                 _stop_if_cancelled(log)
+                if time.monotonic() >= deadline:
+                    # A turn's tool calls count against its deadline: none is made past it
+                    # (each one is given at most what is left: ToolContext.seconds_left).
+                    raise Refusal("turn-timeout", f"{seat.seat_id}'s turn passed its deadline during its tool calls.")
                 problem = _unstorable_call(call.name, call.arguments)
                 if problem is None:
                     outcome = (

@@ -252,6 +252,28 @@ def test_a_call_past_its_time_limit_fails_cleanly(run_turn_with):
     }
 
 
+def test_tool_calls_count_against_the_turns_deadline(run_turn_with, org):
+    # Break-it: a hanging server and a model asking for several calls in one reply. Each
+    # call was given the whole WORKFORCE_TOOL_CALL_TIMEOUT, whatever was left of the turn,
+    # so the turn ran calls x that past its deadline (with the defaults, 4 calls of 30 s
+    # outlived the cluster's 120 s task timeout and the worker was killed mid-turn).
+    from workforce.models import Request
+
+    hang = ("orders__sleep", {"seconds": 30})
+    _, items = run_turn_with(
+        [calls(hang, hang, hang), "late"],
+        tools="[orders/sleep]",
+        WORKFORCE_TURN_TIMEOUT=3,
+        WORKFORCE_TOOL_CALL_TIMEOUT=10,
+    )
+    # The first call gets only what is left of the turn; no call is made past its deadline.
+    [item] = items
+    assert item["result"]["refused"].startswith("tool-timeout: orders/sleep: the call passed its time limit of ")
+    assert [e.event for e in ToolCallEntry.objects.all()] == ["tool.failed"]
+    turn = Request.objects.get(organization=org, session__session_id="eng.incidents:eng.lead")
+    assert turn.status == Request.Status.FAILED and turn.error["reason"] == "turn-timeout", turn.error
+
+
 def test_a_turn_makes_at_most_the_set_number_of_tool_calls(run_turn_with):
     args = {"order_id": "A-1001"}
     _, items = run_turn_with(
