@@ -401,6 +401,26 @@ def test_manage_py_check_names_the_files_problems_and_unknown_servers_without_st
     ) in found
 
 
+def test_the_checks_start_no_tool_server_for_a_seat_on_an_openai_model(make_tree, tmp_path):
+    # Break-it: the tool-name check (seats.W002) built an openai seat's offered tools, its
+    # tool-server capability included, so `manage.py check` (and every `serve` start)
+    # started each granted server and waited for it: 20 s per server that hangs.
+    from django.core import checks
+
+    marker = tmp_path / "started"
+    servers = f"servers:\n  hang:\n    command: sh\n    args: ['-c', 'touch {marker}; sleep 60']\n"
+    files = {
+        "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md("Where incidents are worked.", members=("eng.lead",)),
+        "teams/eng/workers/lead/WORKER.md": worker_md("Answers.", model="openai/gpt-4o-mini", tools="[hang/*]"),
+        TOOL_SERVERS_FILE: servers,
+    }
+    root = make_tree(files)
+    with override_settings(WORKFORCE_ROOT=str(root), OPENAI_BASE_URL="http://127.0.0.1:9/v1"):
+        found = checks.run_checks(tags=["workforce"])
+    assert [e.id for e in found if e.id.startswith("seats.E")] == []
+    assert not marker.exists()
+
+
 def test_a_persons_own_worker_is_refused_its_unknown_grants_by_name(make_tree, db):
     from rest_framework.test import APIClient
 
