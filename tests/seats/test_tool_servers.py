@@ -274,6 +274,48 @@ def test_tool_calls_count_against_the_turns_deadline(run_turn_with, org):
     assert turn.status == Request.Status.FAILED and turn.error["reason"] == "turn-timeout", turn.error
 
 
+def test_a_worker_killed_mid_call_leaves_no_stdio_server_behind(tmp_path):
+    # Break-it: a worker process killed outright (kill -9, the cluster's timeout) during a
+    # call left its stdio server running, reparented to init, for as long as the call ran
+    # (forever for one that hangs): one more stray process per killed turn.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "server-pid"
+    code = (
+        "from seats.mcp_client import ToolServer, pool\n"
+        f"server = ToolServer(name='orders', command='python', args=({str(SERVER)!r},), cwd={str(tmp_path)!r})\n"
+        f"pool().call_tool(server, 'sleep', {{'seconds': 600, 'marker': {str(marker)!r}}}, timeout=700)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            assert worker.poll() is None, "the worker ended before its call started"
+            time.sleep(0.1)
+        server_pid = int(marker.read_text())
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().split(") ")[1][0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(server_pid):
+        os.kill(server_pid, signal.SIGKILL)
+        raise AssertionError(f"the tool server {server_pid} outlived its killed worker")
+
+
 def test_a_turn_makes_at_most_the_set_number_of_tool_calls(run_turn_with):
     args = {"order_id": "A-1001"}
     _, items = run_turn_with(
