@@ -317,6 +317,18 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
     return Tool(name=wire_name(server.name, listed.name), description=description, parameters=schema, call=call)
 
 
+def schema_problem(schema: dict) -> str | None:
+    """Why a listed tool's input schema is not a JSON schema (its draft's meta-schema
+    refuses it, e.g. a property whose ``type`` is no JSON type), or None."""
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    try:
+        validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        return _clip(exc.message, 200)
+    return None
+
+
 def tool_server_capability(seat: Seat) -> list[Tool]:
     """The agent kind's capability (``workforce.facets.CAPABILITIES``): the tool-server
     tools ``seat``'s ``tools:`` grants, in grant order, each once. A server that cannot
@@ -338,6 +350,18 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
             continue
         for entry in listed:
             if granted not in (GRANT_ALL, entry.name):
+                continue
+            problem = schema_problem(entry.input_schema)
+            if problem is not None:
+                # A provider refuses the whole call for one bad schema (OpenAI: 400), which
+                # would fail every turn of the seat: this tool alone is left out.
+                logger.warning(
+                    "seat %s: the tool %s/%s is not offered: its input schema is not a JSON schema (%s)",
+                    seat.seat_id,
+                    server_name,
+                    entry.name,
+                    problem,
+                )
                 continue
             tool = server_tool(server, entry)
             if tool.name not in seen:

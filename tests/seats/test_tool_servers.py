@@ -152,6 +152,19 @@ def test_the_turn_is_offered_exactly_the_granted_tools_with_their_schemas(make_t
     assert "Look up one order" in schema["description"]
 
 
+def test_a_tool_whose_schema_is_no_json_schema_is_left_out_and_the_others_offered(make_tree, db, caplog):
+    # Break-it: a server listing one tool with a broken input schema had it sent to the
+    # model as it was; OpenAI refuses the whole request (400), so every turn of the seat
+    # failed model-error while the server's other tools were fine.
+    rogue = Path(__file__).resolve().parents[1] / "toolservers" / "rogue_server.py"
+    root = make_tree(tree(tools="[rogue/*]", servers=f"servers:\n  rogue:\n    command: python\n    args: [{rogue}]\n"))
+    [seat] = do_hire_tree_workers(root)
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        tools = tool_server_capability(seat)
+    assert [t.name for t in tools] == ["rogue__good"]
+    assert "the tool rogue/bad_schema is not offered: its input schema is not a JSON schema" in caplog.text
+
+
 def test_wire_names_keep_to_what_a_provider_takes():
     assert wire_name("orders", "lookup_order") == "orders__lookup_order"
     assert wire_name("crm-eu", "contacts.search/v2") == "crm-eu__contacts_search_v2"
