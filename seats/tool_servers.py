@@ -33,7 +33,9 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable
+from contextvars import ContextVar
 from pathlib import Path
 
 from django.conf import settings
@@ -317,6 +319,12 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
     return Tool(name=wire_name(server.name, listed.name), description=description, parameters=schema, call=call)
 
 
+# The ``time.monotonic()`` by which the turn listing its tools must end (``run_turn`` sets
+# it around the listing): a server that hangs at its start holds the turn up no longer than
+# the turn may last, and its wait counts against the turn.
+LISTING_DEADLINE: ContextVar[float | None] = ContextVar("tool_listing_deadline", default=None)
+
+
 def schema_problem(schema: dict) -> str | None:
     """Why a listed tool's input schema is not a JSON schema (its draft's meta-schema
     refuses it, e.g. a property whose ``type`` is no JSON type), or None."""
@@ -343,8 +351,13 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
         server = servers.get(server_name)
         if server is None:
             continue
+        until = LISTING_DEADLINE.get()
+        limit = call_timeout() if until is None else min(call_timeout(), until - time.monotonic())
+        if limit <= 0:
+            logger.warning("seat %s: the tool server %s offers no tools this turn: no time was left", seat.seat_id, server_name)
+            continue
         try:
-            listed = pool().list_tools(server)
+            listed = pool().list_tools(server, timeout=limit)
         except ToolServerError as exc:
             logger.warning("seat %s: the tool server %s offers no tools this turn: %s", seat.seat_id, server_name, exc)
             continue

@@ -84,7 +84,7 @@ from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.wire import check_storable, text_problem
 
 from .models import Seat, TurnSlot, TurnWait
-from .tool_servers import refuse_unoffered
+from .tool_servers import LISTING_DEADLINE, refuse_unoffered
 
 logger = logging.getLogger(__name__)
 
@@ -718,7 +718,7 @@ def run_turn(
     *,
     text: str,
     history: list[dict],
-    tools: list[Tool],
+    tools: list[Tool] | Callable[[], list[Tool]],
     extras: TurnExtras | None = None,
     timeout: float | None = None,
     context: list[dict] | None = None,
@@ -734,7 +734,10 @@ def run_turn(
         log: where the turn is recorded (``start_turn``).
         text: the turn text (``<writer> in <mailbox>: <body>`` for a woken seat).
         history: earlier chat messages of the conversation, oldest first.
-        tools: what the model is offered (see ``offered_tools``).
+        tools: what the model is offered (see ``offered_tools``), or a function that
+            lists it, called once the turn's clock runs: the tool servers it asks for
+            their tools are given at most the turn's time, which their answers count
+            against.
         extras: the tools' shared ``ToolContext.extras`` (the same dict, so the caller
             reads back what a tool noted in it).
         timeout: seconds the turn may take (default ``turn_timeout()``).
@@ -756,6 +759,12 @@ def run_turn(
     tool_ctx = ToolContext(
         org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras, deadline=deadline
     )
+    if callable(tools):
+        listing = LISTING_DEADLINE.set(deadline)
+        try:
+            tools = tools()
+        finally:
+            LISTING_DEADLINE.reset(listing)
     messages: list[dict] = []
     if seat.instructions:
         messages.append({"role": "system", "content": seat.instructions})

@@ -329,6 +329,21 @@ def test_a_worker_killed_mid_call_leaves_no_stdio_server_behind(tmp_path):
         raise AssertionError(f"the tool server {server_pid} outlived its killed worker")
 
 
+def test_a_server_that_hangs_at_its_start_holds_the_turn_up_no_longer_than_the_turn_may_last(run_turn_with, org, tmp_path):
+    # Break-it: the turn's tools were listed before its clock started, each granted server
+    # given the whole WORKFORCE_TOOL_CALL_TIMEOUT: a server that never answers its
+    # handshake held every turn of the seat up 20 s more than WORKFORCE_TURN_TIMEOUT (one
+    # such server per 20 s past the cluster's task timeout, and the worker was killed).
+    from workforce.models import Request
+
+    marker = tmp_path / "hang-started"
+    servers = SERVERS_YAML + f"  hang:\n    command: sh\n    args: ['-c', 'touch {marker}; sleep 60']\n"
+    _, items = run_turn_with(["answered"], tools="[orders/lookup_order, hang/*]", servers=servers, WORKFORCE_TURN_TIMEOUT=3)
+    assert marker.exists() and items == []
+    turn = Request.objects.get(organization=org, session__session_id="eng.incidents:eng.lead")
+    assert turn.status == Request.Status.FAILED and turn.error["reason"] == "turn-timeout", turn.error
+
+
 def test_a_turn_makes_at_most_the_set_number_of_tool_calls(run_turn_with):
     args = {"order_id": "A-1001"}
     _, items = run_turn_with(
