@@ -200,7 +200,7 @@ def do_run_chat(run_pk: int) -> str:
                         log,
                         text=request.input["message"],
                         history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=request.pk),
-                        tools=agent_tools(seat),
+                        tools=lambda: agent_tools(seat),
                         extras={"idempotency_prefix": f"chat{run.pk}"},
                     )
                     result.output = {"runKind": RUN_KIND_CHAT}

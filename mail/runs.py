@@ -324,7 +324,7 @@ class _MailTurn:
             log,
             text=text,
             history=conversation_history(session, speaker=seat.seat_id, exclude_request_id=log.request.pk),
-            tools=agent_tools(seat) + mail_run_tools(),
+            tools=lambda: agent_tools(seat) + mail_run_tools(),
             extras={THREAD_EXTRA: thread.thread_id, "idempotency_prefix": f"mail{run.pk}"},
             reply_data={"thread": thread.thread_id},
         )

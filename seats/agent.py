@@ -132,7 +132,7 @@ class StartedPostTurn:
             self.log,
             text=self.text,
             history=self.history,
-            tools=agent_tools(self.seat),
+            tools=lambda: agent_tools(self.seat),
             extras=self.extras,
             context=routed_context(self.notify_input) if self.answer else None,
         )
@@ -282,7 +282,7 @@ def on_mailbox_post(ctx: ActionContext, validated: dict) -> AfterCommit:
                 log,
                 text=text,
                 history=history,
-                tools=agent_tools(seat),
+                tools=lambda: agent_tools(seat),
                 extras=_post_extras(data, answer, None),
                 context=routed_context(data) if answer else None,
             )
@@ -404,7 +404,7 @@ class StartedRowTurn:
             self.log,
             text=self.text,
             history=[],
-            tools=agent_tools(self.seat),
+            tools=lambda: agent_tools(self.seat),
             extras={"idempotency_prefix": task.task_id, "board_id": task.board_id, "task_id": task.task_id},
             reply_data={"taskId": task.task_id},
         )
@@ -507,7 +507,7 @@ def on_delegated_post(ctx: ActionContext, data: dict) -> dict:
         log,
         text=text,
         history=history,
-        tools=agent_tools(seat),
+        tools=lambda: agent_tools(seat),
         extras=TurnExtras(idempotency_prefix=(delegated["idempotencyPrefix"] if delegated else "") or ctx.request.request_id),
     )
     if result.error is None and not result.reply.strip():

@@ -14,7 +14,7 @@ from workforce.tree import UNREADABLE_SLOT, WorkforceRootError
 
 from .hiring import _seat_fields, hire_problems
 from .models import Seat
-from .tool_servers import TOOL_SERVERS_FILE
+from .tool_servers import TOOL_SERVERS_FILE, tool_server_capability
 from .turns import offered_tools
 from .workers import read_workforce
 
@@ -136,8 +136,11 @@ def check_tool_names(app_configs=None, **kwargs):
         flow = registry.get(seat.kind)
         if flow is None:
             continue  # cannot be hired: seats.E002 says why
+        # Without the tool servers' tools: listing them starts each server (a check starts
+        # none, docs/tools.md), and the model client aliases their names as any other.
+        capabilities = [c for c in CAPABILITIES.get(flow) or [] if c is not tool_server_capability]
         try:
-            tools = offered_tools(seat, TOOL_CATALOG.get(flow) or {}, CAPABILITIES.get(flow) or [])
+            tools = offered_tools(seat, TOOL_CATALOG.get(flow) or {}, capabilities)
         except Exception:  # a capability that cannot read the worker's keys: hiring names it
             continue
         long = [tool.name for tool in tools if not TOOL_NAME_PATTERN.match(tool.name)]

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import sys
 import threading
 from collections.abc import AsyncIterator, Coroutine
@@ -110,7 +111,8 @@ async def _transport(server: ToolServer) -> AsyncIterator[tuple[Any, Any]]:
     if server.command:
         command = sys.executable if server.command == "python" else server.command
         env = {name: os.environ[name] for name in server.env if name in os.environ}
-        params = StdioServerParameters(command=command, args=list(server.args), env=env, cwd=server.cwd or None)
+        command, args = _dying_with_us(command, list(server.args), server.cwd)
+        params = StdioServerParameters(command=command, args=args, env=env, cwd=server.cwd or None)
         async with stdio_client(params) as streams:
             yield streams[0], streams[1]
     else:
@@ -122,6 +124,30 @@ async def _transport(server: ToolServer) -> AsyncIterator[tuple[Any, Any]]:
         async with create_mcp_http_client(headers=headers) as client:
             async with streamable_http_client(server.url, http_client=client) as streams:
                 yield streams[0], streams[1]
+
+
+# Run before a stdio server's own program (Linux): the kernel kills the server when the
+# thread that started it ends (PR_SET_PDEATHSIG, kept across exec), so a worker process
+# killed outright (kill -9, the cluster's timeout) leaves no server behind; the SDK's own
+# shutdown only covers a client that closes its session. argv: the starter's pid, then
+# the program and its arguments.
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)  # the starter died before the signal was set\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _dying_with_us(command: str, args: list[str], cwd: str) -> tuple[str, list[str]]:
+    """``(command, args)`` run through ``_LAUNCHER`` on Linux (see it), as they are
+    elsewhere; a command that cannot be found (on the PATH, or from ``cwd`` for one with a
+    ``/``) is left as it is, for the SDK to say so."""
+    found = os.access(os.path.join(cwd, command), os.X_OK) if os.sep in command else shutil.which(command) is not None
+    if not sys.platform.startswith("linux") or not found:
+        return command, args
+    return sys.executable, ["-c", _LAUNCHER, str(os.getpid()), command, *args]
 
 
 def _first_cause(error: BaseException | None) -> BaseException | None:

@@ -33,7 +33,9 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Iterable
+from contextvars import ContextVar
 from pathlib import Path
 
 from django.conf import settings
@@ -43,7 +45,7 @@ from workforce.tools import Tool, ToolContext, ToolResult, refuse
 from workforce.tree import FrontmatterError, LoadError, name_problem, os_reason, strict_yaml_load
 from workforce.wire import check_storable
 
-from .mcp_client import ServerTool, ToolServer, ToolServerError, list_server_tools, pool
+from .mcp_client import ServerTool, ToolServer, ToolServerError, call_timeout, list_server_tools, pool
 from .models import Seat, ToolCallEntry
 
 logger = logging.getLogger(__name__)
@@ -282,7 +284,12 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
 
     def call(ctx: ToolContext, args: dict) -> ToolResult:
         try:
-            outcome = pool().call_tool(server, listed.name, args)
+            # At most what is left of the turn: a hanging server must not carry the turn
+            # past its deadline (and the task cluster's timeout).
+            limit = ctx.seconds_left(call_timeout())
+            if limit <= 0:
+                raise ToolServerError("tool-timeout", "the turn has no time left for it")
+            outcome = pool().call_tool(server, listed.name, args, timeout=limit)
         except ToolServerError as exc:
             _ledger(ctx, ToolCallEntry.Event.FAILED, server.name, listed.name, reason=exc.code)
             return refuse(exc.code, f"{server.name}/{listed.name}: {exc}; nothing came back.")
@@ -312,6 +319,24 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
     return Tool(name=wire_name(server.name, listed.name), description=description, parameters=schema, call=call)
 
 
+# The ``time.monotonic()`` by which the turn listing its tools must end (``run_turn`` sets
+# it around the listing): a server that hangs at its start holds the turn up no longer than
+# the turn may last, and its wait counts against the turn.
+LISTING_DEADLINE: ContextVar[float | None] = ContextVar("tool_listing_deadline", default=None)
+
+
+def schema_problem(schema: dict) -> str | None:
+    """Why a listed tool's input schema is not a JSON schema (its draft's meta-schema
+    refuses it, e.g. a property whose ``type`` is no JSON type), or None."""
+    from jsonschema import Draft202012Validator, exceptions, validators
+
+    try:
+        validators.validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except exceptions.SchemaError as exc:
+        return _clip(exc.message, 200)
+    return None
+
+
 def tool_server_capability(seat: Seat) -> list[Tool]:
     """The agent kind's capability (``workforce.facets.CAPABILITIES``): the tool-server
     tools ``seat``'s ``tools:`` grants, in grant order, each once. A server that cannot
@@ -326,13 +351,30 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
         server = servers.get(server_name)
         if server is None:
             continue
+        until = LISTING_DEADLINE.get()
+        limit = call_timeout() if until is None else min(call_timeout(), until - time.monotonic())
+        if limit <= 0:
+            logger.warning("seat %s: the tool server %s offers no tools this turn: no time was left", seat.seat_id, server_name)
+            continue
         try:
-            listed = pool().list_tools(server)
+            listed = pool().list_tools(server, timeout=limit)
         except ToolServerError as exc:
             logger.warning("seat %s: the tool server %s offers no tools this turn: %s", seat.seat_id, server_name, exc)
             continue
         for entry in listed:
             if granted not in (GRANT_ALL, entry.name):
+                continue
+            problem = schema_problem(entry.input_schema)
+            if problem is not None:
+                # A provider refuses the whole call for one bad schema (OpenAI: 400), which
+                # would fail every turn of the seat: this tool alone is left out.
+                logger.warning(
+                    "seat %s: the tool %s/%s is not offered: its input schema is not a JSON schema (%s)",
+                    seat.seat_id,
+                    server_name,
+                    entry.name,
+                    problem,
+                )
                 continue
             tool = server_tool(server, entry)
             if tool.name not in seen:

@@ -84,7 +84,7 @@ from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.wire import check_storable, text_problem
 
 from .models import Seat, TurnSlot, TurnWait
-from .tool_servers import refuse_unoffered
+from .tool_servers import LISTING_DEADLINE, refuse_unoffered
 
 logger = logging.getLogger(__name__)
 
@@ -718,7 +718,7 @@ def run_turn(
     *,
     text: str,
     history: list[dict],
-    tools: list[Tool],
+    tools: list[Tool] | Callable[[], list[Tool]],
     extras: TurnExtras | None = None,
     timeout: float | None = None,
     context: list[dict] | None = None,
@@ -734,7 +734,10 @@ def run_turn(
         log: where the turn is recorded (``start_turn``).
         text: the turn text (``<writer> in <mailbox>: <body>`` for a woken seat).
         history: earlier chat messages of the conversation, oldest first.
-        tools: what the model is offered (see ``offered_tools``).
+        tools: what the model is offered (see ``offered_tools``), or a function that
+            lists it, called once the turn's clock runs: the tool servers it asks for
+            their tools are given at most the turn's time, which their answers count
+            against.
         extras: the tools' shared ``ToolContext.extras`` (the same dict, so the caller
             reads back what a tool noted in it).
         timeout: seconds the turn may take (default ``turn_timeout()``).
@@ -752,8 +755,16 @@ def run_turn(
         log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
     )
     extras.setdefault(SEAT_EXTRA, seat)  # which seat calls (a person's own speaks only where it is reached)
-    tool_ctx = ToolContext(org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras)
     deadline = time.monotonic() + (turn_timeout() if timeout is None else timeout)
+    tool_ctx = ToolContext(
+        org=log.org, seat_id=seat.seat_id, session=log.session, request=log.request, extras=extras, deadline=deadline
+    )
+    if callable(tools):
+        listing = LISTING_DEADLINE.set(deadline)
+        try:
+            tools = tools()
+        finally:
+            LISTING_DEADLINE.reset(listing)
     messages: list[dict] = []
     if seat.instructions:
         messages.append({"role": "system", "content": seat.instructions})
@@ -806,6 +817,10 @@ def run_turn(
                 # Also before the first: a cancel that came during the model call stops
                 # the tools it asked for (the reply is never posted).
                 _stop_if_cancelled(log)
+                if time.monotonic() >= deadline:
+                    # A turn's tool calls count against its deadline: none is made past it
+                    # (each one is given at most what is left: ToolContext.seconds_left).
+                    raise Refusal("turn-timeout", f"{seat.seat_id}'s turn passed its deadline during its tool calls.")
                 problem = _unstorable_call(call.name, call.arguments)
                 if problem is None:
                     outcome = (

@@ -10,6 +10,7 @@ message's first word (a spec reason such as ``invalid-input``, or a task tool's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -68,6 +69,9 @@ class ToolContext:
         request: the request the seat's turn runs in, when there is one.
         extras: turn-scoped facts (``workforce.extras.TurnExtras``: e.g. the routed post
             this turn answers).
+        deadline: the ``time.monotonic()`` by which the calling turn must end, when it
+            has one: a tool that waits on something outside (a tool server) waits at
+            most until then (``seconds_left``).
     """
 
     org: Organization
@@ -75,6 +79,13 @@ class ToolContext:
     session: Session | None = None
     request: Request | None = None
     extras: TurnExtras = field(default_factory=lambda: TurnExtras())
+    deadline: float | None = None
+
+    def seconds_left(self, most: float) -> float:
+        """``most`` seconds, or fewer when the turn's deadline comes sooner (never below 0)."""
+        if self.deadline is None:
+            return most
+        return max(0.0, min(most, self.deadline - time.monotonic()))
 
 
 @dataclass(frozen=True)

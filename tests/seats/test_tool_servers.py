@@ -152,6 +152,19 @@ def test_the_turn_is_offered_exactly_the_granted_tools_with_their_schemas(make_t
     assert "Look up one order" in schema["description"]
 
 
+def test_a_tool_whose_schema_is_no_json_schema_is_left_out_and_the_others_offered(make_tree, db, caplog):
+    # Break-it: a server listing one tool with a broken input schema had it sent to the
+    # model as it was; OpenAI refuses the whole request (400), so every turn of the seat
+    # failed model-error while the server's other tools were fine.
+    rogue = Path(__file__).resolve().parents[1] / "toolservers" / "rogue_server.py"
+    root = make_tree(tree(tools="[rogue/*]", servers=f"servers:\n  rogue:\n    command: python\n    args: [{rogue}]\n"))
+    [seat] = do_hire_tree_workers(root)
+    with override_settings(WORKFORCE_ROOT=str(root)):
+        tools = tool_server_capability(seat)
+    assert [t.name for t in tools] == ["rogue__good"]
+    assert "the tool rogue/bad_schema is not offered: its input schema is not a JSON schema" in caplog.text
+
+
 def test_wire_names_keep_to_what_a_provider_takes():
     assert wire_name("orders", "lookup_order") == "orders__lookup_order"
     assert wire_name("crm-eu", "contacts.search/v2") == "crm-eu__contacts_search_v2"
@@ -250,6 +263,85 @@ def test_a_call_past_its_time_limit_fails_cleanly(run_turn_with):
     assert item["result"] == {
         "refused": "tool-timeout: orders/sleep: the call passed its time limit of 1 seconds; nothing came back."
     }
+
+
+def test_tool_calls_count_against_the_turns_deadline(run_turn_with, org):
+    # Break-it: a hanging server and a model asking for several calls in one reply. Each
+    # call was given the whole WORKFORCE_TOOL_CALL_TIMEOUT, whatever was left of the turn,
+    # so the turn ran calls x that past its deadline (with the defaults, 4 calls of 30 s
+    # outlived the cluster's 120 s task timeout and the worker was killed mid-turn).
+    from workforce.models import Request
+
+    hang = ("orders__sleep", {"seconds": 30})
+    _, items = run_turn_with(
+        [calls(hang, hang, hang), "late"],
+        tools="[orders/sleep]",
+        WORKFORCE_TURN_TIMEOUT=3,
+        WORKFORCE_TOOL_CALL_TIMEOUT=10,
+    )
+    # The first call gets only what is left of the turn; no call is made past its deadline.
+    [item] = items
+    assert item["result"]["refused"].startswith("tool-timeout: orders/sleep: the call passed its time limit of ")
+    assert [e.event for e in ToolCallEntry.objects.all()] == ["tool.failed"]
+    turn = Request.objects.get(organization=org, session__session_id="eng.incidents:eng.lead")
+    assert turn.status == Request.Status.FAILED and turn.error["reason"] == "turn-timeout", turn.error
+
+
+def test_a_worker_killed_mid_call_leaves_no_stdio_server_behind(tmp_path):
+    # Break-it: a worker process killed outright (kill -9, the cluster's timeout) during a
+    # call left its stdio server running, reparented to init, for as long as the call ran
+    # (forever for one that hangs): one more stray process per killed turn.
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "server-pid"
+    code = (
+        "from seats.mcp_client import ToolServer, pool\n"
+        f"server = ToolServer(name='orders', command='python', args=({str(SERVER)!r},), cwd={str(tmp_path)!r})\n"
+        f"pool().call_tool(server, 'sleep', {{'seconds': 600, 'marker': {str(marker)!r}}}, timeout=700)\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            assert worker.poll() is None, "the worker ended before its call started"
+            time.sleep(0.1)
+        server_pid = int(marker.read_text())
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().split(") ")[1][0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 30
+    while alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(server_pid):
+        os.kill(server_pid, signal.SIGKILL)
+        raise AssertionError(f"the tool server {server_pid} outlived its killed worker")
+
+
+def test_a_server_that_hangs_at_its_start_holds_the_turn_up_no_longer_than_the_turn_may_last(run_turn_with, org, tmp_path):
+    # Break-it: the turn's tools were listed before its clock started, each granted server
+    # given the whole WORKFORCE_TOOL_CALL_TIMEOUT: a server that never answers its
+    # handshake held every turn of the seat up 20 s more than WORKFORCE_TURN_TIMEOUT (one
+    # such server per 20 s past the cluster's task timeout, and the worker was killed).
+    from workforce.models import Request
+
+    marker = tmp_path / "hang-started"
+    servers = SERVERS_YAML + f"  hang:\n    command: sh\n    args: ['-c', 'touch {marker}; sleep 60']\n"
+    _, items = run_turn_with(["answered"], tools="[orders/lookup_order, hang/*]", servers=servers, WORKFORCE_TURN_TIMEOUT=3)
+    assert marker.exists() and items == []
+    turn = Request.objects.get(organization=org, session__session_id="eng.incidents:eng.lead")
+    assert turn.status == Request.Status.FAILED and turn.error["reason"] == "turn-timeout", turn.error
 
 
 def test_a_turn_makes_at_most_the_set_number_of_tool_calls(run_turn_with):
@@ -377,6 +469,26 @@ def test_manage_py_check_names_the_files_problems_and_unknown_servers_without_st
         "seats.E001",
         f"{TOOL_SERVERS_FILE}: [tool-servers-load-failed] servers: must be a mapping from a server's name to its declaration",
     ) in found
+
+
+def test_the_checks_start_no_tool_server_for_a_seat_on_an_openai_model(make_tree, tmp_path):
+    # Break-it: the tool-name check (seats.W002) built an openai seat's offered tools, its
+    # tool-server capability included, so `manage.py check` (and every `serve` start)
+    # started each granted server and waited for it: 20 s per server that hangs.
+    from django.core import checks
+
+    marker = tmp_path / "started"
+    servers = f"servers:\n  hang:\n    command: sh\n    args: ['-c', 'touch {marker}; sleep 60']\n"
+    files = {
+        "teams/eng/mailboxes/incidents/MAILBOX.md": mailbox_md("Where incidents are worked.", members=("eng.lead",)),
+        "teams/eng/workers/lead/WORKER.md": worker_md("Answers.", model="openai/gpt-4o-mini", tools="[hang/*]"),
+        TOOL_SERVERS_FILE: servers,
+    }
+    root = make_tree(files)
+    with override_settings(WORKFORCE_ROOT=str(root), OPENAI_BASE_URL="http://127.0.0.1:9/v1"):
+        found = checks.run_checks(tags=["workforce"])
+    assert [e.id for e in found if e.id.startswith("seats.E")] == []
+    assert not marker.exists()
 
 
 def test_a_persons_own_worker_is_refused_its_unknown_grants_by_name(make_tree, db):
