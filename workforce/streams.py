@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import connections
@@ -252,6 +251,8 @@ class ItemHub:
         return sum(len(subs) for subs in self._subs.values())
 
     async def _listen(self) -> None:
+        import psycopg  # PostgreSQL only: a process on SQLite never loads it (docs/running.md "Memory")
+
         while not self.stopping:
             try:
                 conn = await psycopg.AsyncConnection.connect(_conninfo(), autocommit=True)
@@ -282,6 +283,8 @@ class ItemHub:
 
 
 def _conninfo() -> str:
+    import psycopg
+
     conf = settings.DATABASES["default"]
     params = {
         "dbname": conf.get("NAME") or None,

@@ -1,0 +1,3 @@
+from workforce_project.lean import import_drf_compat_without_extras
+
+import_drf_compat_without_extras()

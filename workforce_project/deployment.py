@@ -183,11 +183,12 @@ def enable_web_pool() -> bool:
     is down); connections this thread holds are closed first (the next query takes one
     from the pool). Only for the web server: the task cluster forks its workers, and a
     pool's threads do not survive a fork. Returns whether it did."""
-    from workforce_project.db_pool import OutageAwarePool
-
     options = web_pool_options()
     if options is None:
         return False
+    # Imported here: psycopg_pool imports psycopg, which a process on SQLite never loads.
+    from workforce_project.db_pool import OutageAwarePool
+
     connections.close_all()
     wrapper = connections["default"]
     # The same dict object as every thread's connection settings (ConnectionHandler).

@@ -315,7 +315,10 @@ WORKFORCE_MCP_TOKEN = os.environ.get("WORKFORCE_MCP_TOKEN", "")
 # rows kept). A failure is still saved (django-q2's Failure admin) and acknowledged
 # (ack_failures): the work's row and its sweeper decide whether it runs again.
 # bulk: tasks one dequeue claims, in one statement on PostgreSQL (workforce.broker).
-_Q_WORKERS = _env_number("WORKFORCE_Q_WORKERS", 2, int)
+# workers: 1 by default, run in the sentinel's own process (serve's cluster is then one
+# process: docs/running.md "Memory"); serve's web process runs up to
+# WORKFORCE_INLINE_TURNS turns itself beside it. 2 or more: each a process of its own.
+_Q_WORKERS = _env_number("WORKFORCE_Q_WORKERS", 1, int)
 Q_CLUSTER = {
     "name": "workforce",
     "workers": _Q_WORKERS,
@@ -337,9 +340,11 @@ Q_CLUSTER = {
 # running or waiting for their seat); the rest are held as rows and released oldest first,
 # round-robin across sessions, as those finish. 0: no bound.
 # Defaults: a session can keep every worker busy and no more of its tasks wait in line
-# (bench/flood_fairness.py); an organization twice that.
-WORKFORCE_DELIVERY_SESSION_TASKS = _env_number("WORKFORCE_DELIVERY_SESSION_TASKS", _Q_WORKERS, int)
-WORKFORCE_DELIVERY_ORG_TASKS = _env_number("WORKFORCE_DELIVERY_ORG_TASKS", 2 * _Q_WORKERS, int)
+# (bench/flood_fairness.py); an organization twice that. At least 2: with one cluster
+# worker, serve's web process runs turns too (WORKFORCE_INLINE_TURNS).
+_TURN_RUNNERS = max(2, _Q_WORKERS)
+WORKFORCE_DELIVERY_SESSION_TASKS = _env_number("WORKFORCE_DELIVERY_SESSION_TASKS", _TURN_RUNNERS, int)
+WORKFORCE_DELIVERY_ORG_TASKS = _env_number("WORKFORCE_DELIVERY_ORG_TASKS", 2 * _TURN_RUNNERS, int)
 # The cluster's processes keep their database connections this many seconds (Django's
 # CONN_MAX_AGE, with health checks; 0: a new connection for every task and poll, as
 # django-q2 does by default). The web process pools its own (WORKFORCE_DB_POOL).

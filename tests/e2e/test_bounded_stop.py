@@ -131,7 +131,8 @@ def test_a_cluster_whose_main_process_was_killed_leaves_no_worker_behind(start_s
     import os
     import subprocess
 
-    server = start_server(tree(tmp_path / "tree"), env={"WORKFORCE_STOP_SECONDS": str(STOP_SECONDS)})
+    # Two workers: processes of their own (with one, the default, it is a thread of the sentinel's).
+    server = start_server(tree(tmp_path / "tree"), env={"WORKFORCE_STOP_SECONDS": str(STOP_SECONDS), "WORKFORCE_Q_WORKERS": "2"})
     # serve starts its cluster once the web server answers: wait for it to be there.
     children = wait_for(
         lambda: subprocess.run(

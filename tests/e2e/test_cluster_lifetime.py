@@ -23,6 +23,12 @@ pytestmark = pytest.mark.e2e
 LISTENER = "---\ndescription: Alpha.\nmodel: embedded/echo\n---\n\nYou listen.\n"
 
 
+# Two workers: each a process of its own, forked from the sentinel (with one, the default,
+# the worker is a thread of the sentinel's process and the cluster is a single process),
+# so that what happens to a cluster's worker processes is seen.
+PROCESSES = {"WORKFORCE_Q_WORKERS": "2"}
+
+
 def tree(root):
     return write_tree(
         root,
@@ -50,7 +56,7 @@ def cluster_of(server) -> int:
 
 def test_kill_9_of_serve_ends_its_whole_cluster_and_the_next_serve_runs_one(start_server, tmp_path):
     root = tree(tmp_path / "tree")
-    first = start_server(root, env={"WORKFORCE_STOP_SECONDS": "3"})
+    first = start_server(root, env={"WORKFORCE_STOP_SECONDS": "3", **PROCESSES})
     cluster = cluster_of(first)
 
     os.kill(first.process.pid, signal.SIGKILL)
@@ -60,7 +66,7 @@ def test_kill_9_of_serve_ends_its_whole_cluster_and_the_next_serve_runs_one(star
     gone_after = time.monotonic() - killed
     assert f"serve (pid {first.process.pid}) is gone: stopping its task cluster" in first.log.read_text()
 
-    again = start_server(root)
+    again = start_server(root, env=PROCESSES)
     assert cluster_of(again) != cluster
     assert again.call("GET", "/api/").status == 200
     print(f"cluster gone {gone_after:.1f}s after kill -9 of serve")
@@ -70,7 +76,7 @@ def test_kill_9_of_the_cluster_alone_and_serve_starts_another_that_runs_the_work
     """serve went on answering 202 with no cluster at all after its cluster's main process
     was killed (nothing ran the work, nothing said so): it starts another, and says so."""
     root = tree(tmp_path / "tree")
-    server = start_server(root)
+    server = start_server(root, env=PROCESSES)
     cluster = cluster_of(server)
 
     os.kill(cluster, signal.SIGKILL)
@@ -96,7 +102,7 @@ def test_kill_9_of_the_cluster_alone_and_serve_starts_another_that_runs_the_work
 
 def test_a_second_serve_beside_a_live_cluster_refuses_naming_it(start_server, tmp_path):
     root = tree(tmp_path / "tree")
-    first = start_server(root)
+    first = start_server(root, env=PROCESSES)
     cluster = cluster_of(first)
 
     port = free_port()
@@ -127,7 +133,7 @@ def test_the_cluster_takes_its_lock_again_when_the_database_ended_its_session(st
     it: the cluster takes it again, so a later serve still finds it."""
     import psycopg
 
-    server = start_server(tree(tmp_path / "tree"))
+    server = start_server(tree(tmp_path / "tree"), env=PROCESSES)
     if "DATABASE_URL" not in server.env:
         pytest.skip("needs PostgreSQL")
     cluster = cluster_of(server)

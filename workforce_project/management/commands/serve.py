@@ -304,6 +304,8 @@ class Command(BaseCommand):
             # when httptools is there) sends header names in lower case, h11 as Django
             # wrote them ("Location"), which clients reading them case-sensitively rely on.
             http="h11",
+            # No WebSocket routes: "auto" would load the websockets package (docs/running.md "Memory").
+            ws="none",
             # Open requests and streams get part of the stop budget, then are cut.
             timeout_graceful_shutdown=max(1, int(stopper.seconds * 0.8)),
         )

@@ -7,7 +7,12 @@ It is django-q2's cluster in fewer processes (docs/running.md "Memory"): this pr
 the cluster's sentinel itself (``manage.py qcluster`` forks a sentinel from a main process
 that then only waits), and the sentinel runs django-q2's pusher and monitor as threads of
 its own (they wait on the broker and on the workers' results, which costs no CPU), so the
-cluster is this process and its workers.
+cluster is this process and its workers. With one worker (``WORKFORCE_Q_WORKERS=1``, the
+default) that worker is a thread of this process too, and the cluster is one process:
+each Python process with Django and the apps loaded is about 60 MiB of RSS. A task that
+runs past the cluster's timeout cannot be stopped in a thread, so the cluster ends
+(``TIMEOUT_EXIT``), as django-q2 ends a worker process: serve starts another, and the
+work's leases run it again.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import signal
 import threading
 import time
 import uuid
+from multiprocessing import Value
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -25,10 +32,14 @@ from django_q.cluster import Sentinel
 from django_q.monitor import monitor
 from django_q.pusher import pusher
 from django_q.status import Stat
+from django_q.worker import worker
 
 from workforce_project.cluster_guard import ClusterLock, describe_self, guard_cluster
 
 logger = logging.getLogger(__name__)
+
+# The exit status of a cluster whose in-process worker ran past the timeout.
+TIMEOUT_EXIT = 3
 
 
 class Command(BaseCommand):
@@ -58,7 +69,9 @@ class Command(BaseCommand):
 
 class _Thread(threading.Thread):
     """A thread that stands where django-q2's sentinel keeps a process (``pid``,
-    ``is_alive``), for its status and its guard."""
+    ``is_alive``), for its status and its guard; a worker's also has django-q2's ``timer``."""
+
+    timer: Any = None
 
     @property
     def pid(self) -> int:
@@ -93,6 +106,41 @@ class ServeSentinel(Sentinel):
 
     def spawn_monitor(self):
         return self._thread(monitor, self.result_queue, self.broker)
+
+    def spawn_worker(self):
+        """django-q2's worker, as a thread of this process when it is the cluster's only
+        one (see the module docstring); otherwise a process forked from this one."""
+        if self.pool_size != 1:
+            super().spawn_worker()
+            return
+        timer = Value("f", -1)  # as django-q2's: -1 idle, the seconds left while busy
+        thread = _Thread(
+            target=worker,
+            args=(self.task_queue, self.result_queue, timer, self.timeout),
+            name=f"Worker-{uuid.uuid4().hex[:8]}",
+            daemon=True,
+        )
+        thread.timer = timer  # read by django-q2's guard
+        self.pool.append(thread)
+        thread.start()
+
+    def reincarnate(self, process):
+        """django-q2's, and for the in-process worker: a new thread when it stopped (a
+        recycle), the cluster's end when its task ran past the timeout."""
+        if not (isinstance(process, _Thread) and process in self.pool):
+            super().reincarnate(process)
+            return
+        if process.timer.value == 0:
+            logger.critical(
+                "a task ran past the cluster's timeout (%s s) in its worker thread: ending the cluster, serve starts another",
+                self.timeout,
+            )
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            os._exit(TIMEOUT_EXIT)
+        self.pool.remove(process)
+        self.spawn_worker()
+        self.reincarnations += 1
 
     def stop(self):
         """django-q2's stop (pusher, then the workers once their queue is drained, then
