@@ -34,13 +34,14 @@ them a mailbox's principal reaches is ``seats.queries.reachable_seats``.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -430,7 +431,12 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
         ``(recent, previous_id)``: the ledger's lines before ``line`` (at most 20) and
         the primary key of the last client post before it (None after a fresh start).
     """
-    ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
+    if connection.vendor == "postgresql":
+        appended, ledger = _append_to_ledger(session, line)
+        if appended is not None:
+            return appended
+    else:
+        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
     fresh = ledger is None
     if ledger is None or ledger.last_seq != line.seq - 1:
         earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
@@ -450,6 +456,60 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
     else:
         ledger.save(force_insert=fresh)
     return recent, previous_id
+
+
+# PostgreSQL: the ledger's read and its write in one statement (one round trip per line,
+# not two). The ``old`` CTE reads the row as it was; the UPDATE appends the entry and keeps
+# the last ``keep`` entries, only when the line follows the last one recorded (otherwise
+# nothing is written and the caller starts the ledger afresh, as on SQLite). The mailbox's
+# row lock (held by the post) serializes writers of one ledger.
+_APPEND_SQL = """
+WITH old AS (
+    SELECT "lines", "last_seq", "last_post_id", "updated_at" FROM "mailboxes_routeledger" WHERE "session_id" = %(session)s
+), written AS (
+    UPDATE "mailboxes_routeledger" AS l SET
+        "lines" = (
+            SELECT COALESCE(jsonb_agg(t.e ORDER BY t.o), '[]'::jsonb)
+            FROM jsonb_array_elements(old."lines" || jsonb_build_array(%(entry)s::jsonb)) WITH ORDINALITY AS t(e, o)
+            WHERE t.o > jsonb_array_length(old."lines") + 1 - %(keep)s
+        ),
+        "last_seq" = %(seq)s,
+        "last_post_id" = COALESCE(%(post)s, old."last_post_id"),
+        "updated_at" = %(now)s
+    FROM old
+    WHERE l."session_id" = %(session)s AND old."last_seq" = %(seq)s - 1
+    RETURNING 1
+)
+SELECT old."lines", old."last_seq", old."last_post_id", old."updated_at", EXISTS (SELECT 1 FROM written) FROM old
+"""
+
+
+def _append_to_ledger(session: Session, line: Line) -> tuple[tuple[list[dict], int | None] | None, RouteLedger | None]:
+    """PostgreSQL: ``record_line``'s common case in one statement (the line follows the
+    last one recorded). Returns ``(what record_line returns, None)`` when it was written;
+    else ``(None, the ledger as it is, or None when there is none)``, for the caller to
+    start it afresh without reading it again."""
+    params: dict[str, Any] = {
+        "session": session.pk,
+        "entry": json.dumps(ledger_entry(line)),
+        "keep": LEDGER_LINES,
+        "seq": line.seq,
+        "post": None if line.seat_authored else line.pk,
+        "now": timezone.now(),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_APPEND_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    lines, last_seq, previous_id, updated_at, written = row
+    if isinstance(lines, str | bytes):  # jsonb handed back as text
+        lines = json.loads(lines)
+    if written:
+        return (list(lines)[-LEDGER_LINES:], previous_id), None
+    ledger = RouteLedger(session=session, lines=lines, last_seq=last_seq, last_post_id=previous_id, updated_at=updated_at)
+    ledger._state.adding = False
+    return None, ledger
 
 
 def read_route_ledger(session: Session) -> dict | None:

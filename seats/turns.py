@@ -79,7 +79,13 @@ from workforce.models import Item, LeasedWork, Organization, Request, Session
 from workforce.prepared import update_rows, update_statement
 from workforce.previews import TextPreview
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_request, do_update_then_emit_item, emit_item
+from workforce.sessions import (
+    ActionContext,
+    do_record_request,
+    do_record_running_request_with_item,
+    do_update_then_emit_item,
+    emit_item,
+)
 from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.wire import check_storable, text_problem
 
@@ -388,12 +394,24 @@ def start_turn(
         if in_action is not None:
             request = in_action.request
             org = in_action.org
+            if prompt is not None:
+                emit_item(session, "", prompt, type=MESSAGE, request=request)
+        elif prompt is not None:  # the request and its prompt: one statement on PostgreSQL
+            request, _ = do_record_running_request_with_item(
+                session,
+                "",
+                prompt,
+                type=MESSAGE,
+                action=action,
+                input=input or {},
+                user_id=user_id,
+                started_at=started_at,
+                parent=parent,
+            )
         else:
             request = do_record_request(
                 session, action=action, input=input or {}, user_id=user_id, running=True, started_at=started_at, parent=parent
             )
-        if prompt is not None:
-            emit_item(session, "", prompt, type=MESSAGE, request=request)
         if on_started is not None:
             on_started(request)
     return TurnLog(org=org or session.organization, session=session, request=request, owns_request=in_action is None)

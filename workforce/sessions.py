@@ -725,12 +725,42 @@ def do_record_request(
         The stored Request: ``running``, else ``failed`` when ``error`` is given, else
         ``completed``; finished now unless running.
     """
+    request = _new_request(
+        session,
+        action=action,
+        input=input,
+        user_id=user_id,
+        output=output,
+        error=error,
+        parent=parent,
+        internal=internal,
+        running=running,
+        started_at=started_at,
+    )
+    rows.insert(request)  # a post's fan-out writes one: the INSERT without the ORM's compile
+    return request
+
+
+def _new_request(
+    session: Session,
+    *,
+    action: str,
+    input: Mapping[str, Any],
+    user_id: str,
+    output: Any = None,
+    error: dict | None = None,
+    parent: Request | None = None,
+    internal: bool = True,
+    running: bool = False,
+    started_at=None,
+) -> Request:
+    """The unsaved Request ``do_record_request`` stores (its arguments)."""
     now = timezone.now()
     if running:
         status = Request.Status.RUNNING
     else:
         status = Request.Status.FAILED if error else Request.Status.COMPLETED
-    request = Request(
+    return Request(
         organization_id=session.organization_id,
         session=session,
         action=action,
@@ -745,8 +775,70 @@ def do_record_request(
         started_at=started_at or now,
         finished_at=None if running else now,
     )
-    rows.insert(request)  # a post's fan-out writes one: the INSERT without the ORM's compile
-    return request
+
+
+# A running request and its first item (a turn's start: its prompt) in one statement on
+# PostgreSQL: the request's INSERT, the session's item counter bumped, the item's INSERT
+# with both, and the streams' note (as ``_item_insert_postgresql``).
+_ITEM_OF_NEW_REQUEST = (("seq", "counter.item_seq"), ("request_id", "req.id"))
+
+
+@cache
+def _request_and_item_sql() -> str:
+    req_columns, req_values, _ = rows.insert_parts(Request, "postgresql")
+    columns, values, _ = rows.insert_parts(Item, "postgresql", _ITEM_OF_NEW_REQUEST)
+    requests, items = rows.quote(Request._meta.db_table), rows.quote(Item._meta.db_table)
+    sessions = rows.quote(Session._meta.db_table)
+    return (
+        f"WITH req AS (INSERT INTO {requests} ({req_columns}) VALUES ({req_values}) RETURNING id), "
+        f'counter AS (UPDATE {sessions} SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"), '
+        f"item AS (INSERT INTO {items} ({columns}) SELECT {values} FROM counter, req RETURNING id, seq) "
+        "SELECT req.id, item.id, item.seq, pg_notify(%s, %s || item.seq::text) FROM req, item"
+    )
+
+
+@in_callers_transaction
+def do_record_running_request_with_item(
+    session: Session,
+    component: str,
+    data: dict,
+    *,
+    type: str = "component",
+    action: str,
+    input: Mapping[str, Any],
+    user_id: str,
+    parent: Request | None = None,
+    started_at=None,
+) -> tuple[Request, Item]:
+    """``do_record_request(session, ..., running=True)`` and then ``emit_item(session,
+    component, data, type=type, request=<that request>)``: one statement on PostgreSQL (a
+    turn's start writes its request and its prompt in one round trip), two elsewhere.
+    Call inside the transaction both belong to.
+
+    Returns:
+        ``(the running request, its item)``, both stored.
+    """
+    request = _new_request(
+        session, action=action, input=input, user_id=user_id, parent=parent, running=True, started_at=started_at
+    )
+    if connection.vendor != "postgresql":
+        rows.insert(request)
+        return request, emit_item(session, component, data, type=type, request=request)
+    item = Item(session=session, type=type, component=component, data=data)
+    params = [
+        *rows.insert_params(request, rows.insert_parts(Request, "postgresql")[2]),
+        session.pk,
+        *rows.insert_params(item, rows.insert_parts(Item, "postgresql", _ITEM_OF_NEW_REQUEST)[2]),
+        STREAM_CHANNEL,
+        f"{session.pk}:",
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_request_and_item_sql(), params)
+        request_pk, item_pk, item.seq, _ = cursor.fetchone()
+    rows.mark_saved(request, request_pk)
+    rows.mark_saved(item, item_pk)
+    item.request = request
+    return request, item
 
 
 def do_abort_request(request_pk: int, detail: str | None = None, *, now=None) -> bool:

@@ -37,13 +37,14 @@ ONE_SEAT = {
 
 # One wake of an echo seat that has heard posts before (its conversation and slot exist):
 # the claim and the read of what the turn needs (PostgreSQL 1: the claim is a CTE the
-# read joins; SQLite 2), slot 1, turn start 3 (request, the prompt item with its counter's bump:
-# one CTE on PostgreSQL, two statements on SQLite; the delivery noting its turn),
+# read joins; SQLite 2), slot 1, turn start (PostgreSQL 2: the request, the prompt item and
+# its counter's bump in one CTE, workforce.sessions.do_record_running_request_with_item;
+# SQLite 4: the request, the counter's bump, the item; then the delivery noting its turn),
 # history 1; the cancel check 1; finish (PostgreSQL 1: the request settled unless
 # cancelled and, in the same CTE, the reply item with its counter's bump; SQLite 3),
 # settle 1, the next held delivery released (mailboxes.fairness: one UPDATE … RETURNING,
 # which finds none here) 1, slot freed 1.
-WAKE_STATEMENTS = {"postgresql": 11, "sqlite": 15}
+WAKE_STATEMENTS = {"postgresql": 10, "sqlite": 15}
 WAKE_TRANSACTIONS = 2  # atomic blocks; the cancel check is the one autocommit read
 # On PostgreSQL the live streams are told of each item by the statement that stores it
 # (its pg_notify, delivered at the commit): no NOTIFY statement of its own after a commit
@@ -121,7 +122,7 @@ def one_seat(wired, org, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_wake_of_an_echo_seat_is_11_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
+def test_one_wake_of_an_echo_seat_is_10_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
     assert do_deliver(one_seat("first").pk) == "done"  # its conversation and slot are made
     delivery = one_seat("second")
     with profile() as rows:
@@ -155,7 +156,7 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 
 # The same wake when the seat answers with post-to-mailbox: its line is a second action
 # through the kernel (the mailbox's internal ``seatPost``, dispatched once by its key).
-# Besides the 11 (15): the cancel checks before the tool call and before the model's
+# Besides the 10 (15): the cancel checks before the tool call and before the model's
 # second call 2; the action's transaction (PostgreSQL 3: the mailbox session read under
 # its lock and the request's INSERT in one statement, whose ON CONFLICT on the key's index
 # finds a used key; the line, its item and the request's completion in one CTE; the
@@ -163,7 +164,7 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 # request's INSERT in a savepoint, the line's three writes, the notify request, the
 # request's UPDATE); the tool-call item (PostgreSQL 1, SQLite 2). The tool reads no
 # mailbox: the delivery read it.
-POSTER_WAKE_STATEMENTS = {"postgresql": 17, "sqlite": 29}
+POSTER_WAKE_STATEMENTS = {"postgresql": 16, "sqlite": 29}
 POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
 # The line's item is told by the line's own statement (``mailboxes.lines``), not by one of these.
 POSTER_STREAM_NOTIFIES = 0  # 3 while emit_item queued an after-commit NOTIFY
