@@ -166,6 +166,7 @@ class WorkerChatView(APIView):
             user_id=principal.user_id,
             worker=worker,
             message=body.get("message"),
+            posted_by=principal.posted_by,  # the caller resolved above: never the body's
             idempotency_key=idempotency_key_of(request),
         )
         return request_response(row, http_request=request)

@@ -9,7 +9,11 @@ the worker's ``run: {triggers: [...]}`` (``trigger-not-allowed``, 409, nothing
 written). The turn's request (action ``onChat``, input ``{message, worker, runKind:
 "chat"}``) answers 202 at once, running; the turn runs on the task cluster
 (``mail.tasks.run_chat``) through ``seats.turns`` with the seat's history in that
-session, and the request completes with ``{reply, toolCalls, runKind}``.
+session, and the request completes with ``{reply, toolCalls, runKind}``. The person's
+message lands in that session as a user message item whose ``postedBy`` is the caller
+the API, the page or the MCP server resolved (kept on the ``ChatRun`` until the turn
+writes it; docs/architecture.md "Who said what"), and the agent's reply as an assistant
+message item whose ``postedBy`` is its seat.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from workforce.facets import CLIENT_CREATES_SESSIONS, PRIVATE_SESSIONS
 from workforce.flows import FlowKind, registry
 from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.models import Organization, Request, Session
+from workforce.posted_by import PostedBy, as_posted_by
 from workforce.refusals import Refusal
 from workforce.sessions import check_idempotent_replay, find_idempotent_request
 from workforce.wire import check_text
@@ -65,9 +70,18 @@ def chat_session_id(worker: str, user_id: str) -> str:
 
 
 def do_start_chat(
-    org: Organization, *, user_id: str, worker: str, message: object, idempotency_key: str | None = None
+    org: Organization,
+    *,
+    user_id: str,
+    worker: str,
+    message: object,
+    posted_by: PostedBy | None,
+    idempotency_key: str | None = None,
 ) -> Request:
     """Start a chat turn of ``worker`` for person ``user_id`` (see the module docstring).
+
+    ``posted_by`` is the caller's ``Principal.posted_by``, never anything a client sent:
+    the person's message item carries it as its ``postedBy`` (None: none).
 
     Returns the turn's request, running. With ``idempotency_key`` (the caller's
     ``Idempotency-Key``, at most 255 characters) the key is kept on that request, as the
@@ -121,7 +135,9 @@ def do_start_chat(
                 prompt=None,  # written when the turn runs, so one turn's items never interleave another's
                 on_started=(lambda request: _keep_key(request, idempotency_key)) if idempotency_key else None,
             )
-            run = ChatRun.objects.create(organization=org, request=log.request, seat_id=worker, enqueued_at=timezone.now())
+            run = ChatRun.objects.create(
+                organization=org, request=log.request, seat_id=worker, posted_by=posted_by, enqueued_at=timezone.now()
+            )
             enqueue(CHAT_TASK, run.pk)
     except IntegrityError:
         # A call with the same key committed first (its UPDATE below waited for it): its
@@ -192,7 +208,11 @@ def do_run_chat(run_pk: int) -> str:
 
             def start() -> Callable[[], TurnResult]:
                 if not request.items.filter(type=MESSAGE).exists():  # once, also when run again after a crash
-                    log.message({"role": "user", "text": request.input["message"], "runKind": RUN_KIND_CHAT})
+                    said: dict = {"role": "user", "text": request.input["message"], "runKind": RUN_KIND_CHAT}
+                    asked_by = as_posted_by(run.posted_by)  # read with the run: no query of its own
+                    if asked_by is not None:
+                        said["postedBy"] = asked_by
+                    log.message(said)
 
                 def run_model() -> TurnResult:
                     result = run_turn(

@@ -277,6 +277,7 @@ def tool_server(caller_of: Callable[[Context], McpCaller]) -> MCPServer:
                 user_id=principal.user_id,
                 worker=worker,
                 message=message,
+                posted_by=principal.posted_by,  # the caller the server resolved: never an argument
                 idempotency_key=_idempotency_key(ctx),
             )
             return _chat_answer(_wait_for_turn(request, ctx, worker))

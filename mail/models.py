@@ -164,7 +164,11 @@ class WebhookDelivery(models.Model):
 class ChatRun(LeasedWork):
     """One chat turn a person asked of an agent (spec "Mail versus chat": run kind
     ``chat``, stored in the office database): the turn's ``request`` on the person's chat
-    session with the agent, run once on the task cluster under a claim."""
+    session with the agent, run once on the task cluster under a claim.
+
+    ``posted_by`` is who asked (``workforce.posted_by.PostedBy``, the principal the API,
+    the page or the MCP server resolved): the turn's user message item, written when the
+    turn runs, carries it as its ``postedBy`` (docs/architecture.md "Who said what")."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -177,6 +181,7 @@ class ChatRun(LeasedWork):
     seat_id = models.CharField(max_length=200)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     error = models.JSONField(null=True, blank=True)
+    posted_by = models.JSONField(null=True, blank=True, help_text='Who asked: {"kind": "user", "id", "verified"}.')
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
 

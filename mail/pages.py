@@ -6,6 +6,7 @@ mail through this facet, in the mail API's wire shape."""
 from __future__ import annotations
 
 from workforce.models import Organization
+from workforce.posted_by import PostedBy
 from workforce.principals import Principal
 
 from .chat import chat_session_id, do_start_chat
@@ -48,15 +49,16 @@ class IndexReader:
         """
         return thread_wire(do_send_person_mail(principal, user, to=to, subject=subject, body=body))
 
-    def chat(self, org: Organization, *, user_id: str, worker: str, message: str):
+    def chat(self, org: Organization, *, user_id: str, worker: str, message: str, posted_by: PostedBy):
         """A person's chat turn with ``worker`` (``do_start_chat``, as ``POST
-        /api/workers/{worker}/chat``): the turn's request, running.
+        /api/workers/{worker}/chat``): the turn's request, running; ``posted_by`` the
+        page's principal's (the message item's ``postedBy``).
 
         Raises:
             Refusal: as ``do_start_chat`` (``recipient-not-found``, ``trigger-not-allowed``,
                 ``invalid-input``).
         """
-        return do_start_chat(org, user_id=user_id, worker=worker, message=message)
+        return do_start_chat(org, user_id=user_id, worker=worker, message=message, posted_by=posted_by)
 
     def chat_session_id(self, worker: str, user_id: str) -> str:
         """The person's chat session with ``worker`` (``chat:<worker>:<user>``)."""

@@ -22,7 +22,8 @@ A turn has three parts, written in the same shape whoever runs it:
    handler, ``onMailboxPost`` by dispatch, hands its model to ``do_run_action`` to run
    after the action's transaction commits: ``workforce.sessions.AfterCommit``);
 3. **finish** (``TurnResult.finish``, called by ``drive_turn`` inside the transaction
-   that settles the caller's work item): the reply as an assistant ``message`` item,
+   that settles the caller's work item): the reply as an assistant ``message`` item
+   (its ``postedBy`` the seat whose turn it was: docs/architecture.md "Who said what"),
    then the request completed with its output, or failed with the turn's error. A
    request that belongs to an action run (``start_turn(in_action=...)``) is settled by
    that run instead.
@@ -76,6 +77,7 @@ from workforce.holders import holder_alive, is_outage, new_token
 from workforce.leases import give_back_lease, lease_seconds
 from workforce.llm import ModelCall, ModelError, current_resolver
 from workforce.models import Item, LeasedWork, Organization, Request, Session
+from workforce.posted_by import PostedBy, seat_posted_by
 from workforce.prepared import update_rows, update_statement
 from workforce.previews import TextPreview
 from workforce.refusals import Refusal
@@ -422,7 +424,8 @@ class TurnResult:
     """How a turn ended: ``reply`` (the model's last text), ``tool_calls`` (one record
     ``{name, arguments, result}`` per call, in order) and ``error`` (a Refusal when the
     turn failed); ``log`` is where it is recorded and ``extras`` what its tools shared
-    (``ToolContext.extras``).
+    (``ToolContext.extras``); ``posted_by`` the reply item's ``postedBy`` (``run_turn``
+    sets the seat whose turn it is; None writes none).
 
     ``finish`` writes the turn's end; what the kind does when its turn ends (a routed
     answer handed to its mailbox) is in ``after``, run by ``finish`` in the same
@@ -436,6 +439,7 @@ class TurnResult:
     extras: TurnExtras = field(default_factory=lambda: TurnExtras())
     agent_name: str = ""
     reply_data: dict[str, Any] = field(default_factory=dict)
+    posted_by: PostedBy | None = None
     output: dict[str, Any] | None = None
     after: list[Callable[[TurnResult], None]] = field(default_factory=list)
     preview: TextPreview | None = None  # the answer's text while it is written (workforce.previews)
@@ -451,8 +455,8 @@ class TurnResult:
 
     def finish(self, *, output: dict | None = None) -> None:
         """Write the turn's end (call inside the transaction that settles the caller's
-        work item): the reply as an assistant message item (``agentName`` and
-        ``reply_data``), when the turn answered; then, when the log owns its request,
+        work item): the reply as an assistant message item (``agentName``,
+        ``reply_data`` and ``postedBy``, the seat that ran the turn), when the turn answered; then, when the log owns its request,
         the request completed with ``output`` (default ``default_output()``) or failed
         with ``error``; then the ``after`` hooks. A turn whose request was cancelled
         meanwhile (``workforce.cancelling``) writes no reply and no status: its request
@@ -466,6 +470,8 @@ class TurnResult:
         reply = None
         if self.error is None and self.reply.strip():
             reply = {"role": "assistant", "text": self.reply, "agentName": self.agent_name, **self.reply_data}
+            if self.posted_by is not None:  # in the item's own statement: no query of its own
+                reply["postedBy"] = self.posted_by
         if log.owns_request:
             request = log.request
             request.finished_at = timezone.now()
@@ -770,7 +776,12 @@ def run_turn(
     """
     extras = TurnExtras() if extras is None else extras
     result = TurnResult(
-        log=log, extras=extras, agent_name=seat.seat_id if agent_name is None else agent_name, reply_data=dict(reply_data or {})
+        log=log,
+        extras=extras,
+        agent_name=seat.seat_id if agent_name is None else agent_name,
+        reply_data=dict(reply_data or {}),
+        # The seat the server ran (never what the model says): the reply item's postedBy.
+        posted_by=seat_posted_by(seat.seat_id),
     )
     extras.setdefault(SEAT_EXTRA, seat)  # which seat calls (a person's own speaks only where it is reached)
     deadline = time.monotonic() + (turn_timeout() if timeout is None else timeout)

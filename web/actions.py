@@ -402,7 +402,13 @@ def desk_chat_post(request: HtmxHttpRequest, principal: Principal, agent: str) -
         raise Http404(f"No agent {agent!r}.")
     form = typed(request, "chat", ("message",))
     try:
-        mail.chat(principal.org, user_id=principal.user_id, worker=agent, message=form.values["message"])
+        mail.chat(
+            principal.org,
+            user_id=principal.user_id,
+            worker=agent,
+            message=form.values["message"],
+            posted_by=principal.posted_by,  # the page's principal: the form's own fields are all it reads
+        )
     except Refusal as refusal:
         from_refusal(form, refusal, ("message",), {"invalid-input": "message"})
     else:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from .models import Organization, Request, Session
     from .notify import NotifyInput, PostLine, RecentEntry
+    from .posted_by import PostedBy
     from .principals import Principal
     from .refusals import Refusal
     from .sessions import ActionContext
@@ -217,9 +218,10 @@ class MailReader(Protocol):
             Refusal: the API's refusals (``mail-send-not-permitted`` and the like).
         """
 
-    def chat(self, org: Organization, *, user_id: str, worker: str, message: str) -> Request:
+    def chat(self, org: Organization, *, user_id: str, worker: str, message: str, posted_by: PostedBy) -> Request:
         """A person's chat turn with an agent, as ``POST /api/workers/{worker}/chat``
-        starts it: the turn's request, running.
+        starts it: the turn's request, running; ``posted_by`` is the page's principal's
+        (``Principal.posted_by``), which the person's message item carries.
 
         Raises:
             Refusal: the API's refusals (``trigger-not-allowed`` and the like).

@@ -1,6 +1,6 @@
 """Who wrote a line (docs/architecture.md "Who said what"): ``postedBy``, the caller the
-server resolved, recorded on each mailbox line, room line and conversation message beside
-the spec's ``principal`` (the session's user, the same on every line) and ``author`` (an
+server resolved, recorded on each mailbox line, room line, conversation message, chat
+message and seat's reply item beside the spec's ``principal`` (the session's user, the same on every line) and ``author`` (an
 unverified label). The server sets it from the principal a view, a page or the MCP server
 resolved, or from the seat whose turn it ran; no request body can.
 """
@@ -12,7 +12,8 @@ from typing import Literal, TypedDict
 
 class PostedBy(TypedDict):
     """Who wrote a line, as the server knows it (docs/architecture.md "Who said what"):
-    the ``postedBy`` of a mailbox line, a room line and a conversation's message.
+    the ``postedBy`` of a mailbox line, a room line, a conversation's or a chat's message
+    and a seat's reply (not of a turn's prompt the server builds, nor a tool call).
 
     ``kind`` is ``"user"`` (a person: the caller the HTTP API, a page or the MCP server
     resolved) or ``"seat"`` (a seat whose turn the server ran; ``id`` its seat id).

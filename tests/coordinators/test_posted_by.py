@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from coordinators.constants import KIND
+from coordinators.constants import COORDINATOR_JUDGMENT, KIND
 from coordinators.models import Answer, Post
 from coordinators.services import do_ensure_worker_session
 from tests.coordinators.conftest import ACCOUNTS, DEVICES, HELP
@@ -128,3 +128,25 @@ def test_the_stream_and_the_pages_stream_carry_it(acting, run, mode):
     found = page_writers(html)
     assert found[0] == (ALICE, user(ALICE, mode))
     assert sorted(found[1:], key=str) == sorted([(d, seat(d)) for d in DELEGATES], key=str)
+
+
+def test_each_delegates_own_session_names_the_seat_on_its_reply_and_nobody_on_its_prompt(acting, run, mode):
+    """A delegate's own session: the turn's prompt is the server's framing of the post
+    (``<from>, through <coordinator>: <post>``): no postedBy; the reply names the seat."""
+    run(ALICE, {"message": "my laptop will not charge"})
+    own = Item.objects.filter(type="message").exclude(session__session_id=conversation(ALICE)).order_by("session_id", "seq")
+    assert sorted((i.session.state["seat"], i.data["role"], i.data.get("postedBy")) for i in own) == sorted(
+        [(d, "user", None) for d in DELEGATES] + [(d, "assistant", seat(d)) for d in DELEGATES]
+    )
+
+
+def test_the_coordinators_own_answer_names_its_seat(client, org, mode, desk, django_capture_on_commit_callbacks):
+    desk(routing="judgment", delegates=DELEGATES, open_session=False, scripts={HELP: lambda call: "I answer it myself."})
+    acting = Acting(client, people(org), mode)
+    do_ensure_worker_session(org, ALICE, HELP)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert acting.be(ALICE).act(KIND, conversation(ALICE), "run", {"message": "who answers?"}).status_code == 202
+    judgment = f"{COORDINATOR_JUDGMENT}:{HELP}"
+    assert writers(messages(acting, ALICE)) == [("user", "", user(ALICE, mode)), ("assistant", judgment, seat(HELP))]
+    html = acting.client.get(f"/sessions/{conversation(ALICE)}/").content.decode()
+    assert page_writers(html) == [(ALICE, user(ALICE, mode)), (judgment, seat(HELP))]

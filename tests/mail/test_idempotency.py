@@ -16,6 +16,7 @@ from mail.store import current_store
 from tests.conftest import run_in_threads
 from tests.mail.test_chat import TREE as CHAT_TREE
 from workforce.models import Request
+from workforce.posted_by import user_posted_by
 from workforce.principals import Principal
 from workforce.sessions import ensure_organization
 
@@ -148,7 +149,12 @@ def test_chat_turns_with_one_key_at_once_run_one_turn(agents, org):
 
     def one(i: int) -> str:
         return do_start_chat(
-            ensure_organization("default"), user_id="ann", worker="eng.chatty", message="hello", idempotency_key="same"
+            ensure_organization("default"),
+            user_id="ann",
+            worker="eng.chatty",
+            message="hello",
+            posted_by=user_posted_by("ann", verified=False),
+            idempotency_key="same",
         ).request_id
 
     assert len(set(run_in_threads(one, N))) == 1

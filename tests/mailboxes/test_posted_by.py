@@ -172,3 +172,18 @@ def test_the_stream_and_the_pages_stream_carry_it(acting, post, mode):
         (BOB, user(BOB, mode)),
         (LEAD, seat(LEAD)),
     ]
+
+
+def test_a_seats_conversation_names_the_seat_on_its_reply_and_nobody_on_its_prompt(acting, post, mode):
+    """The seat's own conversation in the mailbox: the turn's prompt is the server's
+    framing of the post (``<writer> in <mailbox>: <body>``), written on nobody's behalf,
+    so it carries no postedBy (the post's line does); the seat's reply names the seat."""
+    post(ALICE, {"body": "status please"})
+    conversation = f"{MAILBOX}:{LEAD}"
+    acting.be(BOB)  # a seat's conversation in a mailbox is the organization's to read
+    items = acting.client.get(f"/api/sessions/{conversation}/items{acting.query()}").json()["items"]
+    messages = [item["data"] for item in items if item["type"] == "message"]
+    assert [(m["role"], m.get("postedBy")) for m in messages] == [("user", None), ("assistant", seat(LEAD))]
+    assert messages[0]["text"] == f"{OWNER} in {MAILBOX}: status please"
+    html = acting.client.get(f"/sessions/{conversation}/").content.decode()
+    assert page_writers(html) == [("user", None), (LEAD, seat(LEAD))]
