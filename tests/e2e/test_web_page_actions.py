@@ -297,13 +297,14 @@ def test_a_desk_chats_with_its_agent_live(start_server, tmp_path, page):
     )
     server = start_server(tree)
     act_as(page, server.base)
-    page.goto(server.base + "/mail/desk/eng.alpha/")
-    page.fill("#chat-message", "kept words")
-    page.click("#chat-form button")
-    refused = page.wait_for_selector("#chat .form-error[data-reason=trigger-not-allowed]")
-    assert "takes no chat" in refused.inner_text() and page.input_value("#chat-message") == "kept words"
+    page.goto(server.base + "/mail/desk/eng.alpha/")  # no chat in its run.triggers: a sentence, no form
+    assert "eng.alpha takes no chat" in page.inner_text("#no-chat") and page.query_selector("#chat-form") is None
     page.goto(server.base + "/mail/desk/eng.chatty/")
     stay(page)
+    page.fill("#chat-message", "   ")
+    page.click("#chat-form button")
+    refused = refusal_beside(page, "chat", "message", "invalid-input")
+    assert "may not be empty" in refused and page.input_value("#chat-message") == "   "
     page.fill("#chat-message", "hello there")
     page.click("#chat-form button")
     answer = page.wait_for_selector("#messages li[data-role=assistant]", timeout=30_000)
