@@ -69,6 +69,22 @@ def chat_session_id(worker: str, user_id: str) -> str:
     return f"{CHAT_KIND}:{worker}:{user_id}"
 
 
+def seat_takes_chat(seat) -> bool:
+    """True when the hired ``seat`` may be chatted with: its ``run.triggers`` include
+    ``chat`` (else ``do_start_chat`` refuses ``trigger-not-allowed``)."""
+    return RUN_KIND_CHAT in run_triggers(seat.config or {})
+
+
+def takes_chat(org: Organization, user_id: str, worker: str) -> bool:
+    """True when ``user_id`` in ``org`` reaches a worker ``worker`` that takes chat
+    (what ``do_start_chat`` checks before it starts a turn)."""
+    try:
+        seat = access_seat(org, user_id, worker)
+    except Refusal:
+        return False
+    return seat_takes_chat(seat)
+
+
 def do_start_chat(
     org: Organization,
     *,
@@ -110,7 +126,7 @@ def do_start_chat(
         seat = access_seat(org, user_id, worker)
     except Refusal as refusal:
         raise Refusal("recipient-not-found", f'No agent "{worker}" is hired here.') from refusal
-    if RUN_KIND_CHAT not in run_triggers(seat.config or {}):
+    if not seat_takes_chat(seat):
         raise Refusal("trigger-not-allowed", f"{worker}'s run.triggers does not include {RUN_KIND_CHAT}; it takes no chat.")
     session_id = chat_session_id(worker, user_id)
     input = {"message": message, "worker": worker, "runKind": RUN_KIND_CHAT}

@@ -9,7 +9,7 @@ from workforce.models import Organization
 from workforce.posted_by import PostedBy
 from workforce.principals import Principal
 
-from .chat import chat_session_id, do_start_chat
+from .chat import chat_session_id, do_start_chat, takes_chat
 from .models import Thread
 from .queries import access_thread, ledger_wire, list_ledger, list_threads, thread_wire
 from .services import do_send_person_mail
@@ -63,3 +63,8 @@ class IndexReader:
     def chat_session_id(self, worker: str, user_id: str) -> str:
         """The person's chat session with ``worker`` (``chat:<worker>:<user>``)."""
         return chat_session_id(worker, user_id)
+
+    def takes_chat(self, org: Organization, *, user_id: str, worker: str) -> bool:
+        """True when the person reaches ``worker`` and its ``run.triggers`` include
+        ``chat`` (``mail.chat.takes_chat``)."""
+        return takes_chat(org, user_id, worker)

@@ -82,10 +82,17 @@ def hire_problems(
             problems.append((worker.id, f'the worker id "{worker.id}" is declared twice'))
         seen.add(worker.id)
         flow = registry.get(worker.flow)
-        if flow is None or not WORKER.get(flow):
+        known_kind = flow is not None and bool(WORKER.get(flow))
+        if not known_kind:
             what = "was not registered" if flow is None else "is not a kind a worker runs on"
             problems.append((worker.id, f'flow: names the kind "{worker.flow}", which {what}'))
+        # A tool-server grant (server/tool) is checked against the tree's servers whatever
+        # the kind, so a bad flow does not hide a bad grant (every problem at once).
+        if servers_file_problem and tool_grants(worker.tools):
+            problems.append((worker.id, servers_file_problem))
         else:
+            problems.extend((worker.id, message) for message in tool_grant_problems(worker.tools, servers, reach=reach))
+        if flow is not None and known_kind:
             catalog = TOOL_CATALOG.get(flow) or {}
             for tool in worker.tools:
                 if split_grant(tool) is None and tool not in catalog:
@@ -93,10 +100,6 @@ def hire_problems(
                     problems.append(
                         (worker.id, f'tools: names "{tool}", which the {worker.flow} kind does not offer (it offers {offered})')
                     )
-            if servers_file_problem and tool_grants(worker.tools):
-                problems.append((worker.id, servers_file_problem))
-            else:
-                problems.extend((worker.id, message) for message in tool_grant_problems(worker.tools, servers, reach=reach))
             problems.extend(board_hire_problems(worker, flow))  # drains:/boardTools: need a kind that can hold a board
             # A kind's own checks of what its workers declare (the coordinator's delegates:,
             # routing:, fallback:, rounds:): ``validate_worker(worker, workers) -> [sentence]``.

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from boards.errors import ILLEGAL_STATUS_TRANSITION
 from boards.models import BoardTask
 from boards.naming import split_board_id, tool_suffix
 from mailboxes.projects import do_add_project_member, do_create_project
@@ -28,6 +29,7 @@ from .forms import FormState, from_refusal, refused, respond, typed
 from .queries import (
     ADD_DELEGATE,
     REMOVE_DELEGATE,
+    ROW_OPS,
     SET_FALLBACK,
     board_actions_context,
     busy_runs,
@@ -38,6 +40,7 @@ from .queries import (
     list_workers,
     mail_desk,
     room_context,
+    row_refusal_message,
 )
 from .views import _board, _mail, _mailbox, _project, _session, page
 
@@ -46,9 +49,8 @@ FILE_FIELDS = ("title", "goal", "assignee")
 TASK_FIELDS = ("assignee", "note")
 PROJECT_FIELDS = ("title", "brief", "id", "members")
 HIRE_FIELDS = ("id", "workerMd")
-# The row actions of a board with boardActions: true (the task tools, as the mailbox's
-# actions <tool>_<board suffix>), and the input key the card's note goes to.
-TASK_OPS = {"complete": ("completeTask", "output"), "fail": ("failTask", "error"), "cancel": ("cancelTask", "reason")}
+# The flashed form that carries a row action's success to the board page (no script).
+ROW_DONE = "row_done"
 
 
 def _back(request: HtmxHttpRequest, default: str) -> str:
@@ -125,9 +127,12 @@ def board_file(request: HtmxHttpRequest, principal: Principal, board_id: str) ->
 @require_POST
 @page
 def board_task(request: HtmxHttpRequest, principal: Principal, board_id: str, task_id: str) -> HttpResponse:
-    """Settle (complete with an output, fail with an error), reassign or cancel a row,
-    where its mailbox has ``boardActions: true``: the mailbox's task-tool action
-    (``completeTask_<suffix>`` and the like) on its own session, as the API runs it."""
+    """Act on a row where its mailbox has ``boardActions: true``: complete (with an
+    output), fail (with an error), block or unblock, cancel, or reassign it: the mailbox's
+    task-tool action (``completeTask_<suffix>`` and the like) on its own session, as the
+    API runs it. A refused move is said in words (``row_refusal_message``), its reason
+    the spec's code; a success is said above the board (``row-done``), which survives the
+    board's live re-render."""
     mailbox_id = _board(principal, board_id)
     session = _mailbox(principal, mailbox_id)
     task = BoardTask.objects.filter(organization=principal.org, board_id=board_id, task_id=task_id).first()
@@ -135,13 +140,17 @@ def board_task(request: HtmxHttpRequest, principal: Principal, board_id: str, ta
         raise Http404(f"No row {task_id!r} to act on.")
     form = typed(request, f"task-{task_id}", TASK_FIELDS)
     op = request.POST.get("op", "")
+    assignee = form.values["assignee"].strip() or None
+    payload: dict[str, object] = {"taskId": task_id}
     if op == "assign":
-        tool, payload = "assignTask", {"taskId": task_id, "assignee": form.values["assignee"].strip() or None}
-    elif op in TASK_OPS:
-        tool, key = TASK_OPS[op]
-        payload = {"taskId": task_id}
-        if form.values["note"].strip():
-            payload[key] = form.values["note"]
+        tool = "assignTask"
+        payload["assignee"] = assignee
+    elif op in ROW_OPS:
+        row_op = ROW_OPS[op]
+        tool = row_op.tool
+        payload.update(row_op.extra)
+        if row_op.note is not None and form.values["note"].strip():
+            payload[row_op.note] = form.values["note"]
     else:
         raise Http404(f"No row action {op!r}.")
     row = do_run_action(
@@ -153,13 +162,27 @@ def board_task(request: HtmxHttpRequest, principal: Principal, board_id: str, ta
         user_id=principal.user_id,
         posted_by=principal.posted_by,
     )
-    by_reason = {"unknown_assignee": "assignee", "invalid_arguments": "assignee" if op == "assign" else "note"}
-    if not _row_refused(form, row, TASK_FIELDS, by_reason):
-        form = FormState(name=f"task-{task_id}", done=f"{op}: done.")
     task.refresh_from_db()
-    page_url = reverse("web:board", args=[board_id])
+    # An argument refused (the action's own check says invalid-input, the tool's
+    # invalid_arguments) is about the field it came from: the assignee or the note.
+    about = "assignee" if op == "assign" else "note"
+    by_reason = {"unknown_assignee": "assignee", "invalid_arguments": about, "invalid-input": about}
     context = {"task": task, "board_id": board_id}
-    return respond(request, form, page_url=page_url, fragment="web/forms/task_actions.html", context=context)
+    page_url = reverse("web:board", args=[board_id])
+    if _row_refused(form, row, TASK_FIELDS, by_reason):
+        if form.reason == ILLEGAL_STATUS_TRANSITION:
+            form.error = row_refusal_message(op, task.status)
+        return respond(request, form, page_url=page_url, fragment="web/forms/task_actions.html", context=context)
+    if op == "assign":
+        done = f"Reassigned {task_id} to {assignee or 'anyone'}."
+    else:
+        done = f"{ROW_OPS[op].past.capitalize()} {task_id}; it is now {task.status.replace('_', ' ')}."
+    if request.htmx:  # the card's form afresh, and the message above the board (out of band)
+        fresh = FormState(name=f"task-{task_id}")
+        return respond(
+            request, fresh, page_url=page_url, fragment="web/forms/task_actions.html", context={**context, "row_done": done}
+        )
+    return respond(request, FormState(name=ROW_DONE, done=done), page_url=page_url, fragment="web/forms/task_actions.html")
 
 
 # ----------------------------------------------------------------------------- projects
@@ -329,7 +352,8 @@ def conversation_start(request: HtmxHttpRequest, principal: Principal) -> HttpRe
         try:
             session, _ = opener(principal.org, principal.user_id, worker, session_id=form.values["sessionId"].strip() or None)
         except Refusal as refusal:
-            from_refusal(form, refusal, ("worker", "sessionId"), {"worker-not-on-roster": "worker", "invalid-input": "sessionId"})
+            by_reason = {"worker-not-on-roster": "worker", "invalid-input": "sessionId", "session-not-addressable": "sessionId"}
+            from_refusal(form, refusal, ("worker", "sessionId"), by_reason)
         else:
             go = reverse("web:conversation", args=[session.session_id])
     context = {"conversation_workers": conversation_workers(principal)}

@@ -96,8 +96,17 @@ def typed(request: HtmxHttpRequest, name: str, fields: tuple[str, ...]) -> FormS
 
 
 def from_refusal(form: FormState, refusal: Refusal, fields: tuple[str, ...], by_reason=None) -> FormState:
-    """``form`` refused by ``refusal`` (a ``WorkerRefused``'s problems listed)."""
-    return refused(form, refusal.reason, refusal.message, fields, by_reason, getattr(refusal, "problems", None))
+    """``form`` refused by ``refusal`` (a ``WorkerRefused``'s problems listed).
+
+    The page lists the problems under the message, so the message loses its run-on copy
+    of them (``…: 2 problems: a; b. Nothing was written.`` reads ``…: 2 problems.
+    Nothing was written.``): each problem is shown once."""
+    problems = list(getattr(refusal, "problems", None) or [])
+    message = refusal.message
+    listed = ": " + "; ".join(problems)
+    if problems and listed in message:
+        message = message.replace(listed, "", 1)
+    return refused(form, refusal.reason, message, fields, by_reason, problems)
 
 
 def respond(

@@ -9,6 +9,7 @@ from django.db.models import Count, Max
 
 from boards.models import BoardTask, TaskStatus
 from boards.naming import board_id_for
+from boards.transitions import CALLS
 from mailboxes.models import Project, RoomLine, TalkListing
 from mailboxes.projects import list_projects
 from mailboxes.queries import held_boards, is_mailbox_state
@@ -47,6 +48,52 @@ BOARD_COLUMNS = [
 
 
 OPEN_STATUSES = (TaskStatus.PENDING, TaskStatus.IN_PROGRESS, TaskStatus.BLOCKED, TaskStatus.PARKED)
+
+
+@dataclass(frozen=True)
+class RowOp:
+    """A board card's row action (``boardActions: true``): the task ``tool`` it calls,
+    the ``call`` of ``boards.transitions.CALLS`` that moves the row (which statuses
+    offer it), the input key the card's note goes to (None: the note is not sent), the
+    ``button``'s words and the ``past`` a message says it with."""
+
+    tool: str
+    call: str
+    note: str | None
+    button: str
+    past: str
+    extra: tuple[tuple[str, object], ...] = ()
+
+
+# The order the card shows them in. Reassign (assignTask) moves no row and is offered on
+# every open row ("any row not yet finished"), so it is not here.
+ROW_OPS: dict[str, RowOp] = {
+    "complete": RowOp("completeTask", "completeTask", "output", "Complete", "completed"),
+    "fail": RowOp("failTask", "failTask", "error", "Fail", "failed"),
+    "block": RowOp("blockTask", "blockTask", "reason", "Block", "blocked"),
+    "unblock": RowOp("blockTask", "unblock", None, "Unblock", "unblocked", (("unblock", True),)),
+    "cancel": RowOp("cancelTask", "cancelTask", "reason", "Cancel row", "cancelled"),
+}
+
+
+def row_ops(status: str) -> list[tuple[str, RowOp]]:
+    """The row actions a card in ``status`` offers: those whose call moves a row out of
+    ``status`` in the boards' transition table (``boards.transitions.CALLS``); none for
+    a finished row."""
+    moving = {call.name for call in CALLS if call.tool and status in call.moves}
+    return [(op, row_op) for op, row_op in ROW_OPS.items() if row_op.call in moving]
+
+
+def row_refusal_message(op: str, status: str) -> str:
+    """``illegal_status_transition`` in words for a person: what a row in ``status``
+    can't be, and what it can be instead (from the same table as the buttons)."""
+    said = status.replace("_", " ")
+    tried = ROW_OPS[op].past if op in ROW_OPS else op
+    if status not in OPEN_STATUSES:
+        return f"This row is {said} and can't be changed any more."
+    can = [row_op.past for _, row_op in row_ops(status)] + ["reassigned"]
+    listed = ", ".join(can[:-1]) + f" or {can[-1]}" if len(can) > 1 else can[0]
+    return f"A {said} row can't be {tried}; it can be {listed}."
 
 
 @dataclass(frozen=True)
@@ -232,13 +279,15 @@ def mail_reader() -> MailReader | None:
 def desk_chat(reader: MailReader, principal: Principal, agent: str) -> dict:
     """The person's chat with ``agent`` as its desk shows it: ``session_id``,
     ``session`` (None before the first message), ``messages`` (the newest
-    ``PAGE_LINES``, oldest first) and ``cursor`` (the stream sends what comes after)."""
+    ``PAGE_LINES``, oldest first), ``cursor`` (the stream sends what comes after) and
+    ``takes_chat`` (the agent's ``run.triggers`` include ``chat``: else no chat form)."""
     session_id = reader.chat_session_id(agent, principal.user_id)
+    takes = reader.takes_chat(principal.org, user_id=principal.user_id, worker=agent)
     session = Session.objects.filter(organization=principal.org, session_id=session_id, user_id=principal.user_id).first()
     if session is None:
-        return {"session_id": session_id, "session": None, "messages": [], "cursor": 0}
+        return {"session_id": session_id, "session": None, "messages": [], "cursor": 0, "takes_chat": takes}
     messages, _ = conversation_items(session, cursor=session.item_seq)
-    return {"session_id": session_id, "session": session, "messages": messages, "cursor": session.item_seq}
+    return {"session_id": session_id, "session": session, "messages": messages, "cursor": session.item_seq, "takes_chat": takes}
 
 
 def mail_desk(reader: MailReader, principal: Principal, agent: str) -> list[tuple[str, list[dict]]] | None:

@@ -31,6 +31,7 @@ from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
 from workforce.streams import item_events, release_connection, room_topic
 
+from .forms import FormState, refused, respond
 from .live import html_event, state_events
 from .queries import (
     CONVERSATION_POST_ACTION,
@@ -150,8 +151,10 @@ def who(request: HtmxHttpRequest) -> HttpResponse:
     if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()}):
         next_url = reverse("web:home")
     error = ""
+    typed = request.session.get(SESSION_USER) or ""  # a refused id is shown again as typed
     if request.method == "POST":
-        user_id = request.POST.get("userId", "").strip()
+        typed = request.POST.get("userId", "")
+        user_id = typed.strip()
         try:
             resolve_principal(request, user_id)
         except Refusal as refusal:
@@ -159,7 +162,7 @@ def who(request: HtmxHttpRequest) -> HttpResponse:
         else:
             request.session[SESSION_USER] = user_id
             return redirect(next_url)
-    return render(request, "web/who.html", {"next": next_url, "error": error, "current": request.session.get(SESSION_USER)})
+    return render(request, "web/who.html", {"next": next_url, "error": error, "typed": typed})
 
 
 @require_GET
@@ -263,9 +266,33 @@ def mailbox_post(request: HtmxHttpRequest, principal: Principal, mailbox_id: str
         user_id=principal.user_id,
         posted_by=principal.posted_by,
     )
-    if not request.htmx:  # the form posted without script (django-htmx tells): back to the page
-        return redirect("web:mailbox", mailbox_id)
-    return render(request, "web/_post_status.html", {"row": row})
+    return _post_answer(request, row, field="body", page_url=reverse("web:mailbox", args=[mailbox_id]))
+
+
+POSTED = "posted"  # the event a post form clears its text on (HX-Trigger): only a post that was taken
+
+
+def _post_answer(request: HtmxHttpRequest, row, *, field: str, page_url: str) -> HttpResponse:
+    """The answer to a page's post form (a mailbox's, a conversation's, a room's).
+
+    With htmx: the post's status (``web/_post_status.html``, 200 either way), and
+    ``HX-Trigger: posted`` only when the post was taken, which is what the form clears its
+    text on: a refused post keeps what was typed. Without script: back to the page with
+    the form's state flashed (``web.forms``): the refusal beside the text, the text kept.
+    """
+    failed = row is None or row.status == "failed"
+    if request.htmx:
+        answer = render(request, "web/_post_status.html", {"row": row})
+        if not failed:
+            answer["HX-Trigger"] = POSTED
+        return answer
+    form = FormState(name="post", values={field: request.POST.get(field, "")})
+    if failed:
+        error = (row.error if row is not None else None) or {}
+        refused(form, error.get("reason", "failed"), error.get("message", "failed"), ())
+    else:
+        form = FormState(name="post", done="posted")
+    return respond(request, form, page_url=page_url, fragment="web/_post_status.html")
 
 
 @require_GET
@@ -378,9 +405,7 @@ def conversation_post(request: HtmxHttpRequest, principal: Principal, session_id
         user_id=principal.user_id,
         posted_by=principal.posted_by,
     )
-    if not request.htmx:
-        return redirect("web:conversation", session.session_id)
-    return render(request, "web/_post_status.html", {"row": row})
+    return _post_answer(request, row, field="message", page_url=reverse("web:conversation", args=[session.session_id]))
 
 
 def _project(principal: Principal, project_id: str):
@@ -469,9 +494,7 @@ def room_post(request: HtmxHttpRequest, principal: Principal, project_id: str) -
             user_id=principal.user_id,
             posted_by=principal.posted_by,
         )
-    if not request.htmx:
-        return redirect("web:room", project.project_id)
-    return render(request, "web/_post_status.html", {"row": row})
+    return _post_answer(request, row, field="body", page_url=reverse("web:room", args=[project.project_id]))
 
 
 def _mail():

@@ -230,6 +230,10 @@ class MailReader(Protocol):
     def chat_session_id(self, worker: str, user_id: str) -> str:
         """The person's chat session with ``worker``."""
 
+    def takes_chat(self, org: Organization, *, user_id: str, worker: str) -> bool:
+        """True when the person reaches ``worker`` and it takes chat (its
+        ``run.triggers`` include ``chat``): the desk offers a chat form only then."""
+
 
 class RequestOnFinished(Protocol):
     """A worker kind's ``request_on_finished`` (the spec's ``request.onFinished``;

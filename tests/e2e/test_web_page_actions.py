@@ -107,17 +107,52 @@ def test_the_board_page_files_settles_reassigns_and_cancels(start_server, tmp_pa
     card = page.wait_for_selector(".column[data-status=pending] .task")
     task = card.get_attribute("id").removeprefix("task-")
     page.click(f"#task-{task} summary")
-    page.fill(f"#task-{task}-note", "done already")
-    page.click(f"#task-{task}-form button[value=complete]")
-    page.wait_for_selector(f"#task-{task}-form .form-error[data-reason=illegal_status_transition]")
-    assert page.input_value(f"#task-{task}-note") == "done already"
+    # A pending row offers only what the transition table allows from pending.
+    offered = [b.get_attribute("value") for b in page.query_selector_all(f"#task-{task}-form button[name=op]")]
+    assert offered == ["block", "cancel", "assign"]
+    page.fill(f"#task-{task}-assignee", "x" * 201)
+    page.click(f"#task-{task}-form button[value=assign]")
+    assert "assignee" in refusal_beside(page, f"task-{task}", "assignee", "invalid-input")
+    page.fill(f"#task-{task}-note", "waiting on legal")
+    page.click(f"#task-{task}-form button[value=block]")
+    page.wait_for_selector(f".column[data-status=blocked] #task-{task}")
+    assert page.inner_text("#row-done") == f"Blocked {task}; it is now blocked."
+    page.click(f"#task-{task} summary")
+    page.click(f"#task-{task}-form button[value=unblock]")
+    page.wait_for_selector(f".column[data-status=pending] #task-{task}")
+    page.click(f"#task-{task} summary")
     page.fill(f"#task-{task}-assignee", "eng.other")
     page.click(f"#task-{task}-form button[value=assign]")
     page.wait_for_selector(f"#task-{task} .assignee:text-is('eng.other')")
+    assert page.inner_text("#row-done") == f"Reassigned {task} to eng.other."  # kept over the board's re-render
     page.click(f"#task-{task} summary")
     page.fill(f"#task-{task}-note", "not needed")
     page.click(f"#task-{task}-form button[value=cancel]")
     page.wait_for_selector(f".column[data-status=cancelled] #task-{task}")
+    assert stayed(page)
+
+
+def test_a_refused_post_keeps_what_was_typed_and_a_taken_one_clears_it(start_server, tmp_path, page):
+    """The post form clears its text only on a post that was taken (the ``posted``
+    event); a refusal (33,000 characters, or only spaces) shows and keeps the text."""
+    tree = write_tree(tmp_path / "tree", {"teams/eng/mailboxes/standup/MAILBOX.md": mailbox_md("Daily.", members=("eng.a",))})
+    server = start_server(tree)
+    act_as(page, server.base)
+    page.goto(server.base + "/mailboxes/eng.standup/")
+    stay(page)
+    long = "w" * 33_000
+    for typed, said in ((long, "no more than 32000 characters"), ("   ", "body:")):
+        page.fill("#post-form textarea", typed)
+        page.click("#post-form button")
+        shown = page.wait_for_selector("#post-status .error")
+        assert page.input_value("#post-form textarea") == typed  # kept, not cleared
+        assert said in shown.inner_text() and shown.get_attribute("data-reason") == "invalid-input"
+        page.evaluate("document.getElementById('post-status').textContent = ''")
+    page.fill("#post-form textarea", "shipped")
+    page.click("#post-form button")
+    page.wait_for_selector("#post-status .ok")
+    wait_for(lambda: page.input_value("#post-form textarea") == "", timeout=10, what="the taken post's text cleared")
+    page.wait_for_selector("#lines li:has-text('shipped')", timeout=15_000)
     assert stayed(page)
 
 
@@ -262,13 +297,14 @@ def test_a_desk_chats_with_its_agent_live(start_server, tmp_path, page):
     )
     server = start_server(tree)
     act_as(page, server.base)
-    page.goto(server.base + "/mail/desk/eng.alpha/")
-    page.fill("#chat-message", "kept words")
-    page.click("#chat-form button")
-    refused = page.wait_for_selector("#chat .form-error[data-reason=trigger-not-allowed]")
-    assert "takes no chat" in refused.inner_text() and page.input_value("#chat-message") == "kept words"
+    page.goto(server.base + "/mail/desk/eng.alpha/")  # no chat in its run.triggers: a sentence, no form
+    assert "eng.alpha takes no chat" in page.inner_text("#no-chat") and page.query_selector("#chat-form") is None
     page.goto(server.base + "/mail/desk/eng.chatty/")
     stay(page)
+    page.fill("#chat-message", "   ")
+    page.click("#chat-form button")
+    refused = refusal_beside(page, "chat", "message", "invalid-input")
+    assert "may not be empty" in refused and page.input_value("#chat-message") == "   "
     page.fill("#chat-message", "hello there")
     page.click("#chat-form button")
     answer = page.wait_for_selector("#messages li[data-role=assistant]", timeout=30_000)

@@ -12,6 +12,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from boards.models import BoardTask
+from boards.services.claims import do_claim_task
 from mail.models import Thread
 from mailboxes.models import Project
 from seats.models import Seat
@@ -160,6 +161,49 @@ def test_rows_are_settled_reassigned_and_cancelled_where_the_mailbox_has_board_a
     assert acting.post("/boards/eng.incidents.followups/tasks/" + task.task_id, {"op": "cancel"}).status_code == 404
 
 
+def _card(page: str, task_id: str) -> str:
+    return page.split(f'id="task-{task_id}"', 1)[1].split("</li>", 1)[0]
+
+
+def _buttons(card: str) -> list[str]:
+    return [part.split('"', 1)[0] for part in card.split('name="op" value="')[1:]]
+
+
+def test_each_card_offers_only_the_row_actions_legal_from_its_status(acting, open_tree, org):
+    """The buttons follow the boards' transition table: pending blocks or cancels, blocked
+    unblocks or cancels, in progress completes, fails or cancels; every open row reassigns.
+    A refused move is said in words (the spec's code its reason), a success above the
+    board, and without script a refused card's actions stay open with the refusal."""
+    open_tree(ACTIONS_TREE)
+    acting.post("/boards/eng.triage.queue/file", {"goal": "Sort it"})
+    task = BoardTask.objects.get()
+    url = f"/boards/eng.triage.queue/tasks/{task.task_id}"
+    assert _buttons(_card(shown(acting, "/boards/eng.triage.queue/"), task.task_id)) == ["block", "cancel", "assign"]
+    refused = acting.post(url, {"op": "complete", "note": "early", "assignee": ""}, **HX).content.decode()
+    assert 'data-reason="illegal_status_transition"' in refused
+    assert "A pending row can&#x27;t be completed; it can be blocked, cancelled or reassigned." in refused
+    assert "completeTask_" not in refused and 'value="early"' in refused
+    acting.post(url, {"op": "complete", "note": "early", "assignee": ""})  # without script: the card opens on it
+    card = _card(shown(acting, "/boards/eng.triage.queue/"), task.task_id)
+    assert "<details open>" in card and 'data-reason="illegal_status_transition"' in card and 'value="early"' in card
+    blocked = acting.post(url, {"op": "block", "note": "waiting on legal", "assignee": ""}, **HX).content.decode()
+    task.refresh_from_db()
+    assert task.status == "blocked" and 'id="row-done"' in blocked and 'hx-swap-oob="true"' in blocked
+    assert _buttons(blocked) == ["unblock", "cancel", "assign"]
+    acting.post(url, {"op": "unblock", "note": "", "assignee": ""})
+    task.refresh_from_db()
+    assert task.status == "pending" and f"Unblocked {task.task_id}; it is now pending." in shown(
+        acting, "/boards/eng.triage.queue/"
+    )
+    reassigned = acting.post(url, {"op": "assign", "note": "", "assignee": "eng.lead"}, **HX).content.decode()
+    assert f"Reassigned {task.task_id} to eng.lead." in reassigned.split('id="row-done"', 1)[1]
+    do_claim_task(org, "eng.triage.queue", worker_key="eng.lead")  # as a drain claims it
+    assert _buttons(_card(shown(acting, "/boards/eng.triage.queue/"), task.task_id)) == ["complete", "fail", "cancel", "assign"]
+    failed = acting.post(url, {"op": "fail", "note": " ", "assignee": ""}, **HX).content.decode()
+    note = failed.split('data-field="note"', 1)[1].split("</div>", 1)[0]
+    assert 'data-reason="invalid-input"' in note and "error is required" in note
+
+
 # ----------------------------------------------------------------------------- projects
 
 
@@ -211,6 +255,19 @@ def test_a_refused_hire_lists_every_problem_beside_the_text(acting, open_tree):
     assert 'data-reason="invalid-worker"' in field and field.count("<li>") >= 2
     assert "nonsense: 1" in field and 'value="helper"' in text
     assert not Seat.objects.filter(seat_id="helper").exists()
+
+
+def test_a_refused_hire_shows_every_problem_once(acting, open_tree):
+    """A bad flow does not hide a bad tool grant, and each problem is listed once (the
+    message above the list does not repeat them)."""
+    open_tree()
+    robot = "---\ndescription: Refunds.\nmodel: embedded/echo\nflow: robot\ntools: [billing/refund]\n---\n\nRefund.\n"
+    text = acting.post("/roster/hire", {"id": "refunder", "workerMd": robot}, **HX).content.decode()
+    field = text.split('data-field="workerMd"', 1)[1].split("</div>", 1)[0]
+    flow, grant = "names the kind &quot;robot&quot;", "names the tool server &quot;billing&quot;"
+    assert field.count("<li>") == 2 and field.count(flow) == 1 and field.count(grant) == 1
+    assert "2 problems. Nothing was written." in field and 'data-reason="invalid-worker"' in field
+    assert not Seat.objects.filter(seat_id="refunder").exists()
 
 
 # ----------------------------------------------------------------------------- cancel
@@ -326,6 +383,27 @@ def test_a_refused_start_is_shown_beside_the_worker(acting, desk):
     assert 'value="later"' in text
 
 
+def test_a_refused_conversation_post_keeps_what_was_typed(acting, desk):
+    url = acting.post("/conversations/new", {"worker": "support.help", "sessionId": ""})["Location"]
+    refused = acting.post(url + "post", {"message": "z" * 33_000}, **HX)
+    assert "HX-Trigger" not in refused and b'data-reason="invalid-input"' in refused.content
+    assert acting.post(url + "post", {"message": "   "}).status_code == 302
+    form = shown(acting, url).split('id="post-form"', 1)[1].split("</form>", 1)[0]
+    assert ">   </textarea>" in form and 'data-reason="invalid-input"' in form and "hx-on:posted=" in form
+
+
+def test_a_conversation_name_held_by_another_is_refused_beside_the_name(acting, desk, org):
+    """The API takes any name without ":" (``Bad Name!`` too); a name whose session is held
+    by another conversation is refused (``session-not-addressable``) beside the Name field."""
+    taken = acting.post("/conversations/new", {"worker": "support.help", "sessionId": "Bad Name!"})
+    assert taken["Location"] == f"/sessions/support.help:{MEMBER}:Bad%20Name!/"
+    Session.objects.create(organization=org, session_id=f"support.help:{MEMBER}:held", flow_kind="mailbox", user_id=MEMBER)
+    text = acting.post("/conversations/new", {"worker": "support.help", "sessionId": "held"}, **HX).content.decode()
+    field = text.split('data-field="sessionId"', 1)[1].split("</div>", 1)[0]
+    assert 'data-reason="session-not-addressable"' in field and 'value="held"' in field
+    assert "form-error" not in text
+
+
 def test_another_persons_conversation_is_404(client, desk, org):
     acting_as(client, "u_other").post("/conversations/new", {"worker": "support.help"})
     acting_as(client)
@@ -360,8 +438,11 @@ def test_a_desk_holds_the_persons_chat_with_its_agent(acting, agents, org):
     assert session.user_id == MEMBER and ChatRun.objects.get().request.input["message"] == "hello there"
     plain = acting.post("/mail/desk/eng.chatty/chat", {"message": "again"})
     assert plain.status_code == 302 and plain["Location"] == "/mail/desk/eng.chatty/"
+    silent = shown(acting, "/mail/desk/eng.alpha/")  # its run.triggers lack chat: no form, a sentence
+    chat = silent.split('id="chat"', 1)[1].split("</section>", 1)[0]
+    assert 'id="chat-form"' not in chat and "eng.alpha takes no chat" in chat
     refused = acting.post("/mail/desk/eng.alpha/chat", {"message": "kept words"}, **HX).content.decode()
-    assert 'data-reason="trigger-not-allowed"' in refused and ">kept words</textarea>" in refused
+    assert 'data-reason="trigger-not-allowed"' in refused and ">kept words</textarea>" in refused  # a page opened before
     acting_as(acting, "u_other")
     assert f"chat:eng.chatty:{MEMBER}" not in shown(acting, "/mail/desk/eng.chatty/")
     assert acting.get(f"/sessions/chat:eng.chatty:{MEMBER}/events").status_code == 404

@@ -39,6 +39,8 @@ def test_without_a_user_the_pages_ask_who_you_are(client, open_tree):
     assert page.status_code == 200 and b'name="userId"' in page.content
     refused = client.post("/who", {"userId": "a:b", "next": "/"})
     assert refused.status_code == 200 and b"can&#x27;t contain" in refused.content
+    bad = client.post("/who", {"userId": "bad user!", "next": "/"}).content.decode()
+    assert 'value="bad user!"' in bad and 'id="who-error"' in bad  # what was typed is kept
     chosen = client.post("/who", {"userId": MEMBER, "next": "/mailboxes/eng.standup/"})
     assert chosen.status_code == 302 and chosen["Location"] == "/mailboxes/eng.standup/"
     assert client.get("/mailboxes/eng.standup/").status_code == 200
@@ -141,3 +143,26 @@ def test_with_authentication_the_pages_log_in_and_another_organizations_mailbox_
     assert b'action="/accounts/logout/"' in page.content
     client.post("/accounts/logout/")
     assert client.get("/mailboxes/eng.standup/").status_code == 302  # logged out: to the login again
+
+
+def test_a_refused_post_keeps_what_was_typed_and_clears_only_on_success(acting, open_tree, org):
+    """The form clears its text on the ``posted`` event (HX-Trigger), sent only with a post
+    that was taken; without script the refusal and the text come back on the page."""
+    open_tree()
+    url = "/mailboxes/eng.standup/post"
+    long = "x" * 33_000
+    refused = acting.post(url, {"body": long, "author": ""}, HTTP_HX_REQUEST="true")
+    text = refused.content.decode()
+    assert "HX-Trigger" not in refused and 'data-reason="invalid-input"' in text and "no more than 32000" in text
+    taken = acting.post(url, {"body": "fine", "author": ""}, HTTP_HX_REQUEST="true")
+    assert taken["HX-Trigger"] == "posted" and b"posted" in taken.content
+    page = acting.get("/mailboxes/eng.standup/").content.decode()
+    assert "hx-on:posted=" in page and "after-request" not in page
+    plain = acting.post(url, {"body": "   ", "author": ""})  # without script: back to the page, the text kept
+    assert plain.status_code == 302 and plain["Location"] == "/mailboxes/eng.standup/"
+    page = acting.get("/mailboxes/eng.standup/").content.decode()
+    form = page.split('id="post-form"', 1)[1].split("</form>", 1)[0]
+    assert ">   </textarea>" in form and 'data-reason="invalid-input"' in form and 'aria-invalid="true"' in form
+    again = acting.get("/mailboxes/eng.standup/").content.decode()  # flashed for that one load
+    assert "></textarea>" in again.split('id="post-form"', 1)[1] and 'data-reason="invalid-input"' not in again
+    assert [line.body for line in Line.objects.all()] == ["fine"]

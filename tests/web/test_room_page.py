@@ -78,3 +78,15 @@ def test_room_bodies_and_titles_are_escaped(client, project, act):
     page = as_user(client, ALICE).get("/projects/launch/").content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_refused_room_post_keeps_what_was_typed(client, room_tree, org):
+    room_tree()
+    do_create_project(org, owner=ALICE, title="Launch", project_id="launch", members=[BOB])
+    as_user(client, ALICE)
+    refused = client.post("/projects/launch/post", {"body": "y" * 33_000}, HTTP_HX_REQUEST="true")
+    assert "HX-Trigger" not in refused and b'data-reason="invalid-input"' in refused.content
+    assert client.post("/projects/launch/post", {"body": "   "}).status_code == 302
+    form = client.get("/projects/launch/").content.decode().split('id="post-form"', 1)[1].split("</form>", 1)[0]
+    assert ">   </textarea>" in form and 'data-reason="invalid-input"' in form
+    assert not RoomLine.objects.filter(seat_authored=False).exists()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from django import template
 
+from web.queries import row_ops as _row_ops
+
 register = template.Library()
 
 
@@ -58,3 +60,10 @@ def words(status: str) -> str:
 def pick(forms, name: str):
     """``forms|pick:key``: the flashed form called ``name``, or "" (none)."""
     return forms.get(name, "") if isinstance(forms, dict) else ""
+
+
+@register.filter
+def row_ops(status: str) -> list:
+    """``task.status|row_ops``: the ``(op, RowOp)`` row actions a card in ``status``
+    offers (``web.queries.row_ops``: the boards' transition table)."""
+    return _row_ops(status)
