@@ -20,7 +20,7 @@ UNKNOWN = "seat eng.analyst drains board eng.incident.followups, which no mailbo
 def test_serve_prints_each_board_warning_once(start_server, tmp_path):
     server = start_server(tree(tmp_path / "tree"))
     assert server.call("GET", "/api/mailboxes/eng.incidents/transcript").status == 200
-    workers = int(server.env.get("WORKFORCE_Q_WORKERS") or 2)  # the settings' default
+    workers = int(server.env.get("WORKFORCE_Q_WORKERS") or 1)  # the settings' default
     # Every worker of the cluster has booted (django-q logs each one ready) before counting.
     log = wait_for(
         lambda: (text := server.log.read_text()).count("ready for work") >= workers and text,

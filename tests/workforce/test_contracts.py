@@ -104,6 +104,7 @@ def test_every_do_function_whose_docstring_says_it_runs_in_its_callers_transacti
         "mailboxes.projects.do_ready_talk_session",
         "mailboxes.routing.do_finish_fan_out",
         "mailboxes.services.do_post_line",
+        "workforce.sessions.do_record_running_request_with_item",
         "workforce.sessions.do_update_then_emit_item",
     ]
     unmarked = [
