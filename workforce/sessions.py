@@ -158,7 +158,9 @@ class AfterCommit:
 
 def emit_item(session: Session, component: str, data: dict, *, type: str = "component", request: Request | None = None) -> Item:
     """Append an item to ``session`` with the next per-session ``seq``: the one place
-    items are stored.
+    items are stored, but for a turn's first item, which
+    ``do_record_running_request_with_item`` writes with its request in one statement (the
+    same counter bump and streams' note).
 
     The counter is bumped with a conditional UPDATE, which holds the session row's lock
     until commit on PostgreSQL, so two emitters never get the same number, and the
