@@ -9,6 +9,14 @@ call that fails on the connection (the server died, the time limit passed) close
 session, so the next use starts the server again; the failed call raises
 ``ToolServerError``, which the tool hands the model as a refusal. A forked process
 starts its own loop (a loop thread does not survive a fork).
+
+What a server sends is read bounded: during a call, one message longer than
+``answer_limit()`` (a stdio server's line, an HTTP response's JSON body or one event of
+its stream) is read no further, and the call fails ``tool-result-too-large``; a stdio
+server's session ends with it (the rest of its output is discarded as the server is
+stopped; its next use starts it again), an HTTP server's session stays open. The
+handshake and the list of tools are read to ``LISTING_CHARS`` (or ``answer_limit()``,
+when more); past it the server is ``tool-server-unavailable``.
 """
 
 from __future__ import annotations
@@ -59,8 +67,9 @@ class ToolServer:
 
 
 class ToolServerError(Exception):
-    """A tool server could not be reached, died, or passed the call's time limit.
-    ``code`` is the refusal's code: ``tool-server-unavailable`` or ``tool-timeout``."""
+    """A tool server could not be reached, died, passed the call's time limit, or sent
+    a message longer than ``answer_limit()``. ``code`` is the refusal's code:
+    ``tool-server-unavailable``, ``tool-timeout`` or ``tool-result-too-large``."""
 
     def __init__(self, code: str, message: str) -> None:
         self.code = code
@@ -91,29 +100,67 @@ def call_timeout() -> float:
     return float(settings.WORKFORCE_TOOL_CALL_TIMEOUT)
 
 
+# One character of an answer is at most this many on the wire: an astral character
+# written as a JSON escape of its surrogate pair (``\ud83d\ude00``).
+WIRE_CHARS_PER_CHAR = 12
+# Room for the JSON-RPC envelope around the result.
+ENVELOPE_CHARS = 64 * 1024
+
+
+def answer_limit() -> int:
+    """The most characters (bytes, over HTTP) one message of a tool server is read to:
+    ``WIRE_CHARS_PER_CHAR`` times ``WORKFORCE_TOOL_RESULT_CHARS`` plus ``ENVELOPE_CHARS``,
+    so no answer within ``WORKFORCE_TOOL_RESULT_CHARS`` (measured once read, as JSON) is
+    ever cut, and a longer one is read no further than that (1,265,536 with the default)."""
+    return WIRE_CHARS_PER_CHAR * int(settings.WORKFORCE_TOOL_RESULT_CHARS) + ENVELOPE_CHARS
+
+
+# The most characters the handshake and a page of the server's list of tools are read to
+# (when more than ``answer_limit()``): a list is no call's answer, and may be long.
+LISTING_CHARS = 8 * 1024 * 1024
+
+
+def _listing_limit() -> int:
+    return max(answer_limit(), LISTING_CHARS)
+
+
+def _unit(server: ToolServer) -> str:
+    """What a read bound counts: a stdio server's characters, an HTTP server's bytes."""
+    return "characters" if server.command else "bytes"
+
+
+@dataclass
+class _ReadLimit:
+    """A session's read bound (``answer_limit``, taken again as each call starts) and
+    whether a message passed it since then (``exceeded``)."""
+
+    most: int
+    exceeded: bool = False
+
+
 @dataclass
 class _Connection:
     server: ToolServer
     session: Any = None
     tools: list[ServerTool] | None = None
     task: asyncio.Task | None = None
+    limit: _ReadLimit = field(default_factory=lambda: _ReadLimit(_listing_limit()))
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     error: BaseException | None = None
 
 
 @contextlib.asynccontextmanager
-async def _transport(server: ToolServer) -> AsyncIterator[tuple[Any, Any]]:
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+async def _transport(server: ToolServer, limit: _ReadLimit) -> AsyncIterator[tuple[Any, Any]]:
+    from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
 
     if server.command:
         command = sys.executable if server.command == "python" else server.command
         env = {name: os.environ[name] for name in server.env if name in os.environ}
         command, args = _dying_with_us(command, list(server.args), server.cwd)
         params = StdioServerParameters(command=command, args=args, env=env, cwd=server.cwd or None)
-        async with stdio_client(params) as streams:
+        async with _bounded_stdio_client(params, limit) as streams:
             yield streams[0], streams[1]
     else:
         assert server.url is not None
@@ -121,9 +168,142 @@ async def _transport(server: ToolServer) -> AsyncIterator[tuple[Any, Any]]:
         if missing:
             raise ToolServerError("tool-server-unavailable", f"the variable {', '.join(missing)} for its headers is not set")
         headers = {header: os.environ[variable] for header, variable in server.headers}
-        async with create_mcp_http_client(headers=headers) as client:
-            async with streamable_http_client(server.url, http_client=client) as streams:
+        async with _bounded_http_client(headers, limit) as client:
+            # The SDK's own bound on one event of a stream, just past ours (which trips first).
+            async with streamable_http_client(server.url, http_client=client, max_sse_event_size=limit.most + 1) as streams:
                 yield streams[0], streams[1]
+
+
+@contextlib.asynccontextmanager
+async def _bounded_stdio_client(params: Any, limit: _ReadLimit) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's ``mcp.client.stdio.stdio_client`` (the same process start and shutdown,
+    through its helpers), but reading the server's stdout bounded: a line longer than
+    ``limit.most`` characters sets ``limit.exceeded`` and ends the read (the rest of the
+    output is discarded unkept), so the session ends and its pending call fails. The
+    SDK's own reader keeps a line whole however long it grows. The process's start and
+    stop are the SDK's own helpers (``mcp.client.stdio``'s, private to it: a new ``mcp``
+    that moves them fails every stdio test of tests/seats/test_tool_servers.py)."""
+    import anyio
+    import anyio.lowlevel
+    from anyio.streams.text import TextReceiveStream
+    from mcp.client import stdio as sdk
+    from mcp.shared.message import SessionMessage
+
+    process = await sdk._create_platform_compatible_process(
+        command=await sdk._get_executable_command(params.command),
+        args=params.args,
+        env=sdk.get_default_environment() | (params.env or {}),
+        errlog=sys.stderr,
+        cwd=params.cwd,
+    )
+    read_stream_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_stream_reader = anyio.create_memory_object_stream[SessionMessage](0)
+    writer_done = anyio.Event()
+
+    async def stdout_reader() -> None:
+        assert process.stdout is not None
+        stdout = TextReceiveStream(process.stdout, encoding=params.encoding, errors=params.encoding_error_handler)
+        try:
+            # The session sees its stream end (a pending call fails) before the rest is drained.
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
+                async with read_stream_writer:
+                    buffer = ""
+                    async for chunk in stdout:
+                        lines = (buffer + chunk).split("\n")
+                        buffer = lines.pop()
+                        for line in lines:
+                            if len(line) > limit.most:
+                                limit.exceeded = True
+                                return
+                            await read_stream_writer.send(sdk._parse_line(line))
+                        if len(buffer) > limit.most:  # no line end within the bound: read no more
+                            limit.exceeded = True
+                            return
+        finally:
+            await sdk._drain_stdout(process)  # discarded as it comes, so a server writing on is not blocked
+
+    async def stdin_writer() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_stream_reader:
+                async for message in write_stream_reader:
+                    json = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await process.stdin.send((json + "\n").encode(params.encoding, errors=params.encoding_error_handler))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_stream_writer.aclose()
+        finally:
+            writer_done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stdout_reader)
+        tg.start_soon(stdin_writer)
+        try:
+            yield read_stream, write_stream
+        finally:
+            with anyio.CancelScope(shield=True):
+                read_stream.close()
+                write_stream.close()
+                with anyio.move_on_after(sdk._WRITER_FLUSH_TIMEOUT):
+                    await writer_done.wait()
+                await sdk._stop_server_process(process)
+                await sdk._aclose_all(read_stream, write_stream, read_stream_writer, write_stream_reader)
+                await anyio.lowlevel.checkpoint()
+            tg.cancel_scope.cancel()
+
+
+def _bounded_http_client(headers: dict[str, str], limit: _ReadLimit) -> Any:
+    """The SDK's HTTP client (``create_mcp_http_client``'s timeouts and ``headers``) whose
+    responses to a POST are read bounded: a JSON body longer than ``limit.most`` bytes, or
+    one event of an event stream, sets ``limit.exceeded`` and fails the read there (the
+    SDK answers the pending call with an error)."""
+    import httpx2
+    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+
+    class TooLong(httpx2.StreamError):
+        pass
+
+    class Bounded(httpx2.AsyncByteStream):
+        def __init__(self, stream: Any, events: bool) -> None:
+            self.stream, self.events = stream, events
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            size, tail = 0, b""
+            async for chunk in self.stream:
+                if self.events:  # the bytes since the last blank line (an event's end)
+                    seen = tail + chunk
+                    ends = [seen.rfind(mark) for mark in (b"\n\n", b"\r\n\r\n", b"\r\r")]
+                    end = max(ends)
+                    if end >= 0:
+                        size = len(seen) - end
+                    else:
+                        size += len(chunk)
+                    tail = seen[-3:]
+                else:
+                    size += len(chunk)
+                if size > limit.most:
+                    limit.exceeded = True
+                    raise TooLong(f"the answer passed {limit.most} bytes")
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    class Transport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: Any) -> Any:
+            response = await self.inner.handle_async_request(request)
+            if request.method == "POST":
+                events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+                response.stream = Bounded(response.stream, events)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    timeout = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout, transport=Transport())
 
 
 # Run before a stdio server's own program (Linux): the kernel kills the server when the
@@ -219,7 +399,7 @@ class ToolServerPool:
         from mcp import ClientSession
 
         try:
-            async with _transport(conn.server) as (read, write):
+            async with _transport(conn.server, conn.limit) as (read, write):
                 async with ClientSession(read, write) as session:
                     await asyncio.wait_for(session.initialize(), CONNECT_TIMEOUT)
                     conn.session = session
@@ -245,6 +425,7 @@ class ToolServerPool:
 
         conn = await self._connection(server)
         if conn.tools is None:
+            conn.limit.most, conn.limit.exceeded = _listing_limit(), False
             try:
                 tools: list[ServerTool] = []
                 cursor = None
@@ -257,18 +438,31 @@ class ToolServerPool:
                         break
             except Exception as exc:
                 self._drop(conn)
+                if conn.limit.exceeded:
+                    detail = f"its list of tools is longer than {conn.limit.most} {_unit(server)}"
+                    raise ToolServerError("tool-server-unavailable", f"the tool server {server.name} failed ({detail})") from exc
                 raise ToolServerError("tool-server-unavailable", f"the tool server {server.name} failed ({exc})") from exc
             conn.tools = tools
         return conn.tools
 
     async def _call(self, server: ToolServer, tool: str, arguments: dict) -> CallOutcome:
         conn = await self._connection(server)
+        conn.limit.most, conn.limit.exceeded = answer_limit(), False
         try:
             result = await conn.session.call_tool(tool, arguments)
         except asyncio.CancelledError:
             self._drop(conn)  # the time limit passed: a server that hangs is started again
             raise
         except Exception as exc:
+            if conn.limit.exceeded:
+                conn.limit.exceeded = False
+                if server.command:  # its reader stopped mid-line: the session is over
+                    self._drop(conn)
+                raise ToolServerError(
+                    "tool-result-too-large",
+                    f"the tool server {server.name} answered more than {conn.limit.most} {_unit(server)}, "
+                    "and its answer was read no further",
+                ) from exc
             self._drop(conn)
             cause = _first_cause(exc)
             raise ToolServerError(
@@ -280,6 +474,20 @@ class ToolServerPool:
             texts.append(text if isinstance(text, str) else f"[{getattr(part, 'type', 'content')} content left out]")
         structured = result.structured_content
         return CallOutcome("\n".join(texts), structured if isinstance(structured, dict) else None, bool(result.is_error))
+
+    async def _listed(self, server: ToolServer) -> list[ServerTool] | None:
+        conn = self._connections.get(server)
+        if conn is None or conn.session is None or conn.stop.is_set():
+            return None
+        return conn.tools
+
+    def listed_tools(self, server: ToolServer) -> list[ServerTool] | None:
+        """The tools ``server`` listed on the session this process holds open, without
+        starting or asking it; None when no session of it is open or it has not listed."""
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                return None
+        return self.run(self._listed(server), 5.0)
 
     def list_tools(self, server: ToolServer, timeout: float | None = None) -> list[ServerTool]:
         """The tools ``server`` lists (kept for the life of its session).
@@ -298,8 +506,9 @@ class ToolServerPool:
 
         Raises:
             ToolServerError: the server could not be reached, died during the call
-                (``tool-server-unavailable``; it is started again at its next use) or
-                passed the time limit (``tool-timeout``).
+                (``tool-server-unavailable``; it is started again at its next use),
+                passed the time limit (``tool-timeout``) or sent an answer longer than
+                ``answer_limit()`` (``tool-result-too-large``; read no further).
         """
         return self.run(self._call(server, tool, arguments), call_timeout() if timeout is None else timeout)
 

@@ -23,7 +23,8 @@ A ``WORKER.md`` grants tools in its ``tools:`` list as ``<server>/<tool>`` or
 name (``tool_grant_problems``); the seat's turn is offered exactly those tools, named
 ``<server>__<tool>`` on the wire (``wire_name``), with the JSON schemas the server lists
 (``tool_server_capability``). A call to a declared server's tool the seat was not granted
-is refused ``tool-not-granted`` and ledgered ``run.denied`` (``refuse_unoffered``).
+is refused ``tool-not-granted`` and ledgered ``run.denied`` (``refuse_unoffered``); a
+call of a granted tool its server does not list is refused ``tool-not-offered``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from django.conf import settings
 from workforce.refusals import Refusal
 from workforce.tools import Tool, ToolContext, ToolResult, refuse
 from workforce.tree import FrontmatterError, LoadError, name_problem, os_reason, strict_yaml_load
-from workforce.wire import check_storable
+from workforce.wire import check_storable, text_problem
 
 from .mcp_client import ServerTool, ToolServer, ToolServerError, call_timeout, list_server_tools, pool
 from .models import Seat, ToolCallEntry
@@ -236,7 +237,8 @@ def tool_grant_problems(tools: Iterable[str], servers: dict[str, ToolServer], *,
             continue
         if server_name not in listed:
             try:
-                listed[server_name] = [t.name for t in list_server_tools(server)]
+                # A name no store keeps (a NUL) is never offered, so never grantable.
+                listed[server_name] = [t.name for t in list_server_tools(server) if text_problem(t.name) is None]
             except ToolServerError as exc:
                 listed[server_name] = str(exc)
         offered = listed[server_name]
@@ -279,7 +281,8 @@ def server_tool(server: ToolServer, listed: ServerTool) -> Tool:
     ``{"text": ..., "structuredContent": {...}}``; an ``isError`` result is the refusal
     ``tool-error``; a server that cannot be reached or dies during the call
     ``tool-server-unavailable``, one past the time limit ``tool-timeout``, an answer longer
-    than ``WORKFORCE_TOOL_RESULT_CHARS`` characters ``tool-result-too-large``. Each call is
+    than ``WORKFORCE_TOOL_RESULT_CHARS`` characters ``tool-result-too-large`` (one far
+    longer is read no further: ``seats.mcp_client.answer_limit``). Each call is
     ledgered (``tool.called`` or ``tool.failed``)."""
 
     def call(ctx: ToolContext, args: dict) -> ToolResult:
@@ -340,7 +343,9 @@ def schema_problem(schema: dict) -> str | None:
 def tool_server_capability(seat: Seat) -> list[Tool]:
     """The agent kind's capability (``workforce.facets.CAPABILITIES``): the tool-server
     tools ``seat``'s ``tools:`` grants, in grant order, each once. A server that cannot
-    list its tools now offers none this turn (logged); its grants stand."""
+    list its tools now offers none this turn (logged); its grants stand. A listed tool
+    whose input schema is not a JSON schema, or whose name is not storable text (a NUL,
+    a lone surrogate), is left out (logged)."""
     grants = tool_grants(seat.tools)
     if not grants:
         return []
@@ -364,6 +369,14 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
         for entry in listed:
             if granted not in (GRANT_ALL, entry.name):
                 continue
+            unkeepable = text_problem(entry.name)
+            if unkeepable is not None:
+                # Its name is ledgered with each call, and no store keeps it (a NUL, a
+                # lone surrogate: workforce.wire); the model could not be told it either.
+                logger.warning(
+                    "seat %s: the tool %s/%r is not offered: its name %s", seat.seat_id, server_name, entry.name, unkeepable
+                )
+                continue
             problem = schema_problem(entry.input_schema)
             if problem is not None:
                 # A provider refuses the whole call for one bad schema (OpenAI: 400), which
@@ -386,19 +399,30 @@ def tool_server_capability(seat: Seat) -> list[Tool]:
 def refuse_unoffered(name: str, ctx: ToolContext, seat: object = None) -> ToolResult:
     """The answer to a call of a tool the turn did not offer: ``tool-not-granted``,
     ledgered ``run.denied``, when ``name`` is a declared server's tool (``<server>__...``)
-    the seat was not granted; ``tool-server-unavailable`` when it was granted but its
-    server could not list its tools as the turn began; else ``tool-not-offered``.
-    ``seat`` is the calling ``Seat`` (whose ``tools:`` holds its grants)."""
+    the seat was not granted; when it was granted (by name or ``<server>/*``),
+    ``tool-not-offered`` if its server's session holds its list of tools (it does not
+    list that one, or the turn left it out) and
+    ``tool-server-unavailable`` if it could not; else ``tool-not-offered``. Only a
+    denial is ledgered. ``seat`` is the calling ``Seat`` (whose ``tools:`` holds its
+    grants)."""
     grants = tool_grants(seat.tools) if isinstance(seat, Seat) else []
     for server in declared_servers().values():
         prefix = wire_name(server.name, "")
         if name.startswith(prefix) and len(name) > len(prefix):
             tool = name[len(prefix) :]
             if any(s == server.name and (t == GRANT_ALL or wire_name(s, t) == name) for s, t in grants):
-                # Granted, but the server could not list its tools when the turn began.
-                return refuse(
-                    "tool-server-unavailable", f"{server.name}/{tool}: the tool server {server.name} cannot be reached now."
-                )
+                listed = pool().listed_tools(server)
+                if listed is None:  # the server could not list its tools when the turn began
+                    return refuse(
+                        "tool-server-unavailable", f"{server.name}/{tool}: the tool server {server.name} cannot be reached now."
+                    )
+                # It answered: it just offers no such tool, or one left out of the turn
+                # (tool_server_capability: its schema or name cannot be offered).
+                if any(wire_name(server.name, entry.name) == name for entry in listed):
+                    why = f"the tool server {server.name} lists it, but it was left out of this turn"
+                else:
+                    why = f"the tool server {server.name} does not offer it"
+                return refuse("tool-not-offered", f"{server.name}/{tool} is not one of your tools: {why}; nothing was called.")
             _ledger(ctx, ToolCallEntry.Event.DENIED, server.name, tool, reason="tool-not-granted")
             return refuse("tool-not-granted", f"{server.name}/{tool} is not one of your tools; nothing was called.")
     return refuse("tool-not-offered", f'"{name}" is not one of your tools.')

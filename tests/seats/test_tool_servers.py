@@ -19,7 +19,7 @@ from seats.workers import read_workforce
 from tests.conftest import OWNER, mailbox_md, open_mailboxes
 from tests.e2e.conftest import free_port
 from tests.seats.conftest import worker_md
-from tests.toolservers import SERVER, start_http_orders
+from tests.toolservers import ROGUE, SERVER, start_http_orders, start_http_rogue
 from workforce.llm import use_model_resolver
 from workforce.models import Item, Session
 from workforce.testing import create_mock_model_resolver
@@ -398,6 +398,136 @@ def test_an_http_server_that_refuses_the_session_offers_nothing_and_its_call_fai
     assert mock.calls_for("eng.lead")[0].tools == []
     assert item["result"] == {"refused": "tool-server-unavailable: crm/whoami: the tool server crm cannot be reached now."}
     assert not ToolCallEntry.objects.exists()  # not a denial: the seat holds the grant
+
+
+def rogue_yaml(*extras: str) -> str:
+    args = ", ".join([str(ROGUE), *extras])
+    return f"servers:\n  rogue:\n    command: python\n    args: [{args}]\n"
+
+
+def test_a_whole_sets_tool_the_server_does_not_list_is_not_offered_not_unreachable(run_turn_with):
+    # Break-it: with orders/* granted, a call of a tool the server does not list was
+    # refused tool-server-unavailable ("the tool server orders cannot be reached now")
+    # though the server had answered as the turn began: it just offers no such tool.
+    mock, items = run_turn_with(
+        [calls(("orders__refund_order", {"order_id": "A-1001"}), ("orders__whoami", {})), "done"], tools="[orders/*]"
+    )
+    refused, answered = items
+    assert refused["result"] == {
+        "refused": "tool-not-offered: orders/refund_order is not one of your tools: "
+        "the tool server orders does not offer it; nothing was called."
+    }
+    assert answered["result"]["structuredContent"]["pid"] > 0  # the server was there all along
+    assert "orders__whoami" in mock.calls_for("eng.lead")[0].tools
+    assert [e.event for e in ToolCallEntry.objects.all()] == ["tool.called"]  # nothing called, nothing denied
+
+
+def test_a_listed_tool_whose_name_holds_a_nul_is_not_offered_and_its_call_refused_cleanly(run_turn_with, org, caplog):
+    # Break-it: a server listing a tool named "nul\x00name" had it offered (its wire name
+    # rogue__nul_name); its call was ledgered with the name as listed, which PostgreSQL's
+    # text refuses: the call came back internal-error there (SQLite kept the NUL).
+    from workforce.models import Request
+
+    mock, items = run_turn_with(
+        [calls(("rogue__nul_name", {}), ("rogue__good", {"x": "1"})), "done"], tools="[rogue/*]", servers=rogue_yaml("nul_name")
+    )
+    assert mock.calls_for("eng.lead")[0].tools == ["rogue__good"]
+    refused, answered = items
+    assert refused["result"] == {
+        "refused": "tool-not-offered: rogue/nul_name is not one of your tools: "
+        "the tool server rogue lists it, but it was left out of this turn; nothing was called."
+    }
+    assert answered["result"] == {"text": "good 1"}
+    assert [(e.event, e.tool) for e in ToolCallEntry.objects.all()] == [("tool.called", "good")]
+    assert "the tool rogue/'nul\\x00name' is not offered: its name contains a NUL character" in caplog.text
+    turn = Request.objects.get(organization=org, session__session_id="eng.incidents:eng.lead")
+    assert turn.status == Request.Status.COMPLETED, turn.error
+
+
+def test_a_models_call_of_a_server_tool_whose_name_holds_a_nul_is_refused_and_nothing_ledgered(run_turn_with, org):
+    # The model's side of the same name: the turn's one input rule refuses the call before
+    # any tool sees it (seats.turns._unstorable_call), so no ledger row is written with it.
+    from workforce.models import Request
+
+    _, items = run_turn_with([calls(("orders__who\x00ami", {}), ("orders__whoami", {})), "done"], tools="[orders/*]")
+    refused, answered = items
+    assert refused == {
+        "name": "(unstorable)",
+        "arguments": None,
+        "result": {"refused": "invalid-input: the tool call.name contains a NUL character."},
+    }
+    assert answered["result"]["structuredContent"]["pid"] > 0
+    assert [(e.event, e.tool) for e in ToolCallEntry.objects.all()] == [("tool.called", "whoami")]
+    turn = Request.objects.get(organization=org, session__session_id="eng.incidents:eng.lead")
+    assert turn.status == Request.Status.COMPLETED, turn.error
+
+
+def test_a_named_grant_of_a_tool_whose_name_holds_a_nul_is_refused_at_hire(make_tree, db):
+    root = make_tree(tree(tools="[rogue/good, rogue/nul_name]", servers=rogue_yaml("nul_name")))
+    assert hire_lines(root) == [
+        'teams/eng/workers/lead/WORKER.md: worker eng.lead: tools: names "rogue/nul_name", which the tool server rogue '
+        "does not offer (it offers bad_schema, good)"
+    ]
+
+
+def test_an_endless_answer_over_stdio_is_read_no_further_than_the_bound(run_turn_with):
+    # Break-it: the SDK's reader kept a server's line whole, however long: an answer
+    # with no end was read into memory until the call's time limit (tool-timeout), and an
+    # enormous one was read whole before WORKFORCE_TOOL_RESULT_CHARS refused it.
+    _, items = run_turn_with(
+        [calls(("rogue__endless", {}), ("rogue__good", {"x": "after"})), "done"],
+        tools="[rogue/endless, rogue/good]",
+        servers=rogue_yaml("endless"),
+        WORKFORCE_TOOL_RESULT_CHARS=1000,
+        WORKFORCE_TOOL_CALL_TIMEOUT=15,
+    )
+    bound = 12 * 1000 + 65536  # seats.mcp_client.answer_limit()
+    refused, answered = items
+    assert refused["result"] == {
+        "refused": f"tool-result-too-large: rogue/endless: the tool server rogue answered more than {bound} characters, "
+        "and its answer was read no further; nothing came back."
+    }
+    assert answered["result"] == {"text": "good after"}  # the server was started again
+    assert [(e.event, e.data) for e in ToolCallEntry.objects.all()] == [
+        ("tool.failed", {"reason": "tool-result-too-large"}),
+        ("tool.called", {"isError": False}),
+    ]
+    from seats.mcp_client import answer_limit
+
+    with override_settings(WORKFORCE_TOOL_RESULT_CHARS=1000):
+        assert answer_limit() == bound
+
+
+@pytest.fixture
+def http_rogue():
+    port = free_port()
+    process = start_http_rogue(port, "endless", "endless_events")
+    yield port
+    process.kill()
+    process.wait()
+
+
+def test_an_endless_answer_over_http_is_read_no_further_than_the_bound(run_turn_with, http_rogue):
+    # Break-it: an HTTP server's JSON answer was read whole (response.aread()) whatever
+    # its length; one event of an event stream up to the SDK's 1 MiB, then refused
+    # tool-server-unavailable, the session dropped.
+    servers = f"servers:\n  web:\n    url: http://127.0.0.1:{http_rogue}/mcp\n"
+    _, items = run_turn_with(
+        [calls(("web__endless", {}), ("web__endless_events", {}), ("web__good", {"x": "after"})), "done"],
+        tools="[web/endless, web/endless_events, web/good]",
+        servers=servers,
+        WORKFORCE_TOOL_RESULT_CHARS=1000,
+        WORKFORCE_TOOL_CALL_TIMEOUT=15,
+    )
+    bound = 12 * 1000 + 65536
+    json_body, event, answered = items
+    for item, tool in ((json_body, "endless"), (event, "endless_events")):
+        assert item["result"] == {
+            "refused": f"tool-result-too-large: web/{tool}: the tool server web answered more than {bound} bytes, "
+            "and its answer was read no further; nothing came back."
+        }
+    assert answered["result"] == {"text": "good after"}
+    assert [e.event for e in ToolCallEntry.objects.all()] == ["tool.failed", "tool.failed", "tool.called"]
 
 
 def test_the_conversation_page_shows_each_call_and_its_result(run_turn_with, client):
