@@ -230,7 +230,9 @@ def emit_item_reading_cancel(session: Session, component: str, data: dict, *, re
         return emit_item(session, component, data, request=request), None
     item = Item(session=session, request=request, type="component", component=component, data=data)
     with connection.cursor() as cursor:
-        cursor.execute(_item_insert_postgresql(False, reads_cancel=True), [*_item_params(item), request.pk, Request.Status.ABORTED])
+        cursor.execute(
+            _item_insert_postgresql(False, reads_cancel=True), [*_item_params(item), request.pk, Request.Status.ABORTED]
+        )
         pk, item.seq, _, cancelled = cursor.fetchone()
     rows.mark_saved(item, pk)
     return item, bool(cancelled)
