@@ -12,11 +12,16 @@ the same transaction) only while
   slot), and
 - its organization has fewer than ``WORKFORCE_DELIVERY_ORG_TASKS`` in flight.
 
+A post's deliveries are written by ``do_insert_deliveries``, whose INSERT releases each
+one itself when the organization has no held delivery and the bounds have room for it
+(what the release statement would pick then: the new rows, oldest first, up to that
+room); only when it leaves one held does the release statement run after it.
+
 ``do_release_deliveries(org_id)`` releases what those bounds allow, in one statement,
 oldest first within a session and round-robin across sessions (a held delivery's turn
 is its session's deliveries in flight plus its place among the session's held ones;
-lower turns go first, then older ids). It runs where a post writes its deliveries (in
-the post's transaction), where a delivery settles (in the transaction that settles it:
+lower turns go first, then older ids). It runs where a post writes its deliveries and
+its INSERT left one held (in the post's transaction), where a delivery settles (in the transaction that settles it:
 a finished delivery frees a place, so the next one is released with it), and in the
 ``deliveries`` sweep, which releases whatever a crash or a race left held with room to
 run. So the queue holds at most a session's bound per busy mailbox and an
@@ -33,10 +38,15 @@ bound off (every delivery released at once, the old behaviour).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from workforce import rows
 from workforce.dispatch import enqueue
 
 from .models import Delivery
@@ -97,7 +107,7 @@ def _release_sql() -> str:
     else:
         chosen = "picked"  # SQLite: writers are serialized
     # The gate: with no held delivery in the organization (the common case: every
-    # delivery is released by the statement that follows its INSERT) the planner's
+    # delivery is released by its own INSERT, do_insert_deliveries) the planner's
     # one-time filter is false and none of the CTEs above is run, so a settle's release
     # reads one index entry instead of every unfinished delivery of the organization.
     held = (
@@ -138,6 +148,106 @@ def do_release_deliveries(org_id: str, *, now=None) -> list[int]:
     return released
 
 
+def do_insert_deliveries(deliveries: Sequence[Delivery], *, now=None) -> list[int]:
+    """INSERT the unsaved deliveries ``deliveries`` (one mailbox session's, one post's,
+    written held by ``mailboxes.notify``) in one statement per batch, each one already
+    released (``enqueued_at`` stamped ``now``) when the rule allows it without a release
+    statement: the organization has no held delivery and, counting the ones before it in
+    the statement, the session and the organization still have room for it. Those get
+    their ``deliver_post`` task with the caller's transaction, as
+    ``do_release_deliveries`` does; when any is left held, ``do_release_deliveries``
+    runs after (the release statement that every insert used to need), so the rule is
+    the module docstring's either way: with nothing held in the organization, the
+    release would have picked the new rows, oldest first, up to the same room.
+
+    Concurrency: like the release statement, the room is read from the statement's
+    snapshot, so two posts at once may each see the last place free and both release
+    (the bounds can be passed by a few tasks for a moment; nothing is released twice).
+    On SQLite, writers are serialized; a subquery there that already saw an earlier row
+    of the same statement only counts it, which can leave a row held that the release
+    statement after then releases.
+
+    Args:
+        deliveries: unsaved ``Delivery`` rows of one mailbox session (``enqueued_at``
+            None); each one's primary key is set, and ``enqueued_at`` when released.
+        now: the release time (default now).
+
+    Returns:
+        The released deliveries' ids (the new ones and any ``do_release_deliveries``
+        released after), oldest first.
+
+    Raises:
+        IntegrityError: a constraint refused a row (the caller's transaction rolls back).
+    """
+    if not deliveries:
+        return []
+    now = now or timezone.now()
+    first = deliveries[0]
+    org_id, mailbox_id = first.organization_id, first.mailbox_id
+    plan = rows.insert_parts(Delivery, connection.vendor, _RELEASED_AT)[2]
+    size = connection.ops.bulk_batch_size([*plan.fields, Delivery._meta.get_field("enqueued_at")], [*deliveries, first])
+    if size <= len(deliveries):  # a bounded backend (SQLite): a row's room for the ``room`` CTE's parameters
+        size = max(1, size - 1)
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    room = [mailbox_id, org_id, org_id, *[session_delivery_limit(), org_delivery_limit()] * 2]
+    released: list[int] = []
+    held = False
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        for start in range(0, len(deliveries), size):
+            batch = deliveries[start : start + size]
+            params: list[Any] = [*room]
+            for obj in batch:
+                own = plan.params(obj, connection)
+                params += [*own[:_RELEASED_AT_INDEX], stamp, *own[_RELEASED_AT_INDEX:]]
+            cursor.execute(_insert_released_sql(connection.vendor, len(batch)), params)
+            for obj, (pk, enqueued_at) in zip(batch, cursor.fetchall(), strict=True):
+                rows.mark_saved(obj, pk, connection)
+                if enqueued_at is None:
+                    held = True
+                else:
+                    obj.enqueued_at = now
+                    released.append(pk)
+                    enqueue(DELIVER_TASK, pk)
+    if held:
+        released.extend(do_release_deliveries(org_id, now=now))
+    return sorted(released)
+
+
+# The deliveries' INSERT takes ``enqueued_at`` from its own expression (``_insert_released_sql``),
+# whose one parameter comes where the column's own would.
+_RELEASED_AT = (("enqueued_at", "{released_at}"),)
+_RELEASED_AT_INDEX = [f.attname for f in Delivery._meta.concrete_fields if f is not Delivery._meta.pk].index("enqueued_at")
+
+
+@cache
+def _insert_released_sql(vendor: str, count: int) -> str:
+    """``do_insert_deliveries``' statement for ``count`` rows: a ``room`` CTE (how many
+    of them may be released at once: 0 when the organization has a held delivery, else
+    the lesser of the session's and the organization's free places; parameters: org,
+    org, mailbox, session limit, org limit, session limit, org limit), then the INSERT,
+    whose n-th row's ``enqueued_at`` is its release time (a parameter after the row's
+    own) when n <= room, else NULL; ``RETURNING`` the id and ``enqueued_at``."""
+    qn = connection.ops.quote_name
+    table = qn(Delivery._meta.db_table)
+    org = qn(Delivery._meta.get_field("organization").column)
+    mailbox = qn(Delivery._meta.get_field("mailbox").column)
+    status, enqueued = qn("status"), qn("enqueued_at")
+    pending, running = Delivery.Status.PENDING, Delivery.Status.RUNNING
+    cast = "CAST(%s AS timestamp with time zone)" if vendor == "postgresql" else "%s"
+    columns, values, _ = rows.insert_parts(Delivery, vendor, _RELEASED_AT)
+    held = f"EXISTS (SELECT 1 FROM {table} WHERE {org} = %s AND {status} = '{pending}' AND {enqueued} IS NULL)"
+    room = (
+        f"WITH flying AS (SELECT COALESCE(SUM(CASE WHEN {mailbox} = %s THEN 1 ELSE 0 END), 0) AS s, COUNT(*) AS o "
+        f"FROM {table} WHERE {org} = %s AND {status} IN ('{pending}', '{running}') AND {enqueued} IS NOT NULL), "
+        f"room AS (SELECT CASE WHEN {held} THEN 0 WHEN %s - s < %s - o THEN %s - s ELSE %s - o END AS n FROM flying)"
+    )
+    tuples = ", ".join(
+        "(" + values.format(released_at=f"(SELECT CASE WHEN n >= {n} THEN {cast} END FROM room)") + ")"
+        for n in range(1, count + 1)
+    )
+    return f"{room} INSERT INTO {table} ({columns}) VALUES {tuples} RETURNING {qn('id')}, {enqueued}"
+
+
 def do_release_held_everywhere(*, now=None) -> dict[str, list[int]]:
     """The sweep's part: ``do_release_deliveries`` for every organization that has a held
     delivery (one left held by a race between two releases, or by a process that died
@@ -156,4 +266,10 @@ def do_release_held_everywhere(*, now=None) -> dict[str, list[int]]:
     return released
 
 
-__all__ = ["do_release_deliveries", "do_release_held_everywhere", "session_delivery_limit", "org_delivery_limit"]
+__all__ = [
+    "do_insert_deliveries",
+    "do_release_deliveries",
+    "do_release_held_everywhere",
+    "session_delivery_limit",
+    "org_delivery_limit",
+]

@@ -7,9 +7,10 @@ cluster after the commit (see ``docs/architecture.md``, "A post end to end").
 post's transaction. A ``NotifyFanOut`` (``wake_member_seats`` or ``notify_block``)
 decides per declared member, the poster included, records one fan-out request
 (``notify``) on the mailbox's session, writes one ``Delivery`` per member that gets
-something (unique per post and member), held, and releases them: one ``deliver_post``
-task per delivery, enqueued with the commit as the mailbox's and the organization's
-bounds allow (``mailboxes.fairness``). A routed post is handed to its one member by
+something (unique per post and member), released in that INSERT when nothing is held
+and the bounds have room, else held and released as the mailbox's and the
+organization's bounds allow: one ``deliver_post`` task per released delivery, enqueued
+with the commit (``mailboxes.fairness``). A routed post is handed to its one member by
 ``deliver_routed``.
 """
 
@@ -24,7 +25,6 @@ from django.utils.module_loading import import_string
 
 from seats.models import Seat
 from seats.queries import fired_seats, reachable_seats
-from workforce import rows
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY
 from workforce.models import Session
@@ -32,7 +32,7 @@ from workforce.notify import NotifyInput, RecentEntry, build_notify_input, kind_
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request
 
-from .fairness import DELIVER_TASK, do_release_deliveries
+from .fairness import DELIVER_TASK, do_insert_deliveries, do_release_deliveries
 from .models import Delivery
 
 FAN_OUT_ACTION = "notify"
@@ -196,9 +196,10 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
     Records one ``notify`` request on the mailbox's session (the fan-out: each post on a
     mailbox with a notify block uses two requests of its history window), whose output
     lists ``{member, outcome}`` with outcome ``wake``, ``fallback``, ``call`` or
-    ``none``. Writes one Delivery per member that gets something, held, in one INSERT,
-    and releases what the bounds allow (``mailboxes.fairness``: oldest first, one
-    ``deliver_post`` task each, enqueued with the commit). Under an external
+    ``none``. Writes one Delivery per member that gets something in one INSERT, which
+    releases what the bounds allow when nothing is held, else they are held and the
+    release statement runs (``mailboxes.fairness.do_insert_deliveries``: oldest first,
+    one ``deliver_post`` task each, enqueued with the commit). Under an external
     dispatcher nothing is handed out: the fan-out request is failed with
     ``external-dispatcher`` and the post stays.
 
@@ -247,7 +248,9 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
             deliveries.append(_delivery(mailbox, line.line_id, member, plan, notify_input, now))
-    rows.insert_many(deliveries)  # bulk_create's statement without the ORM's compile
+    # Their INSERT, each one released in it when nothing is held and the bounds have room,
+    # else held and released as the bounds allow (mailboxes.fairness).
+    do_insert_deliveries(deliveries, now=now)
     do_record_request(
         mailbox,
         action=FAN_OUT_ACTION,
@@ -256,10 +259,6 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         output={"postId": line.line_id, "deliveries": outcomes},
         parent=ctx.request,
     )
-    if deliveries:
-        # Written held: released, and their tasks enqueued, as the session's and the
-        # organization's bounds allow (mailboxes.fairness).
-        do_release_deliveries(mailbox.organization_id, now=now)
     return deliveries
 
 
@@ -295,15 +294,15 @@ def do_routed_delivery(
         return "none"
     now = timezone.now()
     delivery = _delivery(mailbox, line.line_id, member, plan, notify_input, now)
-    delivery.save(force_insert=True)
-    do_release_deliveries(mailbox.organization_id, now=now)  # held until its bounds allow (mailboxes.fairness)
+    do_insert_deliveries([delivery], now=now)  # released in its INSERT, or held until its bounds allow (mailboxes.fairness)
     return plan.mode
 
 
 def _delivery(mailbox: Session, post_id: str, member: str, plan: Plan, notify_input: NotifyInput, now) -> Delivery:
     """Post ``post_id``'s delivery to ``member`` as ``plan`` says, held (not saved; no task
-    yet: ``mailboxes.fairness.do_release_deliveries`` stamps ``enqueued_at`` and enqueues
-    it). ``now`` is unused, kept for callers that pass the post's time."""
+    yet: ``mailboxes.fairness.do_insert_deliveries`` writes it, released when the bounds
+    allow, or ``do_release_deliveries`` stamps ``enqueued_at`` and enqueues it). ``now``
+    is unused, kept for callers that pass the post's time."""
     return Delivery(
         organization_id=mailbox.organization_id,
         mailbox=mailbox,

@@ -87,6 +87,7 @@ from workforce.sessions import (
     do_record_running_request_with_item,
     do_update_then_emit_item,
     emit_item,
+    emit_item_reading_cancel,
 )
 from workforce.tools import Tool, ToolContext, ToolResult, refuse, refused
 from workforce.wire import check_storable, text_problem
@@ -344,6 +345,9 @@ class TurnLog:
     session: Session
     request: Request
     owns_request: bool = True
+    # The cancel flag as the last tool-call item's own statement read it (PostgreSQL):
+    # the next safe point uses it instead of reading again, and forgets it.
+    cancel_read: bool | None = field(default=None, repr=False, compare=False)
 
     def message(self, data: dict) -> Item:
         """One model message item (``{"role", "text", ...}``), in its own transaction, or
@@ -353,9 +357,13 @@ class TurnLog:
 
     def tool_call(self, record: dict) -> Item:
         """One ``tool-call`` component item (``{name, arguments, result}``), in its own
-        transaction (or the caller's, without a SAVEPOINT)."""
+        transaction (or the caller's, without a SAVEPOINT). On PostgreSQL its statement
+        also reads the request's cancel flag (``emit_item_reading_cancel``), kept in
+        ``cancel_read`` for the turn's next safe point (``_stop_if_cancelled``), which
+        comes right after with no call in between."""
         with transaction.atomic(savepoint=False):
-            return emit_item(self.session, TOOL_CALL, record, request=self.request)
+            item, self.cancel_read = emit_item_reading_cancel(self.session, TOOL_CALL, record, request=self.request)
+        return item
 
 
 def start_turn(
@@ -809,6 +817,7 @@ def run_turn(
         agent_name=result.agent_name,
         to_parent=lambda: extras.get("preview_parent", True) and not extras.get("answer_handed"),
     )
+    log.cancel_read = None  # read by an earlier run's last tool call: not this run's
     try:
         model = current_resolver().resolve(model_id, block=seat.seat_id)
         for _ in range(max_steps()):
@@ -880,8 +889,12 @@ def run_turn(
 
 def _stop_if_cancelled(log: TurnLog) -> None:
     """A safe point: raise the ``cancelled`` refusal when the turn's request was
-    cancelled (``workforce.cancelling``), possibly from another process."""
-    if is_cancelled(log.request.pk):
+    cancelled (``workforce.cancelling``), possibly from another process. Right after a
+    tool call the flag its item's statement read (``TurnLog.cancel_read``, PostgreSQL)
+    is the answer: only local steps lie between that statement and this point, so a
+    read here would see what it saw; it is used once."""
+    known, log.cancel_read = log.cancel_read, None
+    if known if known is not None else is_cancelled(log.request.pk):
         raise cancelled_refusal()
 
 

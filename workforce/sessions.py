@@ -189,27 +189,53 @@ _SEQ_FROM_COUNTER = (("seq", "counter.item_seq"),)
 
 
 @cache
-def _item_insert_postgresql(guarded: bool) -> str:
+def _item_insert_postgresql(guarded: bool, *, reads_cancel: bool = False) -> str:
     """The item's statement on PostgreSQL: the counter's bump, the INSERT and the
     streams' note (``<session pk>:<seq>`` on ``workforce.streams.CHANNEL``), one CTE.
     ``guarded``: a conditional UPDATE (``{guard}``, with ``RETURNING 1``) runs first,
     and the item is written only when it updated a row; the statement then answers
-    ``(rows the guard updated, item id, item seq)``, else ``(item id, item seq)``."""
+    ``(rows the guard updated, item id, item seq)``, else ``(item id, item seq)``.
+    ``reads_cancel`` (unguarded only): the answer ends with whether the request
+    ``%s`` (the last parameters) has the status ``%s`` (aborted: cancelled)."""
     columns, values, _ = rows.insert_parts(Item, "postgresql", _SEQ_FROM_COUNTER)
     table, sessions = rows.quote(Item._meta.db_table), rows.quote(Session._meta.db_table)
     guard = "guard AS ({guard}), " if guarded else ""
     exists = " AND EXISTS (SELECT 1 FROM guard)" if guarded else ""
     notify = "CASE WHEN item.id IS NOT NULL THEN pg_notify(%s, %s || item.seq::text) END"
+    requests = rows.quote(Request._meta.db_table)
+    aborted = f', EXISTS (SELECT 1 FROM {requests} WHERE "id" = %s AND "status" = %s)' if reads_cancel else ""
     answer = (
         f"SELECT (SELECT COUNT(*) FROM guard), item.id, item.seq, {notify} FROM (SELECT 1) AS one LEFT JOIN item ON TRUE"
         if guarded
-        else f"SELECT item.id, item.seq, {notify} FROM item"
+        else f"SELECT item.id, item.seq, {notify}{aborted} FROM item"
     )
     return (
         f"WITH {guard}counter AS ("
         f'UPDATE {sessions} SET "item_seq" = "item_seq" + 1 WHERE "id" = %s{exists} RETURNING "item_seq"'
         f"), item AS (INSERT INTO {table} ({columns}) SELECT {values} FROM counter RETURNING id, seq) {answer}"
     )
+
+
+def emit_item_reading_cancel(session: Session, component: str, data: dict, *, request: Request) -> tuple[Item, bool | None]:
+    """``emit_item(session, component, data, request=request)`` that also reads whether
+    ``request`` was cancelled (is ``aborted``, ``workforce.cancelling.is_cancelled``): on
+    PostgreSQL in the item's own statement (its snapshot is the statement's, the same
+    moment a read right after it would see), elsewhere not at all.
+
+    Returns:
+        ``(the item, True when cancelled / False when not)`` on PostgreSQL,
+        ``(the item, None)`` elsewhere (the caller reads the flag itself).
+    """
+    if connection.vendor != "postgresql":
+        return emit_item(session, component, data, request=request), None
+    item = Item(session=session, request=request, type="component", component=component, data=data)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _item_insert_postgresql(False, reads_cancel=True), [*_item_params(item), request.pk, Request.Status.ABORTED]
+        )
+        pk, item.seq, _, cancelled = cursor.fetchone()
+    rows.mark_saved(item, pk)
+    return item, bool(cancelled)
 
 
 def _item_params(item: Item) -> list[Any]:

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from mailboxes import fairness
 from mailboxes.deliveries import do_deliver, do_sweep_deliveries
@@ -226,3 +227,36 @@ def test_a_released_delivery_held_for_a_moment_by_another_transaction_is_still_c
         holder.join()
     assert Delivery.objects.get(pk=first).status == "done"
     assert HEARD == ["flood 0"]
+
+
+def release_statements(captured) -> list[str]:
+    return [q["sql"] for q in captured.captured_queries if q["sql"].lstrip().startswith("WITH") and "active AS" in q["sql"]]
+
+
+def test_a_delivery_is_released_by_its_own_insert_when_nothing_is_held_and_there_is_room(org, sent):
+    with CaptureQueriesContext(connection) as captured:
+        [other] = post(org, OTHER, "my printer jams")
+    assert sent == [other] and not held()
+    assert release_statements(captured) == []  # no release statement after the INSERT
+    assert Delivery.objects.get(pk=other).enqueued_at is not None
+    flood = post(org, FLOOD, "flood 0")  # two members, the session's bound 2, the organization's 3: room for both
+    assert sent == [other, *flood] and not held()
+
+
+def test_a_post_past_the_bounds_in_its_insert_is_held_and_the_release_statement_decides(org, sent):
+    with CaptureQueriesContext(connection) as captured:
+        flood = [pk for n in range(2) for pk in post(org, FLOOD, f"flood {n}")]
+    assert sent == flood[:2] and held() == flood[2:]
+    assert len(release_statements(captured)) == 1  # the second post's, whose INSERT left both held
+
+
+def test_a_post_while_deliveries_are_held_goes_behind_them_as_the_release_orders_it(org, sent, settings):
+    """A delivery is released by its INSERT only when nothing is held in the organization:
+    here the flood's next has the same turn and is older, so it gets the one place."""
+    flood = [pk for n in range(3) for pk in post(org, FLOOD, f"flood {n}")]
+    # the two in flight finish in a process that dies before it releases the next ones
+    Delivery.objects.filter(pk__in=flood[:2]).update(status="done")
+    settings.WORKFORCE_DELIVERY_ORG_TASKS = 1
+    [other] = post(org, OTHER, "my printer jams")
+    assert sent == [*flood[:2], flood[2]]
+    assert other in held()

@@ -119,6 +119,42 @@ def test_a_cancel_during_the_model_call_stops_the_tools_it_asked_for(org, turn, 
     assert not Item.objects.filter(request=log.request, component="tool-call").exists()
 
 
+def test_a_cancel_during_a_later_model_call_stops_its_tools_though_the_last_tool_call_read_the_flag(org, turn, monkeypatch):
+    """On PostgreSQL the tool-call item's statement reads the cancel flag for the safe
+    point right after it (the next model call): that reading is used once, so a cancel
+    that comes during the model's second call still stops the tools that call asked for."""
+    called = []
+
+    def tool(name):
+        def call(ctx, args):
+            called.append(name)
+            return {"ok": True}
+
+        return Tool(name, "A tool.", {"type": "object"}, call)
+
+    resolver = create_mock_model_resolver(
+        {"*": [{"tool_calls": [{"name": "first"}]}, {"tool_calls": [{"name": "second"}]}, "never"]}
+    )
+    set_model_resolver(resolver)
+    seat, log = turn()
+    model = resolver.resolve("embedded/echo", block=seat.seat_id)
+    complete = type(model).complete
+
+    def cancelled_while_thinking_the_second_time(self, call):
+        reply = complete(self, call)
+        if len(resolver.calls) == 2:
+            cancel(org, log.request)
+        return reply
+
+    monkeypatch.setattr(type(model), "complete", cancelled_while_thinking_the_second_time)
+    result = run_turn(seat, log, text="hi", history=[], tools=[tool("first"), tool("second")])
+    assert called == ["first"] and len(resolver.calls) == 2
+    assert result.error.reason == "cancelled"
+    result.finish()
+    assert Request.objects.get(pk=log.request.pk).status == "aborted"
+    assert [i.data["name"] for i in Item.objects.filter(request=log.request, component="tool-call")] == ["first"]
+
+
 def test_a_turn_cancelled_before_it_settles_writes_no_reply_and_stays_aborted(org, turn):
     set_model_resolver(create_mock_model_resolver({"*": ["an answer nobody wants"]}))
     seat, log = turn()

@@ -156,15 +156,16 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 
 # The same wake when the seat answers with post-to-mailbox: its line is a second action
 # through the kernel (the mailbox's internal ``seatPost``, dispatched once by its key).
-# Besides the 10 (15): the cancel checks before the tool call and before the model's
-# second call 2; the action's transaction (PostgreSQL 3: the mailbox session read under
+# Besides the 10 (15): the cancel check before the tool call 1, and on SQLite the one
+# before the model's second call (on PostgreSQL the tool-call item's statement reads the
+# flag for that safe point, seats.turns.TurnLog.cancel_read); the action's transaction (PostgreSQL 3: the mailbox session read under
 # its lock and the request's INSERT in one statement, whose ON CONFLICT on the key's index
 # finds a used key; the line, its item and the request's completion in one CTE; the
 # fan-out's ``notify`` request. SQLite 10: the key's read before it, the session read, the
 # request's INSERT in a savepoint, the line's three writes, the notify request, the
 # request's UPDATE); the tool-call item (PostgreSQL 1, SQLite 2). The tool reads no
 # mailbox: the delivery read it.
-POSTER_WAKE_STATEMENTS = {"postgresql": 16, "sqlite": 29}
+POSTER_WAKE_STATEMENTS = {"postgresql": 15, "sqlite": 29}
 POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
 # The line's item is told by the line's own statement (``mailboxes.lines``), not by one of these.
 POSTER_STREAM_NOTIFIES = 0  # 3 while emit_item queued an after-commit NOTIFY
@@ -191,9 +192,13 @@ def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_6_more_statemen
     assert (statements, transactions) == (POSTER_WAKE_STATEMENTS[connection.vendor], POSTER_WAKE_TRANSACTIONS), "\n".join(
         f"{w} {sql[:150]}" for sql, w in rows
     )
-    # The three cancel checks, and on SQLite the key's read before the line's transaction.
-    assert len([sql for sql in autocommit if sql.startswith("SELECT %s AS")]) == 3
-    assert len(autocommit) == (3 if on_postgres() else 4)
+    # The cancel checks (two on PostgreSQL: the third rides the tool-call item's
+    # statement), and on SQLite the key's read before the line's transaction.
+    assert len([sql for sql in autocommit if sql.startswith("SELECT %s AS")]) == (2 if on_postgres() else 3)
+    assert len(autocommit) == (2 if on_postgres() else 4)
+    if on_postgres():
+        tool_call_item = [sql for sql, _ in rows if sql.startswith("WITH counter AS") and " FROM item" in sql]
+        assert len(tool_call_item) == 1 and '"status" = %s) FROM item' in tool_call_item[0]
     assert on_postgres() is not any("SAVEPOINT" in sql for sql, _ in rows)
     delivery.refresh_from_db()
     assert (delivery.status, delivery.turn_request.status) == ("done", "completed")
