@@ -167,10 +167,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # PostgreSQL: server-side parameter binding, and statements a connection sends twice
 # prepared (psycopg's prepare_threshold): the planner's work is done once per connection
 # and statement instead of on every execution (bench/cycle_statements.py: the database's
-# CPU per post-and-answer cycle about 40 % lower). Off by default until the whole suite
-# has run with it on: a statement whose parameter types the server cannot infer fails
-# under server-side binding.
-WORKFORCE_DB_PREPARED = env_bool("WORKFORCE_DB_PREPARED", False)
+# CPU per post-and-answer cycle about 35 % lower). On by default (the whole suite and the
+# end-to-end suite pass with it); raw SQL must then give every parameter a type the
+# server can infer (``%s::text`` where it cannot). false: client-side binding, nothing
+# prepared, for a pooler that cannot carry prepared statements (PgBouncer in transaction
+# mode before 1.21; docs/running.md).
+WORKFORCE_DB_PREPARED = env_bool("WORKFORCE_DB_PREPARED", True)
 if WORKFORCE_DB_PREPARED and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 2})
 # The web process (serve) takes its PostgreSQL connections from a pool sized by

@@ -76,3 +76,72 @@ def test_the_log_level_takes_any_case_and_refuses_what_is_not_one():
         "django.core.exceptions.ImproperlyConfigured: WORKFORCE_LOG_LEVEL='LOUD' is not a log level: "
         "use DEBUG, INFO, WARNING, ERROR or CRITICAL."
     )
+
+
+def _database_connection_params(env: dict[str, str]) -> dict:
+    """The default database's ``OPTIONS`` and what Django hands psycopg from them
+    (``get_connection_params``: the cursor class's binding, ``"server"`` or ``"client"``,
+    and ``prepare_threshold``), in a fresh process whose settings read ``env`` (no
+    connection is opened)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, django; django.setup()\n"
+        "from django.db import connection\n"
+        "from django.conf import settings\n"
+        "options = settings.DATABASES['default'].get('OPTIONS', {})\n"
+        "params = connection.get_connection_params() if connection.vendor == 'postgresql' else {}\n"
+        "binding = None\n"
+        "if params:\n"
+        "    import psycopg\n"
+        "    binding = 'client' if issubclass(params['cursor_factory'], psycopg.ClientCursor) else 'server'\n"
+        "print(json.dumps({'options': {k: options[k] for k in ('server_side_binding', 'prepare_threshold') if k in options},"
+        " 'binding': binding, 'threshold': params.get('prepare_threshold')}))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("WORKFORCE_") and k != "DATABASE_URL"},
+            "DJANGO_SETTINGS_MODULE": "workforce_project.settings",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+# Never connected to: the settings and the connection parameters are read, nothing more.
+PG_URL = "postgres://nobody@127.0.0.1:1/not_opened"
+
+
+def test_postgresql_binds_server_side_and_prepares_by_default(tmp_path):
+    assert _database_connection_params({"DATABASE_URL": PG_URL, "WORKFORCE_VAR_DIR": str(tmp_path)}) == {
+        "options": {"server_side_binding": True, "prepare_threshold": 2},
+        "binding": "server",
+        "threshold": 2,
+    }
+
+
+def test_prepared_statements_off_binds_client_side_and_prepares_nothing(tmp_path):
+    for word in ("false", "0", "off"):
+        env = {"DATABASE_URL": PG_URL, "WORKFORCE_DB_PREPARED": word, "WORKFORCE_VAR_DIR": str(tmp_path)}
+        assert _database_connection_params(env) == {
+            "options": {},
+            "binding": "client",
+            "threshold": None,
+        }
+
+
+def test_sqlite_takes_no_postgresql_options(tmp_path):
+    assert _database_connection_params({"WORKFORCE_VAR_DIR": str(tmp_path)}) == {
+        "options": {},
+        "binding": None,
+        "threshold": None,
+    }
