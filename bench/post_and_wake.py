@@ -93,6 +93,12 @@ def goal_ratio(n: int) -> float:
     return 10.0 if n >= 10_000 else 3.0
 
 
+def across_machines_goal_ratio(n: int) -> float:
+    """The later "Across machines, and lean on one" issue's goal ours/LangGraph at ``n``
+    posts: 1 up to 10,000 posts, 3 from there (printed beside ``goal_ratio``'s verdict)."""
+    return 3.0 if n >= 10_000 else 1.0
+
+
 def write_tree(root: Path) -> Path:
     (root / "teams/bench/workers/echo").mkdir(parents=True)
     (root / "teams/bench/workers/echo/WORKER.md").write_text(WORKER_MD)
@@ -800,6 +806,11 @@ def verdict(result: dict, ours: dict, peer: dict | None, rate: float, flat: floa
     print(
         f"verdict: {'MEETS' if ok else 'MISSES'} the goal: ours/LangGraph {ratio:.2f} {'>=' if ratio >= goal else '<'} {goal:g} "
         f"at {m:,} posts, ours {flat_text} (goal: >= 3 x at 1,000 posts, >= 10 x at 10,000, flat <= {FLAT})"
+    )
+    later = across_machines_goal_ratio(m)
+    print(
+        f"verdict (across-machines issue): {'MEETS' if ratio >= later else 'MISSES'} the goal: ours/LangGraph "
+        f"{ratio:.2f} {'>=' if ratio >= later else '<'} {later:g} at {m:,} posts (goal: >= 1 x at 1,000 posts, >= 3 x at 10,000)"
     )
 
 
