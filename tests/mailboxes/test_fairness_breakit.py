@@ -70,3 +70,12 @@ def test_concurrent_posts_none_lost_none_stuck(org, many, settings, bound):
         Delivery.objects.filter(pk__in=many, status="pending").update(status="done")
     assert sorted(many) == sorted(made)
     assert not held()
+
+
+@pytest.mark.parametrize("bound", [1, 5, 0])
+def test_many_members_over_several_insert_batches(org, many, settings, monkeypatch, bound):
+    settings.WORKFORCE_DELIVERY_SESSION_TASKS = settings.WORKFORCE_DELIVERY_ORG_TASKS = bound
+    monkeypatch.setattr(connection.ops, "bulk_batch_size", lambda fields, objs: 8)
+    pks = post(org, MANY, "hello")
+    expect = bound or 120
+    assert len(pks) == 120 and many == pks[:expect] and held() == pks[expect:]
