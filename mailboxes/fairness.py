@@ -223,8 +223,8 @@ _RELEASED_AT_INDEX = [f.attname for f in Delivery._meta.concrete_fields if f is 
 def _insert_released_sql(vendor: str, count: int) -> str:
     """``do_insert_deliveries``' statement for ``count`` rows: a ``room`` CTE (how many
     of them may be released at once: 0 when the organization has a held delivery, else
-    the lesser of the session's and the organization's free places; parameters: org,
-    org, mailbox, session limit, org limit, session limit, org limit), then the INSERT,
+    the lesser of the session's and the organization's free places; parameters: mailbox,
+    org, org, session limit, org limit, session limit, org limit), then the INSERT,
     whose n-th row's ``enqueued_at`` is its release time (a parameter after the row's
     own) when n <= room, else NULL; ``RETURNING`` the id and ``enqueued_at``."""
     qn = connection.ops.quote_name
