@@ -57,7 +57,11 @@ def do_watch_broker() -> dict | None:
         return None
     if not fresh:
         return None
-    logger.warning("the task broker holds no queue mark: it lost its queue; enqueuing again what it held")
+    # A first start looks the same as a loss (no mark either way), so the line says both.
+    logger.warning(
+        "the task broker holds no queue mark (a queue used for the first time, or one the broker lost): "
+        "enqueuing again any waiting work it held"
+    )
     lost_at = timezone.now()
     # Tasks the cluster took from the broker before the loss (its workers' prefetch) are
     # not lost: they start within moments. Wait for them, so they are not run twice.
