@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-
 from tests.seats.test_tool_servers import calls, run_turn_with  # noqa: F401
 
 B3 = Path(__file__).resolve().parents[1] / "toolservers" / "breakit3_server.py"
