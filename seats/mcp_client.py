@@ -10,13 +10,15 @@ session, so the next use starts the server again; the failed call raises
 ``ToolServerError``, which the tool hands the model as a refusal. A forked process
 starts its own loop (a loop thread does not survive a fork).
 
-What a server sends is read bounded: during a call, one message longer than
-``answer_limit()`` (a stdio server's line, an HTTP response's JSON body or one event of
-its stream) is read no further, and the call fails ``tool-result-too-large``; a stdio
+What a server sends is read bounded, only so that an enormous or endless message is not
+read whole into memory: during a call, one message longer than ``answer_limit()`` (at
+least 16 MiB; a stdio server's line, an HTTP response's JSON body or one event of its
+stream) is read no further, and the call fails ``tool-result-too-large``; a stdio
 server's session ends with it (the rest of its output is discarded as the server is
 stopped; its next use starts it again), an HTTP server's session stays open. The
-handshake and the list of tools are read to ``LISTING_CHARS`` (or ``answer_limit()``,
-when more); past it the server is ``tool-server-unavailable``.
+handshake and the list of tools are read to the same bound; past it the server is
+``tool-server-unavailable``. Whether an answer is kept is decided once it is read, on
+what is kept of it (``seats.tool_servers``: ``WORKFORCE_TOOL_RESULT_CHARS``).
 """
 
 from __future__ import annotations
@@ -105,23 +107,21 @@ def call_timeout() -> float:
 WIRE_CHARS_PER_CHAR = 12
 # Room for the JSON-RPC envelope around the result.
 ENVELOPE_CHARS = 64 * 1024
+# The least a message is read to, whatever ``WORKFORCE_TOOL_RESULT_CHARS``: what is not
+# kept (an image's base64, the envelope of many small blocks) counts on the wire too, so
+# the bound is generous; it only keeps an enormous or endless message out of memory.
+ANSWER_FLOOR_CHARS = 16 * 1024 * 1024
 
 
 def answer_limit() -> int:
     """The most characters (bytes, over HTTP) one message of a tool server is read to:
-    ``WIRE_CHARS_PER_CHAR`` times ``WORKFORCE_TOOL_RESULT_CHARS`` plus ``ENVELOPE_CHARS``,
-    so no answer within ``WORKFORCE_TOOL_RESULT_CHARS`` (measured once read, as JSON) is
-    ever cut, and a longer one is read no further than that (1,265,536 with the default)."""
-    return WIRE_CHARS_PER_CHAR * int(settings.WORKFORCE_TOOL_RESULT_CHARS) + ENVELOPE_CHARS
-
-
-# The most characters the handshake and a page of the server's list of tools are read to
-# (when more than ``answer_limit()``): a list is no call's answer, and may be long.
-LISTING_CHARS = 8 * 1024 * 1024
-
-
-def _listing_limit() -> int:
-    return max(answer_limit(), LISTING_CHARS)
+    ``ANSWER_FLOOR_CHARS`` (16 MiB), or ``WIRE_CHARS_PER_CHAR`` times
+    ``WORKFORCE_TOOL_RESULT_CHARS`` plus ``ENVELOPE_CHARS`` when that is more (so no answer
+    within ``WORKFORCE_TOOL_RESULT_CHARS``, measured once read as JSON, is ever cut). An
+    answer whose wire form passes it is read no further and refused
+    ``tool-result-too-large``, even one whose kept text would be within the limit (16,777,216
+    with the default of 100,000)."""
+    return max(ANSWER_FLOOR_CHARS, WIRE_CHARS_PER_CHAR * int(settings.WORKFORCE_TOOL_RESULT_CHARS) + ENVELOPE_CHARS)
 
 
 def _unit(server: ToolServer) -> str:
@@ -144,7 +144,7 @@ class _Connection:
     session: Any = None
     tools: list[ServerTool] | None = None
     task: asyncio.Task | None = None
-    limit: _ReadLimit = field(default_factory=lambda: _ReadLimit(_listing_limit()))
+    limit: _ReadLimit = field(default_factory=lambda: _ReadLimit(answer_limit()))
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     error: BaseException | None = None
@@ -207,16 +207,22 @@ async def _bounded_stdio_client(params: Any, limit: _ReadLimit) -> AsyncIterator
             # The session sees its stream end (a pending call fails) before the rest is drained.
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, ConnectionError):
                 async with read_stream_writer:
-                    buffer = ""
+                    # The line read so far, in pieces (joined once it ends: a long line is not
+                    # copied again with each chunk), and its length.
+                    pending: list[str] = []
+                    size = 0
                     async for chunk in stdout:
-                        lines = (buffer + chunk).split("\n")
-                        buffer = lines.pop()
-                        for line in lines:
-                            if len(line) > limit.most:
+                        *ends, rest = chunk.split("\n")
+                        for end in ends:
+                            if size + len(end) > limit.most:
                                 limit.exceeded = True
                                 return
+                            line = "".join([*pending, end])
+                            pending, size = [], 0
                             await read_stream_writer.send(sdk._parse_line(line))
-                        if len(buffer) > limit.most:  # no line end within the bound: read no more
+                        pending.append(rest)
+                        size += len(rest)
+                        if size > limit.most:  # no line end within the bound: read no more
                             limit.exceeded = True
                             return
         finally:
@@ -425,7 +431,7 @@ class ToolServerPool:
 
         conn = await self._connection(server)
         if conn.tools is None:
-            conn.limit.most, conn.limit.exceeded = _listing_limit(), False
+            conn.limit.most, conn.limit.exceeded = answer_limit(), False
             try:
                 tools: list[ServerTool] = []
                 cursor = None

@@ -15,13 +15,17 @@ web server"):
 - a stream's credentials (``has_credentials``) before it takes a stream place.
 
 Refusals are the API's JSON error body. One that leaves a body unread closes the
-connection (``Connection: close``): the client cannot send another request after it.
+connection (``Connection: close``): the client cannot send another request after it. A
+413 first reads and discards the rest of the body (at most ``DRAIN_BYTES`` within
+``DRAIN_SECONDS``, after its answer is sent): a connection closed with a body unread is
+reset by the kernel, and a client still sending it would get that reset, not the 413.
 The state lives on the server's event loop, which is one thread: it needs no lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 from importlib import import_module
@@ -36,17 +40,23 @@ from rest_framework.exceptions import AuthenticationFailed
 from workforce.refusals import Refusal
 
 RETRY_AFTER_SECONDS = 5
+# What a 413 reads and discards of the refused body after its answer, at most (bytes,
+# seconds), so that a client still sending it reads the answer (see ``answer``).
+DRAIN_BYTES = 16 * 1024 * 1024
+DRAIN_SECONDS = 5.0
 
 
 class Refused(Exception):
     """A request refused before it ran: ``refusal``, with ``Retry-After`` when
-    ``retry_after``, closing the connection when ``close`` (its body is left unread)."""
+    ``retry_after``, closing the connection when ``close`` (its body is left unread, or
+    with ``drain`` read and discarded, bounded, after the answer: ``answer``)."""
 
-    def __init__(self, refusal: Refusal, *, close: bool = False, retry_after: bool = False):
+    def __init__(self, refusal: Refusal, *, close: bool = False, retry_after: bool = False, drain: bool = False):
         super().__init__(refusal.message)
         self.refusal = refusal
         self.close = close
         self.retry_after = retry_after
+        self.drain = drain
 
 
 class ClientGone(Exception):
@@ -73,6 +83,7 @@ def too_large(what: str = "The body") -> Refused:
     return Refused(
         Refusal("payload-too-large", f"{what} is larger than this server takes ({cap} bytes, WORKFORCE_MAX_BODY_BYTES)."),
         close=True,
+        drain=True,
     )
 
 
@@ -193,8 +204,13 @@ def has_credentials(scope) -> bool:
         connections.close_all()
 
 
-async def answer(send, refused: Refused) -> None:
-    """Send ``refused`` as the API's JSON error body."""
+async def answer(send, refused: Refused, receive=None) -> None:
+    """Send ``refused`` as the API's JSON error body.
+
+    With ``refused.drain`` and ``receive`` (the request's ASGI ``receive``), the whole
+    answer is written first (its ``Content-Length`` tells the client it is complete), then
+    the rest of the request's body is read and discarded (``drain``) before the response
+    ends and the server closes the connection."""
     refusal = refused.refusal
     body = json.dumps({"requestId": None, "status": "failed", "error": refusal.as_error()}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
@@ -203,4 +219,30 @@ async def answer(send, refused: Refused) -> None:
     if refused.close:
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": refusal.http_status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    if not (refused.drain and receive is not None):
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+    try:
+        await drain(receive)
+    finally:
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def drain(receive) -> int:
+    """Read and discard the request's body until it ends, the client leaves, or
+    ``DRAIN_BYTES`` bytes or ``DRAIN_SECONDS`` seconds pass: the bytes read. A
+    connection closed with its body unread is reset (TCP RST), and a client still sending
+    the body gets that reset instead of the answer already sent; one that sends more than
+    that still does."""
+    size = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            while size <= DRAIN_BYTES:
+                message = await receive()
+                if message["type"] != "http.request":
+                    break
+                size += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+    return size

@@ -110,13 +110,13 @@ async def application(scope, receive, send):
             _server.places.take(address)
     except admission.Refused as refused:
         holding = False
-        await admission.answer(send, refused)
+        await admission.answer(send, refused, receive)
         return
     try:
         try:
             body = await admission.read_body(receive, declared)
         except admission.Refused as refused:
-            await admission.answer(send, refused)
+            await admission.answer(send, refused, receive)
             return
         except admission.ClientGone:
             return

@@ -288,3 +288,20 @@ def test_room_streams_dropped_free_every_place_and_leave_the_database_idle(start
         return busy == 0 and after - before <= 2
 
     wait_for(idle, timeout=30, what="the database idle after the streams left", log=server.log)
+
+
+@pytest.mark.parametrize("size", [1_100_000, 4_500_000])
+def test_a_client_sending_a_body_past_the_cap_reads_its_413(start_server, tmp_path, size):
+    """Break-it: a 4.5 MB POST got ConnectionResetError, not its 413. The server answered
+    by the Content-Length and closed the connection with the body unread, so the kernel
+    reset it while the client was still sending (1.1 and 2 MB fit the sockets' buffers).
+    The 413 now reads and discards the body (bounded) before the connection closes."""
+    server = start_server(tree(tmp_path / "tree"), "--no-cluster")
+    parts = urlsplit(server.base)
+    with closing(http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)) as conn:
+        conn.request("POST", "/api/mail", body=b"x" * size, headers={"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        data = json.loads(answer.read())
+    assert (answer.status, data["error"]["reason"]) == (413, "payload-too-large"), data
+    assert answer.getheader("Connection") == "close"
+    assert "Traceback" not in server.log.read_text()

@@ -481,7 +481,7 @@ def test_an_endless_answer_over_stdio_is_read_no_further_than_the_bound(run_turn
         WORKFORCE_TOOL_RESULT_CHARS=1000,
         WORKFORCE_TOOL_CALL_TIMEOUT=15,
     )
-    bound = 12 * 1000 + 65536  # seats.mcp_client.answer_limit()
+    bound = 16 * 1024 * 1024  # seats.mcp_client.answer_limit(): its floor (12 x 1000 + 65536 is less)
     refused, answered = items
     assert refused["result"] == {
         "refused": f"tool-result-too-large: rogue/endless: the tool server rogue answered more than {bound} characters, "
@@ -496,6 +496,8 @@ def test_an_endless_answer_over_stdio_is_read_no_further_than_the_bound(run_turn
 
     with override_settings(WORKFORCE_TOOL_RESULT_CHARS=1000):
         assert answer_limit() == bound
+    with override_settings(WORKFORCE_TOOL_RESULT_CHARS=2_000_000):  # past the floor: no answer within it is cut
+        assert answer_limit() == 12 * 2_000_000 + 65536
 
 
 @pytest.fixture
@@ -519,7 +521,7 @@ def test_an_endless_answer_over_http_is_read_no_further_than_the_bound(run_turn_
         WORKFORCE_TOOL_RESULT_CHARS=1000,
         WORKFORCE_TOOL_CALL_TIMEOUT=15,
     )
-    bound = 12 * 1000 + 65536
+    bound = 16 * 1024 * 1024
     json_body, event, answered = items
     for item, tool in ((json_body, "endless"), (event, "endless_events")):
         assert item["result"] == {

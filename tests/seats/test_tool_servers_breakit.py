@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.seats.test_tool_servers import calls, run_turn_with  # noqa: F401
 
 B3 = Path(__file__).resolve().parents[1] / "toolservers" / "breakit3_server.py"
@@ -40,19 +38,18 @@ def test_an_astral_answer_just_within_the_limit_is_kept_and_one_over_is_refused(
     assert over["result"]["refused"].startswith("tool-result-too-large: b3/sized answered 1001 characters"), over
 
 
-@pytest.mark.xfail(strict=True, reason="break-it: the read bound counts what is not kept (an image block)")
 def test_a_text_with_a_large_image_is_answered_with_its_text(run_turn_with):  # noqa: F811
-    # Before the bounded read, a text with a screenshot kept its text (the image is not
-    # kept): the bound (12 x WORKFORCE_TOOL_RESULT_CHARS + 65536, 1,265,536 by default)
-    # now refuses the whole answer tool-result-too-large.
+    # Break-it: before the bounded read, a text with a screenshot kept its text (the image
+    # is not kept); a bound of 12 x WORKFORCE_TOOL_RESULT_CHARS + 65536 (1,265,536 by
+    # default) refused the whole answer tool-result-too-large. The bound is now at least 16 MiB.
     _, items = run_turn_with([calls(("b3__image", {"n": 1_400_000})), "done"], tools="[b3/*]", servers=YAML)
     [item] = items
-    assert item["result"]["text"].startswith("shot"), item["result"]  # "shot\n[image content left out]" before
+    assert item["result"] == {"text": "shot\n[image content left out]"}, item["result"]
 
 
-@pytest.mark.xfail(strict=True, reason="break-it: the read bound is 12 wire characters a kept one; an empty block is ~30")
 def test_many_empty_blocks_within_the_limit_are_not_refused(run_turn_with):  # noqa: F811
-    # measured: the texts joined by "\n": 2 JSON characters a block; ~30 on the wire.
+    # measured: the texts joined by "\n": 2 JSON characters a block; ~30 on the wire (past
+    # 12 x 70000 + 65536, refused before the bound's 16 MiB floor).
     _, items = run_turn_with(
         [calls(("b3__blocks", {"n": 34990})), "done"],
         tools="[b3/*]",

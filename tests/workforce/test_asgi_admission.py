@@ -66,6 +66,7 @@ class Call:
         }
         self.chunks, self.endless = list(chunks), endless
         self.received = 0
+        self.received_before_answer: int | None = None  # messages of the body taken when the answer started
         self.status: int | None = None
         self.headers: dict[str, str] = {}
         self.body = b""
@@ -84,6 +85,7 @@ class Call:
     async def send(self, message):
         if message["type"] == "http.response.start":
             self.status = message["status"]
+            self.received_before_answer = self.received
             self.headers = {k.decode().lower(): v.decode() for k, v in message["headers"]}
             self.started.set()
         else:
@@ -114,6 +116,7 @@ def server(monkeypatch, settings):
     monkeypatch.setattr(asgi._server, "slots", None)
     monkeypatch.setattr(asgi._server, "open_streams", 0)
     monkeypatch.setattr(asgi._server, "places", admission.AddressPlaces())
+    monkeypatch.setattr(admission, "DRAIN_SECONDS", 0.3)  # a 413 drains an endless body no longer
     yield asgi
     close_kept_threads(asgi)
 
@@ -184,12 +187,12 @@ def test_a_declared_body_past_the_cap_is_413_before_a_byte_is_read(open_tree, se
 
     async def go():
         call = Call(path, method=method, length=300_000_000, chunks=(b"x" * 1000,), endless=True)
-        return (*await call.answer(), call.headers, call.received)
+        return (*await call.answer(), call.headers, call.received_before_answer)
 
     status, data, headers, received = run(go())
     assert (status, data["error"]["reason"]) == (413, "payload-too-large")
     assert data["error"]["message"].startswith("payload-too-large: ") and "WORKFORCE_MAX_BODY_BYTES" in data["error"]["message"]
-    assert received == 0  # not one message of the body was taken
+    assert received == 0  # not one message of the body was taken before the answer (then drained, bounded)
     assert headers["connection"] == "close" and headers["content-type"] == "application/json"
 
 
@@ -202,11 +205,31 @@ def test_a_body_read_past_the_cap_is_413_and_read_no_further(open_tree, server, 
 
     async def go():
         call = Call(path, method=method, chunks=(chunk,) * 40, headers=((b"transfer-encoding", b"chunked"),))
-        return (*await call.answer(), call.received)
+        return (*await call.answer(), call.received_before_answer, call.received)
 
-    status, data, received = run(go())
+    status, data, received, drained = run(go())
     assert (status, data["error"]["reason"]) == (413, "payload-too-large")
     assert received == 7  # 6 chunks are 98,304 bytes; the 7th crosses the cap
+    assert drained == 40  # the rest was read and discarded after the answer (a client still sending reads it)
+
+
+def test_the_body_a_413_drains_is_bounded(open_tree, server, settings, monkeypatch):
+    """After its answer a 413 reads and discards the body (a client still sending it
+    reads the 413, not a reset), but no more than ``DRAIN_BYTES``."""
+    from workforce_project import admission
+
+    open_tree()
+    settings.WORKFORCE_MAX_BODY_BYTES = 1000
+    monkeypatch.setattr(admission, "DRAIN_BYTES", 4 * 1024 * 1024)
+    chunk = b"x" * (1024 * 1024)
+
+    async def go():
+        call = Call("/api/mail", method="POST", length=300_000_000, chunks=(chunk,) * 40)
+        return (*await call.answer(), call.received_before_answer, call.received)
+
+    status, data, before, drained = run(go())
+    assert (status, data["error"]["reason"], before) == (413, "payload-too-large", 0)
+    assert drained == 5  # 4 MiB and the chunk past it, then the connection closes
 
 
 def test_a_body_within_the_cap_reaches_the_view_whole(open_tree, server, settings):
