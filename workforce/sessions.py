@@ -229,13 +229,7 @@ def emit_item_reading_cancel(session: Session, component: str, data: dict, *, re
     if connection.vendor != "postgresql":
         return emit_item(session, component, data, request=request), None
     item = Item(session=session, request=request, type="component", component=component, data=data)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _item_insert_postgresql(False, reads_cancel=True), [*_item_params(item), request.pk, Request.Status.ABORTED]
-        )
-        pk, item.seq, _, cancelled = cursor.fetchone()
-    rows.mark_saved(item, pk)
-    return item, bool(cancelled)
+    return item, _insert_item_postgresql(item, cancel_of=request)
 
 
 def _item_params(item: Item) -> list[Any]:
@@ -281,14 +275,21 @@ def do_update_then_emit_item(
     return updated, item
 
 
-def _insert_item_postgresql(item: Item) -> None:
+def _insert_item_postgresql(item: Item, *, cancel_of: Request | None = None) -> bool | None:
     """Bump the session's item counter, INSERT ``item`` with the number and note it to
     the streams, in one statement; sets ``item.pk`` and ``item.seq``. Each field is
-    prepared as the ORM's ``save`` would (``rows.insert_params``)."""
+    prepared as the ORM's ``save`` would (``rows.insert_params``). With ``cancel_of`` the
+    statement also reads whether that request is cancelled (``aborted``), and says so;
+    else None."""
+    params = _item_params(item)
+    if cancel_of is not None:
+        params += [cancel_of.pk, Request.Status.ABORTED]
     with connection.cursor() as cursor:
-        cursor.execute(_item_insert_postgresql(False), _item_params(item))
-        pk, item.seq, _ = cursor.fetchone()
+        cursor.execute(_item_insert_postgresql(False, reads_cancel=cancel_of is not None), params)
+        row = cursor.fetchone()
+    pk, item.seq = row[0], row[1]
     rows.mark_saved(item, pk)
+    return bool(row[3]) if cancel_of is not None else None
 
 
 def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: dict) -> Session:
