@@ -71,6 +71,19 @@ def describe_database(conf: DBConfig | None = None) -> str:
     return f"{engine} {db.get('NAME')} on {where}{user}"
 
 
+def describe_statements(conf: DBConfig | None = None) -> str | None:
+    """How statements reach PostgreSQL, for the start-up lines: ``"prepared on the
+    server (WORKFORCE_DB_PREPARED=false turns it off for a pooler that cannot carry
+    them)"`` or ``"sent as text, nothing prepared (WORKFORCE_DB_PREPARED=false)"``;
+    None on SQLite. ``conf`` as in ``describe_database``."""
+    db = settings.DATABASES["default"] if conf is None else conf
+    if not db["ENGINE"].endswith("postgresql"):
+        return None
+    if (db.get("OPTIONS") or {}).get("server_side_binding"):
+        return "prepared on the server (WORKFORCE_DB_PREPARED=false turns it off for a pooler that cannot carry them)"
+    return "sent as text, nothing prepared (WORKFORCE_DB_PREPARED=false)"
+
+
 def _redis_url() -> str | None:
     redis = settings.Q_CLUSTER.get("redis")
     return redis if isinstance(redis, str) else None

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from workforce_project.deployment import describe_broker, describe_database, is_loopback, web_pool_options
+from workforce_project.deployment import describe_broker, describe_database, describe_statements, is_loopback, web_pool_options
 
 
 def closed_port() -> int:
@@ -77,6 +77,19 @@ def test_the_database_and_broker_are_named_without_passwords(settings, monkeypat
     monkeypatch.delitem(settings.Q_CLUSTER, "redis", raising=False)
     monkeypatch.setitem(settings.Q_CLUSTER, "orm", "default")
     assert describe_broker() == "django-q2 ORM broker (tasks are rows in the database above)"
+
+
+def test_start_up_says_whether_statements_are_prepared_on_postgresql():
+    pg = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "wf",
+        "OPTIONS": {"server_side_binding": True, "prepare_threshold": 2},
+    }
+    assert describe_statements(pg) == (
+        "prepared on the server (WORKFORCE_DB_PREPARED=false turns it off for a pooler that cannot carry them)"
+    )
+    assert describe_statements({**pg, "OPTIONS": {}}) == "sent as text, nothing prepared (WORKFORCE_DB_PREPARED=false)"
+    assert describe_statements({"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}) is None
 
 
 def test_the_web_pool_is_sized_from_web_concurrency(monkeypatch):

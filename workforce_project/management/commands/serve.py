@@ -40,6 +40,7 @@ from workforce_project.deployment import (
     BrokerUnreachable,
     describe_broker,
     describe_database,
+    describe_statements,
     enable_web_pool,
     is_loopback,
     ping_broker,
@@ -131,6 +132,9 @@ class Command(BaseCommand):
         settings.SILENCED_SYSTEM_CHECKS = [*settings.SILENCED_SYSTEM_CHECKS, *BOARD_CHECK_IDS.values()]
         call_command("check")
         self.stdout.write(f"database: {describe_database()}")
+        statements = describe_statements()
+        if statements is not None:
+            self.stdout.write(f"database statements: {statements}")
         self.stdout.write(f"broker: {describe_broker()}")
         refuse_multi_node_problems(self.stdout)
         try:
