@@ -36,7 +36,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from workforce import rows
-from workforce.models import Item, Session
+from workforce.models import Item, Request, Session
 from workforce.sessions import ActionContext
 from workforce.streams import CHANNEL as STREAM_CHANNEL
 
@@ -53,11 +53,13 @@ _COUNTERS = (
 
 
 @cache
-def _postgresql_sql() -> str:
+def _postgresql_sql(carries_request: bool = False) -> str:
     """The post's one statement on PostgreSQL. The counters' UPDATE locks nothing new (the
     session's row lock is held) and hands out both numbers; the line and the item take
     them from it; ``{settle}`` is the request's completion when the handler asked for it
-    (``ActionContext.completion_statement``)."""
+    (``ActionContext.completion_statement``). ``carries_request``: a ``req`` CTE after
+    it INSERTs one Request (its values the parameters after settle's), and the answer
+    ends with its id."""
     line_columns, line_values, _ = rows.insert_parts(Line, "postgresql", _LINE_SEQ)
     item_columns, item_values, _ = rows.insert_parts(Item, "postgresql", _ITEM_SEQ)
     return (
@@ -65,8 +67,11 @@ def _postgresql_sql() -> str:
         f"line AS (INSERT INTO {rows.quote(Line._meta.db_table)} ({line_columns}) "
         f"SELECT {line_values} FROM counters RETURNING id), "
         f"item AS (INSERT INTO {rows.quote(Item._meta.db_table)} ({item_columns}) SELECT {item_values} FROM counters)"
-        "{settle} "
-        "SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text) FROM line, counters"
+        "{settle}"
+        + (f", req AS ({rows.insert_sql(Request, 'postgresql')})" if carries_request else "")
+        + " SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text)"
+        + (", (SELECT id FROM req)" if carries_request else "")
+        + " FROM line, counters"
     )
 
 
@@ -75,7 +80,7 @@ def _item_values(ctx: ActionContext, wire: dict) -> dict[str, Any]:
     return {"session_id": ctx.session.pk, "request_id": ctx.request.pk, "type": "component", "component": POST_ITEM, "data": wire}
 
 
-def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
+def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False, request: Request | None = None) -> int:
     """Write ``line`` (not saved yet: ``seq`` and ``pk`` unset) and its ``mailbox-post``
     item (``line.as_wire()``, by ``ctx.request``) on the locked mailbox ``ctx.session``.
 
@@ -87,17 +92,27 @@ def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False) -> int:
     completes ``ctx.request`` with it (``ActionContext.completion_statement``), so the
     post's last write is this one.
 
+    ``request``: an unsaved Request written with the line (a post's fan-out request
+    when the fan-out writes no delivery: ``mailboxes.notify.plan_fan_out``): on
+    PostgreSQL by the same statement (a CTE), elsewhere by its own INSERT after the
+    line's; its primary key is set.
+
     Raises:
         IntegrityError: ``line.answer_to`` already has an answer (a unique constraint;
             call inside a savepoint when that can happen).
     """
     conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
     if conn.vendor == "postgresql":
-        return _insert_postgresql(conn, ctx, line, settle=settle)  # and its NOTIFY
-    return _insert_sqlite(conn, ctx, line)
+        return _insert_postgresql(conn, ctx, line, settle=settle, request=request)  # and its NOTIFY
+    item_seq = _insert_sqlite(conn, ctx, line)
+    if request is not None:
+        rows.insert(request)
+    return item_seq
 
 
-def _insert_postgresql(conn: BaseDatabaseWrapper, ctx: ActionContext, line: Line, *, settle: bool) -> int:
+def _insert_postgresql(
+    conn: BaseDatabaseWrapper, ctx: ActionContext, line: Line, *, settle: bool, request: Request | None = None
+) -> int:
     session = ctx.session.pk
     wire = line.as_wire()
     params = [
@@ -110,11 +125,15 @@ def _insert_postgresql(conn: BaseDatabaseWrapper, ctx: ActionContext, line: Line
         completion, completion_params = ctx.completion_statement(wire, conn)
         settle_cte = f", settled AS ({completion})"
         params += completion_params
+    if request is not None:
+        params += rows.insert_parts(Request, "postgresql")[2].params(request, conn)
     params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>"
     with conn.cursor() as cursor:
-        cursor.execute(_postgresql_sql().format(settle=settle_cte), params)
-        line_pk, line.seq, item_seq, _ = cursor.fetchone()
+        cursor.execute(_postgresql_sql(request is not None).format(settle=settle_cte), params)
+        line_pk, line.seq, item_seq, _, *carried = cursor.fetchone()
     rows.mark_saved(line, line_pk, conn)
+    if request is not None:
+        rows.mark_saved(request, carried[0], conn)
     return item_seq
 
 

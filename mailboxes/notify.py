@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -25,12 +26,13 @@ from django.utils.module_loading import import_string
 
 from seats.models import Seat
 from seats.queries import fired_seats, reachable_seats
+from workforce import rows
 from workforce.dispatch import enqueue, external_dispatcher
 from workforce.facets import NOTIFY
-from workforce.models import Session
+from workforce.models import Request, Session
 from workforce.notify import NotifyInput, RecentEntry, build_notify_input, kind_hears_posts
 from workforce.refusals import Refusal
-from workforce.sessions import ActionContext, do_record_request
+from workforce.sessions import ActionContext, do_record_request, new_request
 
 from .fairness import DELIVER_TASK, do_insert_deliveries, do_release_deliveries
 from .models import Delivery
@@ -190,26 +192,29 @@ def configure_notify(kind: str, notify: NotifyFanOut | None) -> None:
     NOTIFY.set_on(kind, notify)
 
 
-def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Delivery]:
-    """Plan and hand out one post's deliveries; runs inside the post's transaction.
+@dataclass
+class FanOut:
+    """One post's fan-out as planned and not written yet (``plan_fan_out``): the
+    deliveries (unsaved, held) and the ``notify`` request (unsaved; its primary key is
+    set once a statement wrote it)."""
 
-    Records one ``notify`` request on the mailbox's session (the fan-out: each post on a
-    mailbox with a notify block uses two requests of its history window), whose output
-    lists ``{member, outcome}`` with outcome ``wake``, ``fallback``, ``call`` or
-    ``none``. Writes one Delivery per member that gets something in one INSERT, which
-    releases what the bounds allow when nothing is held, else they are held and the
-    release statement runs (``mailboxes.fairness.do_insert_deliveries``: oldest first,
-    one ``deliver_post`` task each, enqueued with the commit). Under an external
-    dispatcher nothing is handed out: the fan-out request is failed with
-    ``external-dispatcher`` and the post stays.
+    deliveries: list[Delivery]
+    request: Request
+    now: datetime
+
+
+def plan_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> FanOut:
+    """What ``do_fan_out`` writes for ``line``, planned without writing: one Delivery per
+    member that gets something and the fan-out request (completed with ``{postId,
+    deliveries: [{member, outcome}]}``, or under an external dispatcher failed with
+    ``external-dispatcher`` and no delivery). Reads the seats it needs
+    (``fired_seats``). ``do_post_line`` plans before the line's statement on PostgreSQL,
+    so that statement can carry a request that no delivery's INSERT will.
 
     Args:
         ctx: the post's ActionContext (the mailbox session, locked).
-        line: the committed-to-be line (``line_id``, ``body``, ``principal``,
-            ``author``, ``seat_authored``).
-
-    Returns:
-        The deliveries written (none under an external dispatcher).
+        line: the line (``line_id``, ``body``, ``principal``, ``author``,
+            ``seat_authored``; its ``seq`` is not read, so it may be unwritten).
     """
     mailbox = ctx.session
     members = list((mailbox.state or {}).get("members", []))
@@ -219,7 +224,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
             f"post {line.line_id} was written, but no member was woken: this deployment hands dispatch to an "
             "external queue whose workers share no lease backend.",
         )
-        do_record_request(
+        request = new_request(
             mailbox,
             action=FAN_OUT_ACTION,
             input={"postId": line.line_id},
@@ -227,7 +232,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
             error=refusal.as_error(),
             parent=ctx.request,
         )
-        return []
+        return FanOut([], request, timezone.now())
     now = timezone.now()
     outcomes: list[dict] = []
     deliveries: list[Delivery] = []
@@ -248,10 +253,7 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         outcomes.append({"member": member, "outcome": plan.mode if plan else "none"})
         if plan is not None:
             deliveries.append(_delivery(mailbox, line.line_id, member, plan, notify_input, now))
-    # Their INSERT, each one released in it when nothing is held and the bounds have room,
-    # else held and released as the bounds allow (mailboxes.fairness).
-    do_insert_deliveries(deliveries, now=now)
-    do_record_request(
+    request = new_request(
         mailbox,
         action=FAN_OUT_ACTION,
         input={"postId": line.line_id},
@@ -259,7 +261,43 @@ def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut) -> list[Del
         output={"postId": line.line_id, "deliveries": outcomes},
         parent=ctx.request,
     )
-    return deliveries
+    return FanOut(deliveries, request, now)
+
+
+def do_fan_out(ctx: ActionContext, line: Any, fan_out: NotifyFanOut, *, planned: FanOut | None = None) -> list[Delivery]:
+    """Plan and hand out one post's deliveries; runs inside the post's transaction.
+
+    Records one ``notify`` request on the mailbox's session (the fan-out: each post on a
+    mailbox with a notify block uses two requests of its history window), whose output
+    lists ``{member, outcome}`` with outcome ``wake``, ``fallback``, ``call`` or
+    ``none``. Writes one Delivery per member that gets something in one INSERT, which
+    releases what the bounds allow when nothing is held, else they are held and the
+    release statement runs (``mailboxes.fairness.do_insert_deliveries``: oldest first,
+    one ``deliver_post`` task each, enqueued with the commit); on PostgreSQL that INSERT
+    also writes the request (a CTE). Under an external dispatcher nothing is handed
+    out: the fan-out request is failed with ``external-dispatcher`` and the post stays.
+
+    Args:
+        ctx: the post's ActionContext (the mailbox session, locked).
+        line: the committed-to-be line (``line_id``, ``body``, ``principal``,
+            ``author``, ``seat_authored``).
+        planned: ``plan_fan_out(ctx, line, fan_out)``'s answer when the caller planned
+            already (default: planned here); a request already written (the line's
+            statement carried it) is not written again.
+
+    Returns:
+        The deliveries written (none under an external dispatcher).
+    """
+    if planned is None:
+        planned = plan_fan_out(ctx, line, fan_out)
+    if planned.deliveries:
+        # Their INSERT, each one released in it when nothing is held and the bounds have
+        # room, else held and released as the bounds allow (mailboxes.fairness); the
+        # request rides that statement on PostgreSQL.
+        do_insert_deliveries(planned.deliveries, now=planned.now, request=planned.request)
+    elif planned.request.pk is None:
+        rows.insert(planned.request)  # a post's fan-out writes one: the INSERT without the ORM's compile
+    return planned.deliveries
 
 
 def do_routed_delivery(

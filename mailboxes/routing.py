@@ -125,6 +125,12 @@ class MailboxRoute:
         is bound), or None. The base class knows no seats and accepts anyone."""
         return None
 
+    def takes_post(self, ctx: ActionContext, line: Line) -> bool:
+        """True when ``on_line`` will take ``line`` (a client line on a mailbox that
+        declares ``routing:``), known before the line is written: ``do_post_line`` plans
+        a fan-out the route does not take before the line's statement."""
+        return not line.seat_authored and declared_routing(ctx.session.session_id) is not None
+
     def on_line(self, ctx: ActionContext, line: Line) -> bool:
         """Called by ``do_post_line`` for every line, inside the post's transaction with
         the mailbox's row lock held. Updates the ledger; for a client post on a mailbox
@@ -134,11 +140,10 @@ class MailboxRoute:
             True when the route took the post (the notify block must not run for it).
         """
         recent, previous_id = record_line(ctx.session, line)
-        if line.seat_authored:
+        if not self.takes_post(ctx, line):
             return False
         routing = declared_routing(ctx.session.session_id)
-        if routing is None:
-            return False
+        assert routing is not None  # takes_post: the mailbox declares one
         if external_dispatcher():
             refusal = Refusal(
                 "external-dispatcher",

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from workforce.contracts import in_callers_transaction
 from workforce.facets import NOTIFY, ROUTE
@@ -19,6 +19,7 @@ from .binder import BoundMailbox
 from .inventory import do_register_inventory, do_retire_templates
 from .lines import insert_line
 from .models import Line
+from .notify import NotifyFanOut, do_fan_out, plan_fan_out
 from .queries import access_mailbox_state, is_mailbox_state
 
 OLD_KIND = "channel"
@@ -239,7 +240,9 @@ def do_post_line(
     each other. Leaves one ``mailbox-post`` item carrying the line. On a kind built with a
     route, the route's ledger records the line and a client post on a mailbox that
     declares ``routing:`` goes to the route (``mailboxes.routing``); every other line is
-    handed to the kind's notify block (its fan-out runs after commit).
+    handed to the kind's notify block (its fan-out runs after commit). On PostgreSQL a
+    ``NotifyFanOut``'s plan is made before the line's statement, which then writes the
+    fan-out request when no delivery's INSERT will (``mailboxes.notify.plan_fan_out``).
 
     The line's ``postedBy`` is ``ctx.posted_by`` (the principal the view resolved, or
     the seat whose turn dispatched ``seatPost``/``answer``; docs/architecture.md "Who
@@ -276,12 +279,22 @@ def do_post_line(
         request=ctx.request,
         answer_to=answer_to,
     )
-    insert_line(ctx, line, settle=answers_line)  # the line's seq and its item's from the locked session row, in one write
     route = ROUTE.get(ctx.flow)
+    notify = NOTIFY.get(ctx.flow)
+    # On PostgreSQL the fan-out is planned before the line's statement (the plan reads no
+    # line number), so that one which writes no delivery (a seat's own line) has its
+    # request written by the line's statement; one with deliveries has it written by theirs.
+    routed = route is not None and route.takes_post(ctx, line)
+    early = notify if not routed and isinstance(notify, NotifyFanOut) and connection.vendor == "postgresql" else None
+    planned = plan_fan_out(ctx, line, early) if early is not None else None
+    carried = planned.request if planned is not None and not planned.deliveries else None
+    # The line's seq and its item's from the locked session row, in one write.
+    insert_line(ctx, line, settle=answers_line, request=carried)
     if route is not None and route.on_line(ctx, line):
         return line  # the route hands the post to its one member
-    notify = NOTIFY.get(ctx.flow)
-    if notify is not None:
+    if early is not None:
+        do_fan_out(ctx, line, early, planned=planned)
+    elif notify is not None:
         notify(ctx, line)
     return line
 

@@ -121,6 +121,9 @@ class RouteFacet(Protocol):
     """A mailbox kind's route (``mailboxes.routing.MailboxRoute``). Its ``line`` is a
     ``mailboxes.models.Line`` and its ``route`` a ``Route``: the app's own models."""
 
+    def takes_post(self, ctx: ActionContext, line: Any) -> bool:
+        """True when ``on_line`` will take the post, known before the line is written."""
+
     def on_line(self, ctx: ActionContext, line: Any) -> bool:
         """Keep the ledger; True when the route took the post."""
 

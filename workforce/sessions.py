@@ -754,7 +754,7 @@ def do_record_request(
         The stored Request: ``running``, else ``failed`` when ``error`` is given, else
         ``completed``; finished now unless running.
     """
-    request = _new_request(
+    request = new_request(
         session,
         action=action,
         input=input,
@@ -770,7 +770,7 @@ def do_record_request(
     return request
 
 
-def _new_request(
+def new_request(
     session: Session,
     *,
     action: str,
@@ -783,7 +783,10 @@ def _new_request(
     running: bool = False,
     started_at=None,
 ) -> Request:
-    """The unsaved Request ``do_record_request`` stores (its arguments)."""
+    """The unsaved Request ``do_record_request`` stores (its arguments; ``created_at``,
+    ``started_at`` and ``finished_at`` taken now): for a caller that writes it inside a
+    statement of its own on PostgreSQL (``rows.insert_sql(Request, ...)`` as a CTE, then
+    ``rows.mark_saved``), such as a post's fan-out (``mailboxes.notify``)."""
     now = timezone.now()
     if running:
         status = Request.Status.RUNNING
@@ -847,7 +850,7 @@ def do_record_running_request_with_item(
     Returns:
         ``(the running request, its item)``, both stored.
     """
-    request = _new_request(
+    request = new_request(
         session, action=action, input=input, user_id=user_id, parent=parent, running=True, started_at=started_at
     )
     if connection.vendor != "postgresql":

@@ -158,21 +158,22 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 # through the kernel (the mailbox's internal ``seatPost``, dispatched once by its key).
 # Besides the 10 (15): the cancel check before the tool call 1, and on SQLite the one
 # before the model's second call (on PostgreSQL the tool-call item's statement reads the
-# flag for that safe point, seats.turns.TurnLog.cancel_read); the action's transaction (PostgreSQL 3: the mailbox session read under
+# flag for that safe point, seats.turns.TurnLog.cancel_read); the action's transaction (PostgreSQL 2: the mailbox session read under
 # its lock and the request's INSERT in one statement, whose ON CONFLICT on the key's index
-# finds a used key; the line, its item and the request's completion in one CTE; the
-# fan-out's ``notify`` request. SQLite 10: the key's read before it, the session read, the
+# finds a used key; the line, its item, the request's completion and the fan-out's
+# ``notify`` request (it writes no delivery: the seat's own line) in one CTE,
+# mailboxes.services.do_post_line. SQLite 10: the key's read before it, the session read, the
 # request's INSERT in a savepoint, the line's three writes, the notify request, the
 # request's UPDATE); the tool-call item (PostgreSQL 1, SQLite 2). The tool reads no
 # mailbox: the delivery read it.
-POSTER_WAKE_STATEMENTS = {"postgresql": 15, "sqlite": 29}
+POSTER_WAKE_STATEMENTS = {"postgresql": 14, "sqlite": 29}
 POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
 # The line's item is told by the line's own statement (``mailboxes.lines``), not by one of these.
 POSTER_STREAM_NOTIFIES = 0  # 3 while emit_item queued an after-commit NOTIFY
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_6_more_statements_on_postgresql(wired, org, monkeypatch):
+def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_5_more_statements_on_postgresql(wired, org, monkeypatch):
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
     monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired(ONE_POSTER)
