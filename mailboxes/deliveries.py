@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from django.db import connection, transaction
@@ -31,7 +32,18 @@ from django.utils import timezone
 
 from seats.models import Seat
 from seats.queries import conversation_id
-from seats.turns import SlotRule, TurnPlan, TurnSpec, Wake, drive_turn, free_slot, free_turn_slot, take_slot
+from seats.turns import (
+    SlotRule,
+    TurnPlan,
+    TurnSpec,
+    Wake,
+    drive_turn,
+    free_slot,
+    free_slot_statement,
+    free_turn_slot,
+    slot_freed,
+    take_slot,
+)
 from workforce.cancelling import CANCELLED, cancelled_refusal
 from workforce.dispatch import dispatch, enqueue, external_dispatcher
 from workforce.facets import NOTIFY, POST_TURN, AnswerSlot, PostTurn, Turn
@@ -41,10 +53,10 @@ from workforce.leases import LeaseLost, claim_lease, claim_statement, give_back_
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
-from workforce.prepared import Prepared, update_rows
+from workforce.prepared import Prepared, update_rows, update_statement
 from workforce.refusals import Refusal
 from workforce.rows import concrete_field, quote
-from workforce.sessions import CHILD_SEPARATOR, do_abort_request, do_record_failed_request, ensure_child_session
+from workforce.sessions import CHILD_SEPARATOR, StartNote, do_abort_request, do_record_failed_request, ensure_child_session
 
 from .fairness import do_release_deliveries, do_release_held_everywhere
 from .models import Delivery, Line, RoomLine
@@ -283,19 +295,20 @@ def _conversation_of(delivery: Delivery, seat: Seat) -> Session:
     return session
 
 
-def _turn_settled(delivery: Delivery, token: str) -> Callable[[Turn], str]:
+def _turn_settled(delivery: Delivery, token: str, slot: _SlotFreedBySettle | None = None) -> Callable[[Turn], str]:
     """How a delivery's turn settles (inside the transaction that finishes it): the
     delivery done with ``{requestId}``, or failed with the turn's error. A turn that
     failed (not cancelled) after its answer line was stored did the delivery's work:
     the delivery is done, so nothing runs it again into a second answer, and the
-    turn's request stays failed with its error (``runs?status=failed``)."""
+    turn's request stays failed with its error (``runs?status=failed``). ``slot``: the
+    turn's slot, freed by the settle's statement (``_SlotFreedBySettle``)."""
 
     def settle(turn: Turn) -> str:
         request = turn.request
         if request is not None and (turn.error is None or (turn.error.reason != CANCELLED and answer_stored(delivery))):
-            _settle(delivery, token, output={"requestId": request.request_id})
+            _settle(delivery, token, output={"requestId": request.request_id}, slot=slot)
             return "done"
-        _settle(delivery, token, error=turn.error)
+        _settle(delivery, token, error=turn.error, slot=slot)
         return "failed"
 
     return settle
@@ -341,9 +354,9 @@ def _wake_plan(delivery: Delivery, token: str) -> TurnPlan[Any, str] | str:
         _settle(delivery, token, error=refusal)
         return "failed"
 
-    def note_turn(request: Request) -> None:
-        # The claim is ours until this transaction ends (its row is locked by the claim).
-        _note_turn(delivery, token, conversation, request)
+    # The claim is ours until this transaction ends (its row is locked by the claim). The
+    # note rides the start's statement on PostgreSQL (workforce.sessions.StartNote).
+    note_turn = _turn_note(delivery, token, conversation)
 
     def start() -> Callable[[], Turn]:
         # The turn was started by the post: its runs are listed under the post's request
@@ -364,26 +377,34 @@ def _wake_plan(delivery: Delivery, token: str) -> TurnPlan[Any, str] | str:
         return started.run
 
     # The slot's primitives are named here (the ones this module imported), so the
-    # delivery's claim, slot and start stay one transaction.
+    # delivery's claim, slot and start stay one transaction; the settle frees the slot
+    # in its own statement on PostgreSQL (_SlotFreedBySettle).
+    slot = _SlotFreedBySettle(conversation, seat.seat_id)
     rule = SlotRule(
         conversation,
         seat.seat_id,
         Wake(DELIVER_TASK, (delivery.pk,)),
         on_wait=lambda: _hand_back(delivery, token),
-        take=take_slot,
-        free=free_slot,
+        take=slot.take,
+        free=slot.free,
         free_alone=free_turn_slot,
     )
-    return TurnPlan(start=start, settle=_turn_settled(delivery, token), slot=rule, waiting="waiting", on_error=_abort_when_lost)
+    return TurnPlan(
+        start=start, settle=_turn_settled(delivery, token, slot), slot=rule, waiting="waiting", on_error=_abort_when_lost
+    )
 
 
-def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusal | None = None) -> None:
+def _settle(
+    delivery: Delivery, token: str, *, output: Any = None, error: Refusal | None = None, slot: _SlotFreedBySettle | None = None
+) -> None:
     """Mark the delivery done (or failed, recording the failure on the mailbox's
     session), if our claim still holds. Call inside a transaction to make it atomic with
     what the delivery wrote (no SAVEPOINT is taken: a LeaseLost rolls that transaction
-    back). Raises LeaseLost when the claim lapsed."""
+    back). With ``slot`` (a turn's, held) on PostgreSQL the slot is freed in the
+    settle's own statement, only when the delivery's UPDATE matched
+    (``_SlotFreedBySettle``). Raises LeaseLost when the claim lapsed."""
     with transaction.atomic(savepoint=False):
-        updated = update_rows(
+        settled = update_statement(
             Delivery,
             {"claim_token": token, "id": delivery.pk, "status": Delivery.Status.RUNNING},
             status=Delivery.Status.FAILED if error else Delivery.Status.DONE,
@@ -391,6 +412,12 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
             output=output,
             error=error.as_error() if error else None,
         )
+        if slot is not None and slot.folds():
+            updated = slot.settle_and_free(settled)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(*settled)
+                updated = cursor.rowcount
         if not updated:
             raise LeaseLost()
         if error is not None:
@@ -399,6 +426,60 @@ def _settle(delivery: Delivery, token: str, *, output: Any = None, error: Refusa
             do_finish_fan_out(delivery.mailbox, delivery.post_id)
         # Its place is free: the next held delivery of its organization goes (mailboxes.fairness).
         do_release_deliveries(delivery.organization_id)
+
+
+class _SlotFreedBySettle:
+    """A delivery turn's slot primitives (``SlotRule.take``/``free``) whose release
+    rides the delivery's settle on PostgreSQL: one statement, the delivery's conditional
+    UPDATE and the slot's (``seats.turns.free_slot_statement``) as two data-modifying
+    CTEs, the slot freed only when the delivery's matched; then ``free``, called by
+    ``drive_turn`` right after the settle in the same transaction, does the rest of
+    ``free_slot`` (``seats.turns.slot_freed``: the waits) from the row that statement
+    answered. Elsewhere, or when the settle did not free it, ``free`` is ``free_slot``.
+
+    A LeaseLost from the settle rolls the transaction back, the slot's release with it,
+    and ``drive_turn`` frees the slot on its own (``free_turn_slot``), as before."""
+
+    def __init__(self, session: Session, seat_id: str) -> None:
+        self.session = session
+        self.seat_id = seat_id
+        self.hold: str | None = None
+        self.answered: tuple[tuple[int, int] | None] | None = None  # the settle's answer, once
+
+    def take(self, session: Session, seat_id: str, **kwargs: Any) -> str | None:
+        """``take_slot``, keeping the hold's token for the settle."""
+        self.hold = take_slot(session, seat_id, **kwargs)
+        return self.hold
+
+    def folds(self) -> bool:
+        """True when the settle frees the slot in its statement: PostgreSQL, slot held."""
+        return connection.vendor == "postgresql" and self.hold is not None
+
+    def settle_and_free(self, settled: tuple[str, list]) -> int:
+        """Run the settle's UPDATE ``settled`` (``(sql, params)``, no RETURNING) and the
+        slot's release, when it matched, in one statement. Returns the rows the settle
+        updated."""
+        assert self.hold is not None
+        free_sql, free_params = free_slot_statement(
+            self.session, self.seat_id, self.hold, only_if="EXISTS (SELECT 1 FROM settled)"
+        )
+        sql = (
+            f"WITH settled AS ({settled[0]} RETURNING 1), freed AS ({free_sql}) "
+            'SELECT (SELECT COUNT(*) FROM settled), freed."id", freed."waiting" FROM (SELECT 1) AS one LEFT JOIN freed ON TRUE'
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*settled[1], *free_params])
+            updated, slot_pk, waiting = cursor.fetchone()
+        if updated:
+            self.answered = ((slot_pk, waiting) if slot_pk is not None else None,)
+        return updated
+
+    def free(self, session: Session, seat_id: str, token: str) -> bool:
+        """``free_slot``, or its rest when the settle freed the slot (once)."""
+        answered, self.answered = self.answered, None
+        if answered is None or token != self.hold:
+            return free_slot(session, seat_id, token)
+        return slot_freed(session, seat_id, answered[0])
 
 
 def record_failed_delivery(delivery: Delivery, error: Refusal) -> Request:
@@ -565,6 +646,34 @@ def _note_turn(delivery: Delivery, token: str, conversation: Session, request: R
         Delivery, {"claim_token": token, "id": delivery.pk}, turn_request_id=request.pk, conversation_id=conversation.pk
     ):
         raise LeaseLost()
+
+
+def _turn_note(delivery: Delivery, token: str, conversation: Session) -> StartNote:
+    """``_note_turn`` as a turn's ``on_started`` hook that the start writes in its own
+    statement on PostgreSQL (``workforce.sessions.StartNote``): the same conditional
+    UPDATE, the new request's id from the start's INSERT; LeaseLost when it matched no
+    row."""
+    return StartNote(
+        note=lambda request: _note_turn(delivery, token, conversation, request),
+        sql=_note_turn_sql(),
+        params=(conversation.pk, token, delivery.pk),
+        missed=_lease_lost,
+    )
+
+
+def _lease_lost() -> None:
+    raise LeaseLost()
+
+
+@cache
+def _note_turn_sql() -> str:
+    """``_note_turn``'s UPDATE for ``StartNote.sql``: ``{request}``, then the
+    conversation's pk, the claim's token and the delivery's pk."""
+    turn, conversation = (quote(concrete_field(Delivery, name).column) for name in ("turn_request", "conversation"))
+    return (
+        f"UPDATE {quote(Delivery._meta.db_table)} SET {turn} = {{request}}, {conversation} = %s "
+        f"WHERE {quote('claim_token')} = %s AND {quote('id')} = %s"
+    )
 
 
 def _post_turn_start(

@@ -83,6 +83,7 @@ from workforce.previews import TextPreview
 from workforce.refusals import Refusal
 from workforce.sessions import (
     ActionContext,
+    StartNote,
     do_record_request,
     do_record_running_request_with_item,
     do_update_then_emit_item,
@@ -276,14 +277,33 @@ def free_slot(session: Session, seat_id: str, token: str) -> bool:
     anyone waits (``TurnSlot.waiting``: a wait written while this UPDATE waited for the
     row's lock is counted in the row it returns); only then are the waits read.
     Returns True when this hold was freed."""
-    table = connection.ops.quote_name(TurnSlot._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f'UPDATE {table} SET "claim_token" = \'\', "lease_until" = NULL '
-            'WHERE "session_id" = %s AND "seat_id" = %s AND "claim_token" = %s RETURNING "id", "waiting"',
-            [session.pk, seat_id, token],
-        )
+        cursor.execute(*free_slot_statement(session, seat_id, token))
         row = cursor.fetchone()
+    return slot_freed(session, seat_id, row)
+
+
+def free_slot_statement(session: Session, seat_id: str, token: str, *, only_if: str = "") -> tuple[str, list]:
+    """``(sql, params)`` of ``free_slot``'s UPDATE … RETURNING ``"id", "waiting"``, for
+    a caller that runs it inside a statement of its own (a CTE: a delivery's settle on
+    PostgreSQL, ``mailboxes.deliveries``), then hands the row it answered (or None) to
+    ``slot_freed`` in the same transaction. ``only_if``: one more SQL condition (no
+    parameters) the UPDATE needs, e.g. ``EXISTS (SELECT 1 FROM settled)``."""
+    table = connection.ops.quote_name(TurnSlot._meta.db_table)
+    extra = f" AND {only_if}" if only_if else ""
+    return (
+        f'UPDATE {table} SET "claim_token" = \'\', "lease_until" = NULL '
+        f'WHERE "session_id" = %s AND "seat_id" = %s AND "claim_token" = %s{extra} RETURNING "id", "waiting"',
+        [session.pk, seat_id, token],
+    )
+
+
+def slot_freed(session: Session, seat_id: str, row: Sequence[Any] | None) -> bool:
+    """The rest of ``free_slot`` once its UPDATE (``free_slot_statement``) answered
+    ``row`` (``(id, waiting)``, or None when it freed nothing), inside the same
+    transaction: the oldest wait enqueued when the row says anyone waits; when it freed
+    nothing, the slot read under its row lock and its oldest wait woken if nobody holds
+    it. Returns True when this hold was freed."""
     if row is not None:
         if row[1] > 0:
             _wake_next(TurnSlot(pk=row[0], session_id=session.pk, seat_id=seat_id))
@@ -384,7 +404,9 @@ def start_turn(
     ``session`` and the ``prompt`` message item (``{"role": "user", "text": ...}`` plus
     the caller's keys; None when the turn's text is already in the session), in one
     transaction with ``on_started(request)`` (a caller notes the request on its work
-    item there; an exception it raises rolls the start back).
+    item there; an exception it raises rolls the start back). An ``on_started`` that is a
+    ``workforce.sessions.StartNote`` is written by the start's own statement when there
+    is a prompt (``do_record_running_request_with_item``: on PostgreSQL, one statement).
 
     Args:
         input: the request's JSON input; user_id: who the turn runs as (the session's
@@ -407,6 +429,8 @@ def start_turn(
             if prompt is not None:
                 emit_item(session, "", prompt, type=MESSAGE, request=request)
         elif prompt is not None:  # the request and its prompt: one statement on PostgreSQL
+            # A hook that can ride that statement does (a delivery noting its turn).
+            note = on_started if isinstance(on_started, StartNote) else None
             request, _ = do_record_running_request_with_item(
                 session,
                 "",
@@ -417,7 +441,10 @@ def start_turn(
                 user_id=user_id,
                 started_at=started_at,
                 parent=parent,
+                note=note,
             )
+            if note is not None:
+                on_started = None  # written with the start
         else:
             request = do_record_request(
                 session, action=action, input=input or {}, user_id=user_id, running=True, started_at=started_at, parent=parent

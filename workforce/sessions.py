@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, TypedDict
@@ -815,17 +815,51 @@ def new_request(
 _ITEM_OF_NEW_REQUEST = (("seq", "counter.item_seq"), ("request_id", "req.id"))
 
 
+@dataclass(frozen=True)
+class StartNote:
+    """A turn's ``on_started`` hook whose write can ride the start's own statement: the
+    caller's work item noting the new request (a delivery's link to its turn,
+    ``mailboxes.deliveries``). Called as a hook (``note(request)``) it is the plain way,
+    a statement of its own; ``do_record_running_request_with_item(note=...)`` instead
+    runs ``sql`` on PostgreSQL as a data-modifying CTE of the start's statement, and
+    calls ``missed()`` when it updated no row.
+
+    Attributes:
+        note: the plain way (``on_started(request)``).
+        sql: the same write as an UPDATE, ``{request}`` where the new request's id goes,
+            ``%s`` placeholders for ``params``, no RETURNING.
+        params: ``sql``'s parameters.
+        missed: called when the folded UPDATE matched no row (a caller raises there:
+            its claim is gone, and the start rolls back with the caller's transaction).
+    """
+
+    note: Callable[[Request], None]
+    sql: str
+    params: Sequence[Any]
+    missed: Callable[[], None]
+
+    def __call__(self, request: Request) -> None:
+        """The plain way: ``note(request)``."""
+        self.note(request)
+
+
 @cache
-def _request_and_item_sql() -> str:
+def _request_and_item_sql(noted: str | None = None) -> str:
+    """``do_record_running_request_with_item``'s statement; with ``noted`` (a
+    ``StartNote.sql``) also that UPDATE as the ``noted`` CTE, right after the request's
+    (its parameters come after the request's), and the answer ends with the rows it
+    updated."""
     req_columns, req_values, _ = rows.insert_parts(Request, "postgresql")
     columns, values, _ = rows.insert_parts(Item, "postgresql", _ITEM_OF_NEW_REQUEST)
     requests, items = rows.quote(Request._meta.db_table), rows.quote(Item._meta.db_table)
     sessions = rows.quote(Session._meta.db_table)
+    note = f"noted AS ({noted.format(request='(SELECT id FROM req)')} RETURNING 1), " if noted else ""
+    count = ", (SELECT COUNT(*) FROM noted)" if noted else ""
     return (
-        f"WITH req AS (INSERT INTO {requests} ({req_columns}) VALUES ({req_values}) RETURNING id), "
+        f"WITH req AS (INSERT INTO {requests} ({req_columns}) VALUES ({req_values}) RETURNING id), {note}"
         f'counter AS (UPDATE {sessions} SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"), '
         f"item AS (INSERT INTO {items} ({columns}) SELECT {values} FROM counter, req RETURNING id, seq) "
-        "SELECT req.id, item.id, item.seq, pg_notify(%s, %s || item.seq::text) FROM req, item"
+        f"SELECT req.id, item.id, item.seq, pg_notify(%s, %s || item.seq::text){count} FROM req, item"
     )
 
 
@@ -841,35 +875,50 @@ def do_record_running_request_with_item(
     user_id: str,
     parent: Request | None = None,
     started_at=None,
+    note: StartNote | None = None,
 ) -> tuple[Request, Item]:
     """``do_record_request(session, ..., running=True)`` and then ``emit_item(session,
     component, data, type=type, request=<that request>)``: one statement on PostgreSQL (a
     turn's start writes its request and its prompt in one round trip), two elsewhere.
     Call inside the transaction both belong to.
 
+    Args:
+        note: the caller's ``on_started`` write (``StartNote``): on PostgreSQL a CTE of
+            the same statement (``note.missed()`` is called when it updated no row),
+            elsewhere ``note(request)`` after the two.
+
     Returns:
         ``(the running request, its item)``, both stored.
+
+    Raises:
+        What ``note`` (or its ``missed``) raises; the caller's transaction rolls back.
     """
     request = new_request(
         session, action=action, input=input, user_id=user_id, parent=parent, running=True, started_at=started_at
     )
     if connection.vendor != "postgresql":
         rows.insert(request)
-        return request, emit_item(session, component, data, type=type, request=request)
+        item = emit_item(session, component, data, type=type, request=request)
+        if note is not None:
+            note(request)
+        return request, item
     item = Item(session=session, type=type, component=component, data=data)
     params = [
         *rows.insert_params(request, rows.insert_parts(Request, "postgresql")[2]),
+        *(note.params if note is not None else ()),
         session.pk,
         *rows.insert_params(item, rows.insert_parts(Item, "postgresql", _ITEM_OF_NEW_REQUEST)[2]),
         STREAM_CHANNEL,
         f"{session.pk}:",
     ]
     with connection.cursor() as cursor:
-        cursor.execute(_request_and_item_sql(), params)
-        request_pk, item_pk, item.seq, _ = cursor.fetchone()
+        cursor.execute(_request_and_item_sql(note.sql if note is not None else None), params)
+        request_pk, item_pk, item.seq, _, *noted = cursor.fetchone()
     rows.mark_saved(request, request_pk)
     rows.mark_saved(item, item_pk)
     item.request = request
+    if note is not None and not noted[0]:
+        note.missed()
     return request, item
 
 

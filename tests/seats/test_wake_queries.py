@@ -16,19 +16,20 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from mailboxes import fairness, notify
-from mailboxes.deliveries import do_deliver
+from mailboxes.deliveries import _lease_lost, _note_turn, _note_turn_sql, do_deliver
 from mailboxes.models import Delivery, Line
+from seats.models import TurnSlot, TurnWait
 from seats.queries import _WINDOW_FLOORS
 from tests.conftest import MEMBER, mailbox_md, on_postgres, run_in_threads
 from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER
-from workforce.leases import claim_lease, max_attempts
+from workforce.leases import LeaseLost, claim_lease, max_attempts
 from workforce.models import Item, Request, Session
 from workforce.notify import ON_MAILBOX_POST
-from workforce.sessions import do_run_action
+from workforce.sessions import StartNote, do_record_running_request_with_item, do_run_action
 
 ONE_SEAT = {
     "teams/eng/mailboxes/m/MAILBOX.md": mailbox_md("M.", members=("eng.lead",)),
@@ -37,14 +38,18 @@ ONE_SEAT = {
 
 # One wake of an echo seat that has heard posts before (its conversation and slot exist):
 # the claim and the read of what the turn needs (PostgreSQL 1: the claim is a CTE the
-# read joins; SQLite 2), slot 1, turn start (PostgreSQL 2: the request, the prompt item and
-# its counter's bump in one CTE, workforce.sessions.do_record_running_request_with_item;
-# SQLite 4: the request, the counter's bump, the item; then the delivery noting its turn),
-# history 1; the cancel check 1; finish (PostgreSQL 1: the request settled unless
-# cancelled and, in the same CTE, the reply item with its counter's bump; SQLite 3),
-# settle 1, the next held delivery released (mailboxes.fairness: one UPDATE … RETURNING,
-# which finds none here) 1, slot freed 1.
-WAKE_STATEMENTS = {"postgresql": 10, "sqlite": 15}
+# read joins; SQLite 2), slot 1, turn start (PostgreSQL 1: the request, the prompt item and
+# its counter's bump, and the delivery noting its turn, in one CTE,
+# workforce.sessions.do_record_running_request_with_item with a StartNote; SQLite 4: the
+# request, the counter's bump, the item, then the delivery noting its turn), history 1;
+# the cancel check 1; finish (PostgreSQL 1: the request settled unless cancelled and, in
+# the same CTE, the reply item with its counter's bump; SQLite 3), settle (PostgreSQL 1:
+# the delivery settled and the slot freed in one CTE, mailboxes.deliveries.
+# _SlotFreedBySettle; SQLite 2: the settle, the slot freed), the next held delivery
+# released (mailboxes.fairness: one UPDATE … RETURNING, which finds none here) 1.
+WAKE_STATEMENTS = {"postgresql": 8, "sqlite": 15}
+START_STATEMENTS = {"postgresql": 4, "sqlite": 8}  # the first transaction's: claim and read, slot, start, history
+SETTLE_STATEMENTS = {"postgresql": 3, "sqlite": 6}  # the second's: finish, settle (and slot), release
 WAKE_TRANSACTIONS = 2  # atomic blocks; the cancel check is the one autocommit read
 # On PostgreSQL the live streams are told of each item by the statement that stores it
 # (its pg_notify, delivered at the commit): no NOTIFY statement of its own after a commit
@@ -122,7 +127,7 @@ def one_seat(wired, org, monkeypatch):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_one_wake_of_an_echo_seat_is_10_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
+def test_one_wake_of_an_echo_seat_is_8_statements_in_2_transactions_plus_the_stream_notifies(one_seat):
     assert do_deliver(one_seat("first").pk) == "done"  # its conversation and slot are made
     delivery = one_seat("second")
     with profile() as rows:
@@ -156,7 +161,7 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 
 # The same wake when the seat answers with post-to-mailbox: its line is a second action
 # through the kernel (the mailbox's internal ``seatPost``, dispatched once by its key).
-# Besides the 10 (15): the cancel check before the tool call 1, and on SQLite the one
+# Besides the 8 (15): the cancel check before the tool call 1, and on SQLite the one
 # before the model's second call (on PostgreSQL the tool-call item's statement reads the
 # flag for that safe point, seats.turns.TurnLog.cancel_read); the action's transaction (PostgreSQL 2: the mailbox session read under
 # its lock and the request's INSERT in one statement, whose ON CONFLICT on the key's index
@@ -166,14 +171,14 @@ ONE_POSTER = {**ONE_SEAT, "teams/eng/workers/lead/WORKER.md": ECHO_POSTER}
 # request's INSERT in a savepoint, the line's three writes, the notify request, the
 # request's UPDATE); the tool-call item (PostgreSQL 1, SQLite 2). The tool reads no
 # mailbox: the delivery read it.
-POSTER_WAKE_STATEMENTS = {"postgresql": 14, "sqlite": 29}
+POSTER_WAKE_STATEMENTS = {"postgresql": 12, "sqlite": 29}
 POSTER_WAKE_TRANSACTIONS = 4  # the claim's, the line's, the tool-call item's, the finish's
 # The line's item is told by the line's own statement (``mailboxes.lines``), not by one of these.
 POSTER_STREAM_NOTIFIES = 0  # 3 while emit_item queued an after-commit NOTIFY
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_5_more_statements_on_postgresql(wired, org, monkeypatch):
+def test_a_wake_whose_seat_answers_in_the_mailbox_costs_its_line_4_more_statements_on_postgresql(wired, org, monkeypatch):
     monkeypatch.setattr(notify, "enqueue", lambda *args, **kwargs: None)
     monkeypatch.setattr(fairness, "enqueue", lambda *args, **kwargs: None)  # the release's tasks (mailboxes.fairness)
     wired(ONE_POSTER)
@@ -397,3 +402,123 @@ def test_a_wake_reads_about_its_window_on_a_database_never_analyzed(one_seat, or
     delivery.refresh_from_db()
     assert delivery.turn_request.status == "completed"
     assert delivery.turn_request.parent_request.action == "post"
+
+
+# ----------------------------------------------------------------------------- the folds
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_start_notes_the_delivery_and_the_settle_frees_the_slot_in_their_own_statements(one_seat):
+    """Issue 26's folds, statement by statement: on PostgreSQL the delivery's link to
+    its turn is a CTE of the start's statement, and the slot's release one of the
+    settle's; SQLite keeps each its own statement."""
+    assert do_deliver(one_seat("first").pk) == "done"
+    delivery = one_seat("second")
+    with profile() as rows:
+        assert do_deliver(delivery.pk) == "done"
+    rows = [(sql, where) for sql, where in rows if not sql.startswith("BEGIN")]
+    start = [sql for sql, where in rows if where == ("atomic", 0)]
+    settle = [sql for sql, where in rows if where == ("atomic", 1)]
+    vendor = connection.vendor
+    listing = "\n".join(f"{w} {sql[:150]}" for sql, w in rows)
+    assert (len(start), len(settle)) == (START_STATEMENTS[vendor], SETTLE_STATEMENTS[vendor]), listing
+    note = [sql for sql in start if 'SET "turn_request_id" = ' in sql]
+    freed = [sql for sql in settle if 'UPDATE "seats_turnslot"' in sql]
+    assert len(note) == 1 and len(freed) == 1, listing
+    if on_postgres():
+        assert note[0].startswith('WITH req AS (INSERT INTO "workforce_request"') and "noted AS (UPDATE" in note[0]
+        assert freed[0].startswith('WITH settled AS (UPDATE "seats_delivery"') and "freed AS (UPDATE" in freed[0]
+    else:
+        assert note[0].startswith('UPDATE "seats_delivery"') and freed[0].startswith('UPDATE "seats_turnslot"')
+    delivery.refresh_from_db()
+    assert delivery.status == "done" and delivery.turn_request.status == "completed"
+    assert delivery.conversation.session_id == "eng.m:eng.lead"
+    assert Item.objects.filter(request=delivery.turn_request, type="message").count() == 2
+    slot = TurnSlot.objects.get(session=delivery.conversation, seat_id="eng.lead")
+    assert (slot.claim_token, slot.lease_until, slot.waiting) == ("", None, 0)
+
+
+def test_a_start_whose_note_matches_nothing_rolls_back_with_its_request(one_seat):
+    """A ``StartNote`` that updated no row (the claim is gone): ``missed`` raises inside
+    the start, and the caller's transaction rolls the request and its prompt back."""
+    delivery = one_seat("note")
+    conversation = Session.objects.get(session_id="eng.m")
+    before = (Request.objects.count(), Item.objects.count())
+    noted = []
+    note = StartNote(
+        note=lambda request: (noted.append(request.pk), _note_turn(delivery, "not-the-claim", conversation, request)),
+        sql=_note_turn_sql(),
+        params=(conversation.pk, "not-the-claim", delivery.pk),
+        missed=_lease_lost,
+    )
+    with pytest.raises(LeaseLost), transaction.atomic():
+        do_record_running_request_with_item(
+            conversation, "", {"role": "user", "text": "x"}, type="message", action="t", input={}, user_id=MEMBER, note=note
+        )
+    assert len(noted) == (0 if on_postgres() else 1)  # PostgreSQL: in the statement, not the hook
+    assert (Request.objects.count(), Item.objects.count()) == before
+    delivery.refresh_from_db()
+    assert delivery.turn_request_id is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_lost_while_the_turn_ran_settles_nothing_and_the_slot_is_still_freed(one_seat, monkeypatch):
+    """The settle's UPDATE matches nothing (another task took the delivery over): it
+    raises LeaseLost, the settle's transaction rolls back (the slot's release in the
+    same statement with it), the turn's request is aborted, and the slot is freed on its
+    own (``free_turn_slot``), waking who waits."""
+    from seats import agent, turns
+
+    woken = []
+    monkeypatch.setattr(turns, "enqueue", lambda task, *args: woken.append((task, args)))
+    assert do_deliver(one_seat("first").pk) == "done"
+    delivery = one_seat("second")
+    waiting = one_seat("third")
+    real_run = agent.StartedPostTurn.run
+
+    def run_then_lose(self):
+        assert do_deliver(waiting.pk) == "waiting"  # the slot is ours: the third waits
+        Delivery.objects.filter(pk=delivery.pk).update(claim_token="another-task")
+        return real_run(self)
+
+    monkeypatch.setattr(agent.StartedPostTurn, "run", run_then_lose)
+    assert do_deliver(delivery.pk) == "lease-lost"
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.claim_token, delivery.finished_at) == ("running", "another-task", None)
+    assert delivery.turn_request.status == "aborted"
+    assert not Item.objects.filter(request=delivery.turn_request, data__role="assistant").exists()
+    slot = TurnSlot.objects.get(session=delivery.conversation, seat_id="eng.lead")
+    assert (slot.claim_token, slot.lease_until, slot.waiting) == ("", None, 0)
+    assert woken == [("mailboxes.tasks.deliver_post", (waiting.pk,))]
+    assert not TurnWait.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_settle_that_frees_a_slot_someone_waits_for_wakes_the_oldest_once(one_seat, monkeypatch):
+    """The slot's ``waiting`` read by the settle's statement (PostgreSQL) or by the
+    slot's own (SQLite): the oldest wait is enqueued with the settle, once."""
+    from seats import agent, turns
+
+    woken = []
+    monkeypatch.setattr(turns, "enqueue", lambda task, *args: woken.append((task, args)))
+    assert do_deliver(one_seat("first").pk) == "done"
+    delivery = one_seat("second")
+    waiting = [one_seat("third"), one_seat("fourth")]
+    real_run = agent.StartedPostTurn.run
+
+    def run_with_waits(self):
+        for other in waiting:
+            assert do_deliver(other.pk) == "waiting"
+        return real_run(self)
+
+    monkeypatch.setattr(agent.StartedPostTurn, "run", run_with_waits)
+    assert do_deliver(delivery.pk) == "done"
+    slot = TurnSlot.objects.get(session__session_id="eng.m:eng.lead", seat_id="eng.lead")
+    assert (slot.claim_token, slot.waiting) == ("", 1)
+    assert woken == [("mailboxes.tasks.deliver_post", (waiting[0].pk,))]
+    assert list(TurnWait.objects.values_list("args", flat=True)) == [[waiting[1].pk]]
+    monkeypatch.setattr(agent.StartedPostTurn, "run", real_run)
+    assert do_deliver(waiting[0].pk) == "done"  # woken: its wait went with the wake
+    assert woken[1:] == [("mailboxes.tasks.deliver_post", (waiting[1].pk,))]
+    slot.refresh_from_db()
+    assert (slot.claim_token, slot.waiting) == ("", 0)
