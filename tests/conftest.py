@@ -20,6 +20,7 @@ from boards.drains import BOARD_DRAINS
 from mailboxes.roster import Roster, load_roster, set_current_roster
 from mailboxes.services import do_open_mailboxes
 from seats.drains import BOARD_WARNINGS
+from workforce import org_cache
 from workforce.flows import registry
 from workforce.llm import set_model_resolver
 from workforce.models import DEFAULT_ORG_ID, Organization
@@ -177,6 +178,16 @@ def _hired_drains_by_hand():
     yield
     BOARD_DRAINS.set(())
     BOARD_WARNINGS.set(())
+
+
+@pytest.fixture(autouse=True)
+def _no_cached_organizations():
+    """Each test starts and ends with no cached Organization row: a test's rollback or
+    flush removes rows without the signals that evict them (``workforce.org_cache``),
+    and a row cached then would outlive its test."""
+    org_cache.clear()
+    yield
+    org_cache.clear()
 
 
 @pytest.fixture

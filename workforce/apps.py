@@ -7,10 +7,14 @@ class WorkforceConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in, user_login_failed
+        from django.core.signals import got_request_exception
+        from django.db.models.signals import post_delete, post_save
         from django_q.signals import post_spawn, pre_execute
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .logins import on_logged_in, on_login_failed
+        from .models import Organization
+        from .org_cache import on_organization_deleted, on_organization_saved, on_request_exception
         from .sweepers import on_task_start, on_worker_spawn
 
         # Failed logins are counted for the login views' throttle (workforce.logins).
@@ -19,6 +23,11 @@ class WorkforceConfig(AppConfig):
         # Cluster workers boot and run the sweeps the apps register (workforce.sweepers).
         post_spawn.connect(on_worker_spawn, dispatch_uid="workforce.sweepers.on_worker_spawn")
         pre_execute.connect(on_task_start, dispatch_uid="workforce.sweepers.on_task_start")
+        # The cached Organization rows go when this process deletes or edits one, and
+        # when a stale one may have failed a view's foreign key (workforce.org_cache).
+        post_delete.connect(on_organization_deleted, sender=Organization, dispatch_uid="workforce.org_cache.deleted")
+        post_save.connect(on_organization_saved, sender=Organization, dispatch_uid="workforce.org_cache.saved")
+        got_request_exception.connect(on_request_exception, dispatch_uid="workforce.org_cache.request_exception")
         _register_recovery()
 
 

@@ -28,7 +28,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.utils import timezone
 
-from . import rows
+from . import org_cache, rows
 from .backlog import check_backlog
 from .contracts import in_callers_transaction
 from .extras import ActionExtras
@@ -312,12 +312,18 @@ def ensure_child_session(parent: Session, session_id: str, *, kind: str, state: 
 
 
 def ensure_organization(org_id: str) -> Organization:
-    """The organization ``org_id``, created on first use (read on every HTTP call: the
-    read is sent as SQL built once, ``workforce.rows``)."""
-    org = rows.select_one(Organization, '"id" = %s', [org_id])
+    """The organization ``org_id``, created on first use. Every HTTP call without
+    authentication asks for it: a committed row is kept per process for a few seconds
+    (``workforce.org_cache``), so a call sends no statement for it; a miss is one read,
+    SQL built once (``workforce.rows``)."""
+    org = org_cache.cached_organization(org_id)
     if org is not None:
         return org
-    org, _ = Organization.objects.get_or_create(id=org_id)
+    since = org_cache.generation()
+    org = rows.select_one(Organization, '"id" = %s', [org_id])
+    if org is None:
+        org, _ = Organization.objects.get_or_create(id=org_id)
+    org_cache.remember(org, since)
     return org
 
 

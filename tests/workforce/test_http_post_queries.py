@@ -1,7 +1,9 @@
 """Statements per HTTP post (issue "Speed", the web process's post): the HTTP layer adds
-one statement to the service's post, the caller's organization read by
+at most one statement to the service's post, the caller's organization read by
 ``resolve_principal``; the middleware, DRF and the 202's answer read nothing. The counts
-are exact, per database, so a change that adds a statement to the HTTP post fails here."""
+are exact, per database, so a change that adds a statement to the HTTP post fails here.
+These run inside the test's transaction, where that read is never cached: a served call
+sends it only when the row is not cached (``workforce.org_cache``, tests/workforce/test_org_cache.py)."""
 
 from __future__ import annotations
 
