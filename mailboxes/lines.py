@@ -29,18 +29,21 @@ on SQLite, whose streams poll, by nothing.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.utils import timezone
 
 from workforce import rows
 from workforce.models import Item, Request, Session
 from workforce.sessions import ActionContext
 from workforce.streams import CHANNEL as STREAM_CHANNEL
 
-from .models import Line
+from .models import Line, RouteLedger
 
 POST_ITEM = "mailbox-post"
 
@@ -52,14 +55,54 @@ _COUNTERS = (
 )
 
 
+@dataclass
+class LedgerAppend:
+    """The route ledger's append, written by the line's statement on PostgreSQL
+    (``mailboxes.routing.MailboxRoute.ledger_append`` makes it, ``record_line`` reads it).
+
+    ``entry``: the line's ledger entry without its ``seq`` (the statement adds the
+    number it hands out); ``keep``: how many entries the ledger keeps; ``client``: the
+    line is a client post (the ledger's ``last_post`` becomes it); ``recent``: the
+    statement also answers the ledger's lines and last post as they were (the routed
+    path's ``record_line`` result). ``appended`` is set by ``insert_line``: ``(lines
+    before the line, last client post's pk)`` when the ledger was appended to, None when
+    there was none or the line did not follow its last (the caller starts it afresh)."""
+
+    entry: dict
+    keep: int
+    client: bool
+    recent: bool = False
+    appended: tuple[list[dict], int | None] | None = None
+
+
+# The ledger's append as two more CTEs: ``ledger_old`` reads its row as it was (one
+# snapshot for the whole statement), ``ledger`` appends the entry (with the line's seq
+# from ``counters``) and keeps the last ``keep``, only when the line follows the last
+# one recorded; the last post becomes the line's pk (``line``) for a client post.
+_LEDGER_CTES = (
+    ', ledger_old AS (SELECT "lines", "last_seq", "last_post_id" FROM {table} WHERE "session_id" = %s), '
+    "ledger AS (UPDATE {table} AS l SET "
+    "\"lines\" = (SELECT COALESCE(jsonb_agg(t.e ORDER BY t.o), '[]'::jsonb) "
+    "FROM jsonb_array_elements(ledger_old.\"lines\" || jsonb_build_array(%s::jsonb || jsonb_build_object('seq', counters.line_seq))) "
+    'WITH ORDINALITY AS t(e, o) WHERE t.o > jsonb_array_length(ledger_old."lines") + 1 - %s), '
+    '"last_seq" = counters.line_seq, '
+    '"last_post_id" = CASE WHEN %s THEN line.id ELSE ledger_old."last_post_id" END, '
+    '"updated_at" = %s '
+    "FROM ledger_old, counters, line "
+    'WHERE l."session_id" = %s AND ledger_old."last_seq" = counters.line_seq - 1 RETURNING 1)'
+)
+
+
 @cache
-def _postgresql_sql(carries_request: bool = False) -> str:
+def _postgresql_sql(carries_request: bool = False, appends_ledger: bool = False, returns_recent: bool = False) -> str:
     """The post's one statement on PostgreSQL. The counters' UPDATE locks nothing new (the
     session's row lock is held) and hands out both numbers; the line and the item take
     them from it; ``{settle}`` is the request's completion when the handler asked for it
     (``ActionContext.completion_statement``). ``carries_request``: a ``req`` CTE after
     it INSERTs one Request (its values the parameters after settle's), and the answer
-    ends with its id."""
+    ends with its id. ``appends_ledger``: the route ledger's append (``_LEDGER_CTES``,
+    its parameters after the request's), and the answer ends with whether it wrote;
+    ``returns_recent``: then also the ledger's lines and last post as they were."""
     line_columns, line_values, _ = rows.insert_parts(Line, "postgresql", _LINE_SEQ)
     item_columns, item_values, _ = rows.insert_parts(Item, "postgresql", _ITEM_SEQ)
     return (
@@ -69,8 +112,11 @@ def _postgresql_sql(carries_request: bool = False) -> str:
         f"item AS (INSERT INTO {rows.quote(Item._meta.db_table)} ({item_columns}) SELECT {item_values} FROM counters)"
         "{settle}"
         + (f", req AS ({rows.insert_sql(Request, 'postgresql')})" if carries_request else "")
+        + (_LEDGER_CTES.format(table=rows.quote(RouteLedger._meta.db_table)) if appends_ledger else "")
         + " SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text)"
         + (", (SELECT id FROM req)" if carries_request else "")
+        + (", EXISTS (SELECT 1 FROM ledger)" if appends_ledger else "")
+        + (', (SELECT "lines" FROM ledger_old), (SELECT "last_post_id" FROM ledger_old)' if returns_recent else "")
         + " FROM line, counters"
     )
 
@@ -80,7 +126,14 @@ def _item_values(ctx: ActionContext, wire: dict) -> dict[str, Any]:
     return {"session_id": ctx.session.pk, "request_id": ctx.request.pk, "type": "component", "component": POST_ITEM, "data": wire}
 
 
-def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False, request: Request | None = None) -> int:
+def insert_line(
+    ctx: ActionContext,
+    line: Line,
+    *,
+    settle: bool = False,
+    request: Request | None = None,
+    ledger: LedgerAppend | None = None,
+) -> int:
     """Write ``line`` (not saved yet: ``seq`` and ``pk`` unset) and its ``mailbox-post``
     item (``line.as_wire()``, by ``ctx.request``) on the locked mailbox ``ctx.session``.
 
@@ -97,13 +150,17 @@ def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False, request
     PostgreSQL by the same statement (a CTE), elsewhere by its own INSERT after the
     line's; its primary key is set.
 
+    ``ledger``: PostgreSQL only, the route ledger's append written by the same statement
+    (``LedgerAppend``; its ``appended`` is set). Not written elsewhere: the caller keeps
+    the ledger itself (``mailboxes.routing.record_line``).
+
     Raises:
         IntegrityError: ``line.answer_to`` already has an answer (a unique constraint;
             call inside a savepoint when that can happen).
     """
     conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the ``connection`` proxy is a context-local lookup
     if conn.vendor == "postgresql":
-        return _insert_postgresql(conn, ctx, line, settle=settle, request=request)  # and its NOTIFY
+        return _insert_postgresql(conn, ctx, line, settle=settle, request=request, ledger=ledger)  # and its NOTIFY
     item_seq = _insert_sqlite(conn, ctx, line)
     if request is not None:
         rows.insert(request)
@@ -111,7 +168,13 @@ def insert_line(ctx: ActionContext, line: Line, *, settle: bool = False, request
 
 
 def _insert_postgresql(
-    conn: BaseDatabaseWrapper, ctx: ActionContext, line: Line, *, settle: bool, request: Request | None = None
+    conn: BaseDatabaseWrapper,
+    ctx: ActionContext,
+    line: Line,
+    *,
+    settle: bool,
+    request: Request | None = None,
+    ledger: LedgerAppend | None = None,
 ) -> int:
     session = ctx.session.pk
     wire = line.as_wire()
@@ -127,13 +190,25 @@ def _insert_postgresql(
         params += completion_params
     if request is not None:
         params += rows.insert_parts(Request, "postgresql")[2].params(request, conn)
+    if ledger is not None:
+        params += [session, json.dumps(ledger.entry), ledger.keep, ledger.client, timezone.now(), session]
     params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>"
+    sql = _postgresql_sql(request is not None, ledger is not None, ledger is not None and ledger.recent)
     with conn.cursor() as cursor:
-        cursor.execute(_postgresql_sql(request is not None).format(settle=settle_cte), params)
+        cursor.execute(sql.format(settle=settle_cte), params)
         line_pk, line.seq, item_seq, _, *carried = cursor.fetchone()
     rows.mark_saved(line, line_pk, conn)
     if request is not None:
-        rows.mark_saved(request, carried[0], conn)
+        rows.mark_saved(request, carried.pop(0), conn)
+    if ledger is not None and carried.pop(0):
+        recent: list[dict] = []
+        previous_id = None
+        if ledger.recent:
+            recent, previous_id = carried
+            if isinstance(recent, str | bytes):  # jsonb handed back as text
+                recent = json.loads(recent)
+            recent = list(recent)[-ledger.keep :]
+        ledger.appended = (recent, previous_id)
     return item_seq
 
 

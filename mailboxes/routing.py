@@ -66,6 +66,7 @@ from workforce.notify import kind_hears_posts, recent_entry
 from workforce.refusals import Refusal
 from workforce.sessions import ActionContext, do_record_request, emit_item
 
+from .lines import LedgerAppend
 from .models import Line, Route, RouteLedger
 from .queries import access_mailbox_state, list_window_lines
 from .roster import current_roster
@@ -131,15 +132,27 @@ class MailboxRoute:
         a fan-out the route does not take before the line's statement."""
         return not line.seat_authored and declared_routing(ctx.session.session_id) is not None
 
-    def on_line(self, ctx: ActionContext, line: Line) -> bool:
+    def ledger_append(self, line: Line, *, routed: bool) -> LedgerAppend | None:
+        """The ledger's append for the line's own statement (``insert_line(ledger=)``) on
+        PostgreSQL, made before the line is written (``line`` unsaved); ``routed``: this
+        post goes to the route (``takes_post``), which needs the ledger's lines as they
+        were. None on SQLite, where ``on_line`` keeps the ledger by itself."""
+        if connection.vendor != "postgresql":
+            return None
+        entry = ledger_entry(line)
+        del entry["seq"]  # not handed out yet: the statement adds it
+        return LedgerAppend(entry=entry, keep=LEDGER_LINES, client=not line.seat_authored, recent=routed)
+
+    def on_line(self, ctx: ActionContext, line: Line, *, folded: LedgerAppend | None = None) -> bool:
         """Called by ``do_post_line`` for every line, inside the post's transaction with
-        the mailbox's row lock held. Updates the ledger; for a client post on a mailbox
-        that declares ``routing:``, writes its Route and enqueues the route task.
+        the mailbox's row lock held. Updates the ledger (unless the line's statement
+        already appended to it: ``folded``, from ``ledger_append``); for a client post on
+        a mailbox that declares ``routing:``, writes its Route and enqueues the route task.
 
         Returns:
             True when the route took the post (the notify block must not run for it).
         """
-        recent, previous_id = record_line(ctx.session, line)
+        recent, previous_id = record_line(ctx.session, line, folded=folded)
         if not self.takes_post(ctx, line):
             return False
         routing = declared_routing(ctx.session.session_id)
@@ -423,10 +436,13 @@ def ledger_entry(line: Line) -> dict:
     return entry
 
 
-def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
+def record_line(session: Session, line: Line, *, folded: LedgerAppend | None = None) -> tuple[list[dict], int | None]:
     """Add ``line`` to ``session``'s ledger (inside the post's transaction, the
     mailbox's row lock held): one read of the ledger row and one write, no line read
-    back (the last client post is kept by its primary key).
+    back (the last client post is kept by its primary key). On PostgreSQL the read and
+    the write are one statement, and none when the line's own statement appended
+    (``folded``: its ``LedgerAppend``, whose ``appended`` is then what this returns;
+    ``recent`` is only filled when it was asked for, the routed path).
 
     When the mailbox has no ledger yet, or the line's seq does not follow the last one
     recorded (lines were posted while the kind ran without a route), the ledger starts
@@ -436,7 +452,12 @@ def record_line(session: Session, line: Line) -> tuple[list[dict], int | None]:
         ``(recent, previous_id)``: the ledger's lines before ``line`` (at most 20) and
         the primary key of the last client post before it (None after a fresh start).
     """
-    if connection.vendor == "postgresql":
+    if folded is not None:
+        if folded.appended is not None:
+            return folded.appended
+        # The fold wrote nothing (no ledger yet, or a gap): start afresh as below.
+        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
+    elif connection.vendor == "postgresql":
         appended, ledger = _append_to_ledger(session, line)
         if appended is not None:
             return appended

@@ -288,9 +288,11 @@ def do_post_line(
     early = notify if not routed and isinstance(notify, NotifyFanOut) and connection.vendor == "postgresql" else None
     planned = plan_fan_out(ctx, line, early) if early is not None else None
     carried = planned.request if planned is not None and not planned.deliveries else None
+    # On PostgreSQL the route ledger's append rides on the line's statement too.
+    ledger = route.ledger_append(line, routed=routed) if route is not None else None
     # The line's seq and its item's from the locked session row, in one write.
-    insert_line(ctx, line, settle=answers_line, request=carried)
-    if route is not None and route.on_line(ctx, line):
+    insert_line(ctx, line, settle=answers_line, request=carried, ledger=ledger)
+    if route is not None and route.on_line(ctx, line, folded=ledger):
         return line  # the route hands the post to its one member
     if early is not None:
         do_fan_out(ctx, line, early, planned=planned)

@@ -124,8 +124,11 @@ class RouteFacet(Protocol):
     def takes_post(self, ctx: ActionContext, line: Any) -> bool:
         """True when ``on_line`` will take the post, known before the line is written."""
 
-    def on_line(self, ctx: ActionContext, line: Any) -> bool:
-        """Keep the ledger; True when the route took the post."""
+    def ledger_append(self, line: Any, *, routed: bool) -> Any:
+        """The ledger's append for the line's own statement (PostgreSQL), or None."""
+
+    def on_line(self, ctx: ActionContext, line: Any, *, folded: Any = None) -> bool:
+        """Keep the ledger (unless ``folded`` appended it); True when the route took the post."""
 
     def decide(self, route: Any) -> Any:
         """Where a route's post goes (outside any transaction)."""
