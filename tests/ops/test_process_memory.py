@@ -140,3 +140,28 @@ def test_a_task_past_the_timeout_in_the_worker_thread_ends_the_cluster(sentinel,
     with pytest.raises(SystemExit):
         sentinel.reincarnate(worker)
     assert exits == [serve_qcluster.TIMEOUT_EXIT]
+
+
+def test_stopping_the_worker_thread_closes_its_queue_only_after_it_ended(monkeypatch):
+    """The worker thread reads this process's end of the task queue: the stop waits for
+    it to take its STOP and end before closing that end (closed under it, the thread
+    died with ``OSError: Bad file descriptor`` at every few stops of serve)."""
+    from workforce_project.management.commands.serve_qcluster import ServeSentinel
+
+    died: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: died.append(args.exc_value))
+    for _ in range(20):
+        sentinel = ServeSentinel(threading.Event(), threading.Event(), uuid.uuid4(), broker=object(), start=False)
+        sentinel.pool_size = 1
+        sentinel.spawn_worker()
+        (worker,) = sentinel.pool
+        closed_while_alive: list[bool] = []
+
+        def close(queue=sentinel.task_queue, close=sentinel.task_queue.close, worker=worker, seen=closed_while_alive):
+            seen.append(worker.is_alive())
+            close()
+
+        monkeypatch.setattr(sentinel.task_queue, "close", close)
+        sentinel.stop_workers(pause=0.001)
+        worker.join(5)
+        assert (sentinel.pool, closed_while_alive, worker.is_alive(), died) == ([], [False], False, [])

@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from multiprocessing import Value
 from typing import Any
 
@@ -142,6 +143,25 @@ class ServeSentinel(Sentinel):
         self.spawn_worker()
         self.reincarnations += 1
 
+    def stop_workers(self, *, save: Callable[[], None] = lambda: None, pause: float = 0.1) -> None:
+        """Tell every worker to stop once the tasks queued before it are done, wait until
+        none is alive (calling ``save`` every ``pause`` seconds), then close the task
+        queue. django-q2 closes the queue first, which its worker processes do not mind
+        (they read their own end of it); a worker thread reads this process's end, and
+        closing it under a thread blocked on it raised ``OSError: Bad file descriptor``
+        in that thread at every few stops."""
+        for _ in range(len(self.pool)):
+            self.task_queue.put("STOP")
+        while self.pool:
+            for process in list(self.pool):
+                if not process.is_alive():
+                    self.pool.remove(process)
+            if self.pool:
+                time.sleep(pause)
+            save()
+        self.task_queue.close()
+        self.task_queue.join_thread()
+
     def stop(self):
         """django-q2's stop (pusher, then the workers once their queue is drained, then
         the monitor once it saved every result), for threads: the monitor is joined
@@ -154,16 +174,7 @@ class ServeSentinel(Sentinel):
         while self.pusher.is_alive():
             self.pusher.join(0.1)
             Stat(self).save()
-        for _ in range(len(self.pool)):
-            self.task_queue.put("STOP")
-        self.task_queue.close()
-        self.task_queue.join_thread()
-        while self.pool:
-            for process in list(self.pool):
-                if not process.is_alive():
-                    self.pool.remove(process)
-            time.sleep(0.1)
-            Stat(self).save()
+        self.stop_workers(save=lambda: Stat(self).save())
         self.result_queue.put("STOP")
         self.monitor.join()
         self.result_queue.close()
