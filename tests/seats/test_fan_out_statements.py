@@ -74,6 +74,19 @@ def _post(org, body: str, *, action: str = "post", author: str | None = None) ->
     return do_run_action(org=org, kind="mailbox", session_id="eng.m", action=action, input=payload, user_id=MEMBER)
 
 
+def _seat_post(org, body: str) -> Request:
+    """``eng.lead``'s own line, as its turn's post-to-mailbox writes it (the internal ``seatPost``)."""
+    return do_run_action(
+        org=org,
+        kind="mailbox",
+        session_id="eng.m",
+        action="seatPost",
+        input={"body": body, "author": "eng.lead"},
+        user_id=MEMBER,
+        internal=True,
+    )
+
+
 def _fan_out_request(post: Request) -> Request:
     return Request.objects.get(parent_request=post, action=notify.FAN_OUT_ACTION)
 
@@ -138,15 +151,7 @@ def test_the_fan_out_request_is_stored_as_the_plain_insert_stores_it(one_seat, o
     monkeypatch.setattr(notify, "do_fan_out", keep)
     monkeypatch.setattr("mailboxes.services.do_fan_out", keep)
     client = _post(org, "from a client")
-    seat_line = do_run_action(
-        org=org,
-        kind="mailbox",
-        session_id="eng.m",
-        action="seatPost",
-        input={"body": "from the seat", "author": "eng.lead"},
-        user_id=MEMBER,
-        internal=True,
-    )
+    seat_line = _seat_post(org, "from the seat")
     assert seat_line.status == "completed", seat_line.error
     by_client, by_seat = written
     assert by_client.pk == _fan_out_request(client).pk and by_seat.pk == _fan_out_request(seat_line).pk
@@ -160,15 +165,7 @@ def test_the_fan_out_request_is_stored_as_the_plain_insert_stores_it(one_seat, o
 def test_a_seat_line_carries_its_fan_out_request_in_the_line_statement(one_seat, org):
     _post(org, "first")
     with CaptureQueriesContext(connection) as captured:
-        answer = do_run_action(
-            org=org,
-            kind="mailbox",
-            session_id="eng.m",
-            action="seatPost",
-            input={"body": "mine", "author": "eng.lead"},
-            user_id=MEMBER,
-            internal=True,
-        )
+        answer = _seat_post(org, "mine")
     sqls = _starts([query["sql"] for query in captured.captured_queries])
     assert not any(sql.startswith(LEDGER) for sql in sqls)
     assert [sql.split(None, 1)[0] for sql in sqls] == ["SAVEPOINT", "WITH", "WITH", "RELEASE"]
