@@ -148,10 +148,23 @@ def conversation_history(session: Session, *, speaker: str, exclude_request_id: 
     ``agentName``) or nobody said it, and ``<agentName>: <text>`` when another did (a
     delegate's answer in a coordinator's conversation). A turn aborted by a crashed
     worker is left out (its work was run again), and so is ``exclude_request_id``'s.
+
+    PostgreSQL builds the messages in the statement (``_history_postgresql``: one JSON
+    text decoded once, not each item's data); SQLite reads the items' data
+    (``window_messages``) and builds them here (``_chat_messages``).
     """
+    if connection.vendor == "postgresql":
+        return _history_postgresql(session, speaker, exclude_request_id)
+    return _chat_messages(window_messages(session, exclude_request_id=exclude_request_id), session.pk, speaker)
+
+
+def _chat_messages(rows: Iterable[tuple[int, dict]], session_pk: int, speaker: str) -> list[dict]:
+    """The chat messages of message items' ``(session pk, data)`` rows as ``speaker``
+    hears them (``conversation_history``'s rules): rows of another session, without text,
+    or neither a user's nor an assistant's are left out."""
     messages = []
-    for item_session, data in window_messages(session, exclude_request_id=exclude_request_id):
-        if item_session != session.pk:
+    for item_session, data in rows:
+        if item_session != session_pk:
             continue
         text = data.get("text") or ""
         if not text:
@@ -169,24 +182,15 @@ def window_messages(session: Session, *, exclude_request_id: int | None = None) 
     last ``history_window()`` requests, less aborted ones and ``exclude_request_id``),
     in ``seq`` order, in one statement that reads about the window's rows however long
     the conversation is and whatever the planner's statistics say
-    (``tests/seats/test_wake_queries.py`` holds the rows read).
+    (``tests/seats/test_wake_queries.py`` holds the rows read). SQLite's path of
+    ``conversation_history`` (PostgreSQL's is ``_history_postgresql``, the same window).
 
-    SQLite: the window's requests by the ``(session, id)`` index, newest first, then
-    their items by ``request_id``. The request table has no index on ``session`` alone
-    (one would let a planner that believes the session small read all its requests and
-    sort them), and an item's session is returned, not filtered in SQL (a filter on it
-    lets such a planner walk the whole session by its ``(session, seq)`` index).
-
-    PostgreSQL (``_window_messages_postgresql``): a table no ANALYZE has seen makes its
-    planner estimate any session at a handful of requests, read them all with a bitmap
-    scan and sort them, and hash-join the whole item table; so the window's range starts
-    at its floor (``_WINDOW_FLOORS``) and its items are read per request (a lateral join
-    on ``request_id`` behind ``OFFSET 0``, which keeps the planner from flattening it into
-    a hash join over the whole item table), which no estimate can turn into a scan of the
-    session.
+    The window's requests by the ``(session, id)`` index, newest first, then their items
+    by ``request_id``. The request table has no index on ``session`` alone (one would let
+    a planner that believes the session small read all its requests and sort them), and
+    an item's session is returned, not filtered in SQL (a filter on it lets such a
+    planner walk the whole session by its ``(session, seq)`` index).
     """
-    if connection.vendor == "postgresql":
-        return _window_messages_postgresql(session, exclude_request_id)
     exclude = -1 if exclude_request_id is None else exclude_request_id
     return _WINDOW_MESSAGES.all(session.pk, history_window(), exclude)
 
@@ -214,27 +218,58 @@ _WINDOW_FLOORS: OrderedDict[tuple[str, int], int] = OrderedDict()
 _WINDOW_FLOORS_MAX = 10_000
 _WINDOW_FLOORS_LOCK = threading.Lock()
 
-_WINDOW_POSTGRESQL = """
+# PostgreSQL: a table no ANALYZE has seen makes its planner estimate any session at a
+# handful of requests, read them all with a bitmap scan and sort them, and hash-join the
+# whole item table; so the window's range starts at its floor (_WINDOW_FLOORS) and its
+# items are read per request (a lateral join on request_id behind OFFSET 0, which keeps
+# the planner from flattening it into a hash join over the whole item table, and from
+# pushing the session filter into it, which would let it walk the session's
+# (session, seq) index), which no estimate can turn into a scan of the session.
+#
+# The statement shapes the chat messages itself (conversation_history's rules, as
+# _chat_messages) and aggregates them, in seq order, into one JSON text: Python decodes
+# one string per call, not each item's whole data (an assistant reply's carries its tool
+# calls and results). An item whose text or (an assistant's) agentName is not a JSON
+# string or null is rare and left to Python: its element is [data] (_chat_messages), so
+# what a non-string value turns into stays Python's.
+_HISTORY_POSTGRESQL = """
 WITH w AS MATERIALIZED (
     SELECT r.id, r.status FROM {requests} r
     WHERE r.session_id = %(session)s
       AND r.id >= COALESCE((SELECT f.id FROM {requests} f WHERE f.id = %(floor)s AND f.session_id = %(session)s), 0)
     ORDER BY r.id DESC LIMIT %(window)s
-), extent AS (SELECT MIN(id) AS oldest, COUNT(*) AS size FROM w)
-SELECT i.session_id, i.data, extent.oldest, extent.size
-FROM w CROSS JOIN LATERAL (
-    SELECT it.session_id, it.data, it.seq FROM {items} it WHERE it.request_id = w.id AND it.type = %(type)s OFFSET 0
-) i CROSS JOIN extent
-WHERE w.status <> %(aborted)s AND w.id <> %(exclude)s
-ORDER BY i.seq
+), m AS (
+    SELECT i.seq, i.data, i.role, i.text, COALESCE(i.name, '') AS name,
+           COALESCE(jsonb_typeof(i.data -> 'text'), 'null') NOT IN ('string', 'null')
+           OR (i.role = 'assistant' AND COALESCE(jsonb_typeof(i.data -> 'agentName'), 'null') NOT IN ('string', 'null'))
+           AS odd
+    FROM w CROSS JOIN LATERAL (
+        SELECT it.session_id, it.seq, it.data, it.data ->> 'role' AS role,
+               CASE WHEN jsonb_typeof(it.data -> 'text') = 'string' THEN it.data ->> 'text' END AS text,
+               CASE WHEN jsonb_typeof(it.data -> 'agentName') = 'string' THEN it.data ->> 'agentName' END AS name
+        FROM {items} it WHERE it.request_id = w.id AND it.type = %(type)s OFFSET 0
+    ) i
+    WHERE w.status <> %(aborted)s AND w.id <> %(exclude)s
+      AND i.session_id = %(session)s AND i.role IN ('user', 'assistant')
+)
+SELECT (SELECT MIN(id) FROM w), (SELECT COUNT(*) FROM w), (
+    SELECT json_agg(
+        CASE WHEN m.odd THEN json_build_array(m.data)
+             ELSE json_build_object('role', m.role, 'content',
+                  CASE WHEN m.role = 'user' OR m.name IN ('', %(speaker)s) THEN m.text ELSE m.name || ': ' || m.text END)
+        END ORDER BY m.seq)::text
+    FROM m WHERE m.odd OR m.text <> ''
+), (SELECT bool_or(m.odd) FROM m)
 """
 
 
-def _window_messages_postgresql(session: Session, exclude_request_id: int | None) -> list[tuple[int, dict]]:
+def _history_postgresql(session: Session, speaker: str, exclude_request_id: int | None) -> list[dict]:
+    """``conversation_history`` on PostgreSQL: one statement (``_HISTORY_POSTGRESQL``), one
+    JSON text decoded; notes the window's floor (``_WINDOW_FLOORS``) when the window is full."""
     key, window = (connection.alias, session.pk), history_window()
     with _WINDOW_FLOORS_LOCK:
         floor = _WINDOW_FLOORS.get(key, 0)
-    sql = _WINDOW_POSTGRESQL.format(
+    sql = _HISTORY_POSTGRESQL.format(
         requests=connection.ops.quote_name(Request._meta.db_table), items=connection.ops.quote_name(Item._meta.db_table)
     )
     params: dict[str, int | str] = {
@@ -244,17 +279,30 @@ def _window_messages_postgresql(session: Session, exclude_request_id: int | None
         "type": MESSAGE_ITEM,
         "aborted": Request.Status.ABORTED,
         "exclude": -1 if exclude_request_id is None else exclude_request_id,
+        "speaker": speaker,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if rows and rows[0][3] == window and rows[0][2] > floor:
+        oldest, size, shaped, odd = cursor.fetchone()
+    if oldest is not None and size == window and oldest > floor:
         with _WINDOW_FLOORS_LOCK:
-            _WINDOW_FLOORS[key] = max(rows[0][2], _WINDOW_FLOORS.get(key, 0))
+            _WINDOW_FLOORS[key] = max(oldest, _WINDOW_FLOORS.get(key, 0))
             _WINDOW_FLOORS.move_to_end(key)
             while len(_WINDOW_FLOORS) > _WINDOW_FLOORS_MAX:
                 _WINDOW_FLOORS.popitem(last=False)
-    return [(item_session, json.loads(data) if isinstance(data, str) else data) for item_session, data, _, _ in rows]
+    if shaped is None:
+        return []
+    messages = json.loads(shaped)
+    if odd:
+        # Rare (see _HISTORY_POSTGRESQL): each [data] element becomes what Python's rules make of it, in place.
+        shaped_ones = messages
+        messages = []
+        for element in shaped_ones:
+            if isinstance(element, dict):
+                messages.append(element)
+            else:
+                messages += _chat_messages([(session.pk, element[0])], session.pk, speaker)
+    return messages
 
 
 def tool_call_counts(org: Organization | None = None, *, user_id: str | None = None) -> list[dict]:
