@@ -361,8 +361,8 @@ def _wake_plan(delivery: Delivery, token: str) -> TurnPlan[Any, str] | str:
     def start() -> Callable[[], Turn]:
         # The turn was started by the post: its runs are listed under the post's request
         # (GET /api/sessions/{mailbox}/runs?startedBy=<request id>).
-        post_request_pk = vars(delivery)["post_request_pk"]  # annotated by the claim's query, not a column
-        parent = Request(pk=post_request_pk) if post_request_pk else None
+        # Passed by its key: no Request is built only to carry the id.
+        parent = vars(delivery)["post_request_pk"] or None  # annotated by the claim's query, not a column
         started = begin(
             seat=seat,
             mailbox=delivery.mailbox,

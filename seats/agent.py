@@ -151,7 +151,7 @@ def begin_post_turn(
     answer: AnswerSlot | None,
     on_started,
     org: Organization | None = None,
-    parent: Request | None = None,
+    parent: Request | int | None = None,
 ) -> StartedPostTurn:
     """Start the agent kind's woken turn inside the caller's transaction, with no
     SAVEPOINT of its own (a delivery claims, takes the turn slot and starts in one
@@ -161,7 +161,8 @@ def begin_post_turn(
 
     Args:
         org: the mailbox's organization, when the caller holds it (else read from
-            ``mailbox``); the other arguments are ``hear_post``'s.
+            ``mailbox``); parent: the post's request or its primary key; the other
+            arguments are ``hear_post``'s.
     """
     text = turn_text(notify_input)
     log = start_turn(

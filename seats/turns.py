@@ -396,7 +396,7 @@ def start_turn(
     org: Organization | None = None,
     on_started: Callable[[Request], None] | None = None,
     started_at: datetime | None = None,
-    parent: Request | None = None,
+    parent: Request | int | None = None,
     savepoint: bool = True,
     in_action: ActionContext | None = None,
 ) -> TurnLog:
@@ -411,7 +411,8 @@ def start_turn(
     Args:
         input: the request's JSON input; user_id: who the turn runs as (the session's
             owner); org: the session's organization, when the caller holds it.
-        parent: the request that started the turn (``parent_request``: a post's).
+        parent: the request that started the turn (``parent_request``: a post's), or
+            its primary key.
         savepoint: False when the caller's own transaction is all the start needs (a
             delivery that claims and starts in one): no SAVEPOINT is taken, and an
             exception rolls the caller's transaction back.

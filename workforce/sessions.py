@@ -735,7 +735,7 @@ def do_record_request(
     user_id: str,
     output: Any = None,
     error: dict | None = None,
-    parent: Request | None = None,
+    parent: Request | int | None = None,
     internal: bool = True,
     running: bool = False,
     started_at=None,
@@ -751,7 +751,8 @@ def do_record_request(
             as (usually the session's owner).
         output: the JSON output of a completed request.
         error: ``{reason, message}`` (``Refusal.as_error()``): the request is failed.
-        parent: the request this one was made by (``parent_request``).
+        parent: the request this one was made by (``parent_request``), or its primary
+            key (a caller that holds only the id: no Request is built to carry it).
         internal: recorded as an internal action (default True).
         running: record it ``running`` with no finish time; the caller settles it.
         started_at: when it started (default now).
@@ -784,7 +785,7 @@ def new_request(
     user_id: str,
     output: Any = None,
     error: dict | None = None,
-    parent: Request | None = None,
+    parent: Request | int | None = None,
     internal: bool = True,
     running: bool = False,
     started_at=None,
@@ -792,12 +793,15 @@ def new_request(
     """The unsaved Request ``do_record_request`` stores (its arguments; ``created_at``,
     ``started_at`` and ``finished_at`` taken now): for a caller that writes it inside a
     statement of its own on PostgreSQL (``rows.insert_sql(Request, ...)`` as a CTE, then
-    ``rows.mark_saved``), such as a post's fan-out (``mailboxes.notify``)."""
+    ``rows.mark_saved``), such as a post's fan-out (``mailboxes.notify``). ``parent``:
+    as ``do_record_request``'s, a Request or its primary key."""
     now = timezone.now()
     if running:
         status = Request.Status.RUNNING
     else:
         status = Request.Status.FAILED if error else Request.Status.COMPLETED
+    # A parent given by its key is set by its column: no Request built only to carry an id.
+    parent_ref: dict[str, Any] = {"parent_request_id": parent} if isinstance(parent, int) else {"parent_request": parent}
     return Request(
         organization_id=session.organization_id,
         session=session,
@@ -808,10 +812,10 @@ def new_request(
         status=status,
         output=output,
         error=error,
-        parent_request=parent,
         created_at=now,
         started_at=started_at or now,
         finished_at=None if running else now,
+        **parent_ref,
     )
 
 
@@ -879,7 +883,7 @@ def do_record_running_request_with_item(
     action: str,
     input: Mapping[str, Any],
     user_id: str,
-    parent: Request | None = None,
+    parent: Request | int | None = None,
     started_at=None,
     note: StartNote | None = None,
 ) -> tuple[Request, Item]:
@@ -889,6 +893,7 @@ def do_record_running_request_with_item(
     Call inside the transaction both belong to.
 
     Args:
+        parent: as ``do_record_request``'s (a Request or its primary key).
         note: the caller's ``on_started`` write (``StartNote``): on PostgreSQL a CTE of
             the same statement (``note.missed()`` is called when it updated no row),
             elsewhere ``note(request)`` after the two.
