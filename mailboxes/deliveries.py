@@ -53,7 +53,7 @@ from workforce.leases import LeaseLost, claim_lease, claim_statement, give_back_
 from workforce.leases import max_attempts as max_delivery_attempts  # claims a delivery gets
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
-from workforce.prepared import Prepared, update_rows, update_statement
+from workforce.prepared import Prepared, update_statement
 from workforce.refusals import Refusal
 from workforce.rows import concrete_field, quote
 from workforce.sessions import CHILD_SEPARATOR, StartNote, do_abort_request, do_record_failed_request, ensure_child_session
@@ -639,26 +639,12 @@ def answer_slot(delivery: Delivery) -> AnswerSlot | None:
     return AnswerSlot(postId=delivery.post_id, token=f"dlv{delivery.pk}")
 
 
-def _note_turn(delivery: Delivery, token: str, conversation: Session, request: Request) -> None:
-    """Record the started turn on the delivery, while the claim ``token`` still holds it.
-    Raises LeaseLost when another task took the delivery over."""
-    if not update_rows(
-        Delivery, {"claim_token": token, "id": delivery.pk}, turn_request_id=request.pk, conversation_id=conversation.pk
-    ):
-        raise LeaseLost()
-
-
 def _turn_note(delivery: Delivery, token: str, conversation: Session) -> StartNote:
-    """``_note_turn`` as a turn's ``on_started`` hook that the start writes in its own
-    statement on PostgreSQL (``workforce.sessions.StartNote``): the same conditional
-    UPDATE, the new request's id from the start's INSERT; LeaseLost when it matched no
-    row."""
-    return StartNote(
-        note=lambda request: _note_turn(delivery, token, conversation, request),
-        sql=_note_turn_sql(),
-        params=(conversation.pk, token, delivery.pk),
-        missed=_lease_lost,
-    )
+    """Record the started turn (and its conversation) on the delivery, while the claim
+    ``token`` still holds it, as a turn's ``on_started`` hook that the start writes in
+    its own statement on PostgreSQL (``workforce.sessions.StartNote``); LeaseLost when
+    another task took the delivery over (the UPDATE matched no row)."""
+    return StartNote(sql=_note_turn_sql(), params=(conversation.pk, token, delivery.pk), missed=_lease_lost)
 
 
 def _lease_lost() -> None:
@@ -667,7 +653,7 @@ def _lease_lost() -> None:
 
 @cache
 def _note_turn_sql() -> str:
-    """``_note_turn``'s UPDATE for ``StartNote.sql``: ``{request}``, then the
+    """``_turn_note``'s UPDATE (``StartNote.sql``): ``{request}``, then the
     conversation's pk, the claim's token and the delivery's pk."""
     turn, conversation = (quote(concrete_field(Delivery, name).column) for name in ("turn_request", "conversation"))
     return (
@@ -682,8 +668,10 @@ def _post_turn_start(
     """The start of a seat's turn through a kind's ``post_turn`` with no ``begin``: the
     facet starts (in a transaction of its own) and runs the turn, outside any."""
 
+    noted = _turn_note(delivery, token, conversation)
+
     def note_turn(request: Request) -> None:
-        _note_turn(delivery, token, conversation, request)
+        noted(request)
         # The turn was started by the post (a mailbox line's or a room line's): its runs
         # are listed under the post's request (GET /api/sessions/{id}/runs?startedBy=).
         Request.objects.filter(pk=request.pk).update(parent_request_id=post_request_of(delivery))

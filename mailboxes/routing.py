@@ -34,7 +34,6 @@ them a mailbox's principal reaches is ``seats.queries.reachable_seats``.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -439,10 +438,11 @@ def ledger_entry(line: Line) -> dict:
 def record_line(session: Session, line: Line, *, folded: LedgerAppend | None = None) -> tuple[list[dict], int | None]:
     """Add ``line`` to ``session``'s ledger (inside the post's transaction, the
     mailbox's row lock held): one read of the ledger row and one write, no line read
-    back (the last client post is kept by its primary key). On PostgreSQL the read and
-    the write are one statement, and none when the line's own statement appended
-    (``folded``: its ``LedgerAppend``, whose ``appended`` is then what this returns;
-    ``recent`` is only filled when it was asked for, the routed path).
+    back (the last client post is kept by its primary key). On PostgreSQL none when the
+    line's own statement appended (``folded``: its ``LedgerAppend``, whose ``appended``
+    is then what this returns; ``recent`` is only filled when it was asked for, the
+    routed path); that statement appends only when the line follows the last one
+    recorded, and the read and write here do the rest.
 
     When the mailbox has no ledger yet, or the line's seq does not follow the last one
     recorded (lines were posted while the kind ran without a route), the ledger starts
@@ -452,17 +452,10 @@ def record_line(session: Session, line: Line, *, folded: LedgerAppend | None = N
         ``(recent, previous_id)``: the ledger's lines before ``line`` (at most 20) and
         the primary key of the last client post before it (None after a fresh start).
     """
-    if folded is not None:
-        if folded.appended is not None:
-            return folded.appended
-        # The fold wrote nothing (no ledger yet, or a gap): start afresh as below.
-        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
-    elif connection.vendor == "postgresql":
-        appended, ledger = _append_to_ledger(session, line)
-        if appended is not None:
-            return appended
-    else:
-        ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
+    if folded is not None and folded.appended is not None:
+        return folded.appended
+    # No fold (SQLite), or it wrote nothing (no ledger yet, or a gap): read and write here.
+    ledger = rows.select_one(RouteLedger, '"session_id" = %s', [session.pk])
     fresh = ledger is None
     if ledger is None or ledger.last_seq != line.seq - 1:
         earlier = [entry for entry in list_window_lines(session) if entry.seq < line.seq]
@@ -482,60 +475,6 @@ def record_line(session: Session, line: Line, *, folded: LedgerAppend | None = N
     else:
         ledger.save(force_insert=fresh)
     return recent, previous_id
-
-
-# PostgreSQL: the ledger's read and its write in one statement (one round trip per line,
-# not two). The ``old`` CTE reads the row as it was; the UPDATE appends the entry and keeps
-# the last ``keep`` entries, only when the line follows the last one recorded (otherwise
-# nothing is written and the caller starts the ledger afresh, as on SQLite). The mailbox's
-# row lock (held by the post) serializes writers of one ledger.
-_APPEND_SQL = """
-WITH old AS (
-    SELECT "lines", "last_seq", "last_post_id", "updated_at" FROM "mailboxes_routeledger" WHERE "session_id" = %(session)s
-), written AS (
-    UPDATE "mailboxes_routeledger" AS l SET
-        "lines" = (
-            SELECT COALESCE(jsonb_agg(t.e ORDER BY t.o), '[]'::jsonb)
-            FROM jsonb_array_elements(old."lines" || jsonb_build_array(%(entry)s::jsonb)) WITH ORDINALITY AS t(e, o)
-            WHERE t.o > jsonb_array_length(old."lines") + 1 - %(keep)s
-        ),
-        "last_seq" = %(seq)s,
-        "last_post_id" = COALESCE(%(post)s, old."last_post_id"),
-        "updated_at" = %(now)s
-    FROM old
-    WHERE l."session_id" = %(session)s AND old."last_seq" = %(seq)s - 1
-    RETURNING 1
-)
-SELECT old."lines", old."last_seq", old."last_post_id", old."updated_at", EXISTS (SELECT 1 FROM written) FROM old
-"""
-
-
-def _append_to_ledger(session: Session, line: Line) -> tuple[tuple[list[dict], int | None] | None, RouteLedger | None]:
-    """PostgreSQL: ``record_line``'s common case in one statement (the line follows the
-    last one recorded). Returns ``(what record_line returns, None)`` when it was written;
-    else ``(None, the ledger as it is, or None when there is none)``, for the caller to
-    start it afresh without reading it again."""
-    params: dict[str, Any] = {
-        "session": session.pk,
-        "entry": json.dumps(ledger_entry(line)),
-        "keep": LEDGER_LINES,
-        "seq": line.seq,
-        "post": None if line.seat_authored else line.pk,
-        "now": timezone.now(),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_APPEND_SQL, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None, None
-    lines, last_seq, previous_id, updated_at, written = row
-    if isinstance(lines, str | bytes):  # jsonb handed back as text
-        lines = json.loads(lines)
-    if written:
-        return (list(lines)[-LEDGER_LINES:], previous_id), None
-    ledger = RouteLedger(session=session, lines=lines, last_seq=last_seq, last_post_id=previous_id, updated_at=updated_at)
-    ledger._state.adding = False
-    return None, ledger
 
 
 def read_route_ledger(session: Session) -> dict | None:

@@ -827,30 +827,32 @@ _ITEM_OF_NEW_REQUEST = (("seq", "counter.item_seq"), ("request_id", "req.id"))
 
 @dataclass(frozen=True)
 class StartNote:
-    """A turn's ``on_started`` hook whose write can ride the start's own statement: the
-    caller's work item noting the new request (a delivery's link to its turn,
-    ``mailboxes.deliveries``). Called as a hook (``note(request)``) it is the plain way,
-    a statement of its own; ``do_record_running_request_with_item(note=...)`` instead
-    runs ``sql`` on PostgreSQL as a data-modifying CTE of the start's statement, and
-    calls ``missed()`` when it updated no row.
+    """A turn's ``on_started`` hook that is one conditional UPDATE (a delivery's link to
+    its turn, ``mailboxes.deliveries``), so it can ride the start's own statement:
+    ``do_record_running_request_with_item(note=...)`` runs ``sql`` on PostgreSQL as a
+    data-modifying CTE of that statement; called as a hook (``note(request)``, SQLite)
+    it runs the same UPDATE on its own. Either way ``missed()`` is called when it
+    updated no row.
 
     Attributes:
-        note: the plain way (``on_started(request)``).
-        sql: the same write as an UPDATE, ``{request}`` where the new request's id goes,
-            ``%s`` placeholders for ``params``, no RETURNING.
+        sql: an UPDATE with no RETURNING, ``{request}`` where the new request's id goes,
+            ``%s`` placeholders for ``params``.
         params: ``sql``'s parameters.
-        missed: called when the folded UPDATE matched no row (a caller raises there:
-            its claim is gone, and the start rolls back with the caller's transaction).
+        missed: called when the UPDATE matched no row (a caller raises there: its claim
+            is gone, and the start rolls back with the caller's transaction).
     """
 
-    note: Callable[[Request], None]
     sql: str
     params: Sequence[Any]
     missed: Callable[[], None]
 
     def __call__(self, request: Request) -> None:
-        """The plain way: ``note(request)``."""
-        self.note(request)
+        """The UPDATE on its own, the request's id written in (an integer key)."""
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql.format(request=int(request.pk)), list(self.params))
+            updated = cursor.rowcount
+        if not updated:
+            self.missed()
 
 
 @cache

@@ -10,7 +10,7 @@ import json
 import pytest
 from django.db import connection
 
-from seats.queries import _WINDOW_FLOORS, MESSAGE_ITEM, conversation_history, window_messages
+from seats.queries import _WINDOW_FLOORS, MESSAGE_ITEM, _chat_messages, conversation_history, window_messages
 from tests.conftest import on_postgres
 from workforce.models import Item, Request, Session
 from workforce.sessions import history_window
@@ -49,19 +49,8 @@ def _old_history(session: Session, *, speaker: str, exclude_request_id: int | No
             rows = [(s, json.loads(d) if isinstance(d, str) else d) for s, d in cursor.fetchall()]
     else:
         rows = window_messages(session, exclude_request_id=exclude_request_id)
-    messages = []
-    for item_session, data in rows:
-        if item_session != session.pk:
-            continue
-        text = data.get("text") or ""
-        if not text:
-            continue
-        if data.get("role") == "user":
-            messages.append({"role": "user", "content": text})
-        elif data.get("role") == "assistant":
-            name = data.get("agentName") or ""
-            messages.append({"role": "assistant", "content": text if name in ("", speaker) else f"{name}: {text}"})
-    return messages
+    # The rules that build messages from the rows were the old read's own loop, kept as is.
+    return _chat_messages(rows, session.pk, speaker)
 
 
 TOOL_CALLS = [{"id": "c1", "name": "search", "arguments": {"q": 'ünï "quoted"\n'}, "result": {"hits": [1, 2.5, None]}}]

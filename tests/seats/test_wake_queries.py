@@ -17,10 +17,11 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from mailboxes import fairness, notify
-from mailboxes.deliveries import _lease_lost, _note_turn, _note_turn_sql, do_deliver
+from mailboxes.deliveries import _turn_note, do_deliver
 from mailboxes.models import Delivery, Line
 from seats.models import TurnSlot, TurnWait
 from seats.queries import _WINDOW_FLOORS
@@ -29,7 +30,7 @@ from tests.seats.conftest import ECHO_LISTENER, ECHO_POSTER
 from workforce.leases import LeaseLost, claim_lease, max_attempts
 from workforce.models import Item, Request, Session
 from workforce.notify import ON_MAILBOX_POST
-from workforce.sessions import StartNote, do_record_running_request_with_item, do_run_action
+from workforce.sessions import do_record_running_request_with_item, do_run_action
 
 ONE_SEAT = {
     "teams/eng/mailboxes/m/MAILBOX.md": mailbox_md("M.", members=("eng.lead",)),
@@ -440,25 +441,35 @@ def test_the_start_notes_the_delivery_and_the_settle_frees_the_slot_in_their_own
 
 def test_a_start_whose_note_matches_nothing_rolls_back_with_its_request(one_seat):
     """A ``StartNote`` that updated no row (the claim is gone): ``missed`` raises inside
-    the start, and the caller's transaction rolls the request and its prompt back."""
+    the start, and the caller's transaction rolls the request and its prompt back. On
+    PostgreSQL the note is a CTE of the start's statement, elsewhere an UPDATE of its own."""
     delivery = one_seat("note")
     conversation = Session.objects.get(session_id="eng.m")
     before = (Request.objects.count(), Item.objects.count())
-    noted = []
-    note = StartNote(
-        note=lambda request: (noted.append(request.pk), _note_turn(delivery, "not-the-claim", conversation, request)),
-        sql=_note_turn_sql(),
-        params=(conversation.pk, "not-the-claim", delivery.pk),
-        missed=_lease_lost,
-    )
-    with pytest.raises(LeaseLost), transaction.atomic():
+    note = _turn_note(delivery, "not-the-claim", conversation)
+    with pytest.raises(LeaseLost), transaction.atomic(), CaptureQueriesContext(connection) as captured:
         do_record_running_request_with_item(
             conversation, "", {"role": "user", "text": "x"}, type="message", action="t", input={}, user_id=MEMBER, note=note
         )
-    assert len(noted) == (0 if on_postgres() else 1)  # PostgreSQL: in the statement, not the hook
+    own = [q["sql"] for q in captured.captured_queries if q["sql"].startswith('UPDATE "seats_delivery"')]
+    assert len(own) == (0 if on_postgres() else 1)
     assert (Request.objects.count(), Item.objects.count()) == before
     delivery.refresh_from_db()
     assert delivery.turn_request_id is None
+
+
+def test_a_note_on_its_own_links_the_delivery_to_the_request(one_seat):
+    """The hook called on its own (SQLite's start, a kind's ``post_turn``): the same
+    UPDATE, the request's id written in."""
+    delivery = one_seat("plain")
+    conversation = Session.objects.get(session_id="eng.m")
+    request = Request.objects.order_by("pk").first()
+    Delivery.objects.filter(pk=delivery.pk).update(claim_token="tok")
+    _turn_note(delivery, "tok", conversation)(request)
+    delivery.refresh_from_db()
+    assert (delivery.turn_request_id, delivery.conversation_id) == (request.pk, conversation.pk)
+    with pytest.raises(LeaseLost):
+        _turn_note(delivery, "gone", conversation)(request)
 
 
 @pytest.mark.django_db(transaction=True)
