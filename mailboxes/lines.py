@@ -41,6 +41,7 @@ from django.utils import timezone
 from workforce import rows
 from workforce.models import Item, Request, Session
 from workforce.sessions import ActionContext
+from workforce.streams import CARRIED_COLUMNS, carried_note_sql
 from workforce.streams import CHANNEL as STREAM_CHANNEL
 
 from .models import Line, RouteLedger
@@ -109,15 +110,16 @@ def _postgresql_sql(carries_request: bool = False, appends_ledger: bool = False,
         f"WITH counters AS ({_COUNTERS}), "
         f"line AS (INSERT INTO {rows.quote(Line._meta.db_table)} ({line_columns}) "
         f"SELECT {line_values} FROM counters RETURNING id), "
-        f"item AS (INSERT INTO {rows.quote(Item._meta.db_table)} ({item_columns}) SELECT {item_values} FROM counters)"
+        f"item AS (INSERT INTO {rows.quote(Item._meta.db_table)} ({item_columns}) SELECT {item_values} FROM counters "
+        f"RETURNING {CARRIED_COLUMNS})"
         "{settle}"
         + (f", req AS ({rows.insert_sql(Request, 'postgresql')})" if carries_request else "")
         + (_LEDGER_CTES.format(table=rows.quote(RouteLedger._meta.db_table)) if appends_ledger else "")
-        + " SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || counters.item_seq::text)"
+        + f" SELECT line.id, counters.line_seq, counters.item_seq, pg_notify(%s, %s || {carried_note_sql('item')})"
         + (", (SELECT id FROM req)" if carries_request else "")
         + (", EXISTS (SELECT 1 FROM ledger)" if appends_ledger else "")
         + (', (SELECT "lines" FROM ledger_old), (SELECT "last_post_id" FROM ledger_old)' if returns_recent else "")
-        + " FROM line, counters"
+        + " FROM line, counters, item"
     )
 
 
@@ -192,7 +194,7 @@ def _insert_postgresql(
         params += rows.insert_parts(Request, "postgresql")[2].params(request, conn)
     if ledger is not None:
         params += [session, json.dumps(ledger.entry), ledger.keep, ledger.client, timezone.now(), session]
-    params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>"
+    params += [STREAM_CHANNEL, f"{session}:"]  # the streams' note: "<session pk>:<item seq>[:<item>]"
     sql = _postgresql_sql(request is not None, ledger is not None, ledger is not None and ledger.recent)
     with conn.cursor() as cursor:
         cursor.execute(sql.format(settle=settle_cte), params)

@@ -38,6 +38,7 @@ from .models import Item, Organization, Request, Session
 from .posted_by import PostedBy
 from .privacy import may_read
 from .refusals import Refusal
+from .streams import CARRIED_COLUMNS, carried_note_sql
 from .streams import CHANNEL as STREAM_CHANNEL
 from .wire import MAX_USER_ID_LENGTH, check_id, check_storable
 
@@ -201,7 +202,7 @@ def _item_insert_postgresql(guarded: bool, *, reads_cancel: bool = False) -> str
     table, sessions = rows.quote(Item._meta.db_table), rows.quote(Session._meta.db_table)
     guard = "guard AS ({guard}), " if guarded else ""
     exists = " AND EXISTS (SELECT 1 FROM guard)" if guarded else ""
-    notify = "CASE WHEN item.id IS NOT NULL THEN pg_notify(%s, %s || item.seq::text) END"
+    notify = f"CASE WHEN item.id IS NOT NULL THEN pg_notify(%s, %s || {carried_note_sql('item')}) END"
     requests = rows.quote(Request._meta.db_table)
     aborted = f', EXISTS (SELECT 1 FROM {requests} WHERE "id" = %s AND "status" = %s)' if reads_cancel else ""
     answer = (
@@ -212,7 +213,7 @@ def _item_insert_postgresql(guarded: bool, *, reads_cancel: bool = False) -> str
     return (
         f"WITH {guard}counter AS ("
         f'UPDATE {sessions} SET "item_seq" = "item_seq" + 1 WHERE "id" = %s{exists} RETURNING "item_seq"'
-        f"), item AS (INSERT INTO {table} ({columns}) SELECT {values} FROM counter RETURNING id, seq) {answer}"
+        f"), item AS (INSERT INTO {table} ({columns}) SELECT {values} FROM counter RETURNING id, {CARRIED_COLUMNS}) {answer}"
     )
 
 
@@ -868,10 +869,11 @@ def _request_and_item_sql(noted: str | None = None) -> str:
     note = f"noted AS ({noted.format(request='(SELECT id FROM req)')} RETURNING 1), " if noted else ""
     count = ", (SELECT COUNT(*) FROM noted)" if noted else ""
     return (
-        f"WITH req AS (INSERT INTO {requests} ({req_columns}) VALUES ({req_values}) RETURNING id), {note}"
+        f'WITH req AS (INSERT INTO {requests} ({req_columns}) VALUES ({req_values}) RETURNING id, "request_id"), {note}'
         f'counter AS (UPDATE {sessions} SET "item_seq" = "item_seq" + 1 WHERE "id" = %s RETURNING "item_seq"), '
-        f"item AS (INSERT INTO {items} ({columns}) SELECT {values} FROM counter, req RETURNING id, seq) "
-        f"SELECT req.id, item.id, item.seq, pg_notify(%s, %s || item.seq::text){count} FROM req, item"
+        f"item AS (INSERT INTO {items} ({columns}) SELECT {values} FROM counter, req RETURNING id, {CARRIED_COLUMNS}) "
+        # The request is this statement's: the note takes its id from req (a read by key would not see it).
+        f"SELECT req.id, item.id, item.seq, pg_notify(%s, %s || {carried_note_sql('item', 'req.request_id')}){count} FROM req, item"
     )
 
 

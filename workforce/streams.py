@@ -2,11 +2,16 @@
 
 Every item is stored by ``workforce.sessions.emit_item`` (or ``mailboxes.lines`` for a
 post's line). On PostgreSQL the statement that stores it also sends ``pg_notify(
-'workforce_items', '<session pk>:<seq>')``: ids only, never the row; PostgreSQL
-delivers it when the transaction commits and drops it when the transaction (or the
-savepoint it ran in) rolls back, so work that rolled back is never announced. The web process holds one ``LISTEN`` connection
-(``ItemHub``) and wakes the streams of that session, which read the new items from the
-database after their cursor. On SQLite a stream re-reads every
+'workforce_items', '<session pk>:<seq>:<item>')`` (``carried_note_sql``), the item as
+the row stored it (``[type, component, data, request id, created_at]``, JSON) when that
+fits in ``CARRY_BYTES``, else ``'<session pk>:<seq>'``; PostgreSQL delivers it when the
+transaction commits and drops it when the transaction (or the savepoint it ran in)
+rolls back, so work that rolled back is never announced. The web process holds one
+``LISTEN`` connection (``ItemHub``) and wakes the streams of that session. A stream
+whose new items all came in notes, with no seq missing after its cursor, sends them as
+they came (its caller's ``carried``) and reads nothing; otherwise (a note without its
+item, a gap, its first pass, its safety re-read, the listener's reconnection) it reads
+the new items from the database after its cursor. On SQLite a stream re-reads every
 ``WORKFORCE_STREAM_POLL_SECONDS``. Either way an item stored by any process (the web
 server or the task cluster) reaches every open stream of its session.
 
@@ -28,6 +33,7 @@ import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +55,13 @@ RETRY_MS = 1000
 # its notes on ``CHANNEL`` (``t<session pk>:<JSON>``).
 PARTIAL_TEXT = "partial-text"
 NOTE_PREFIX = "t"
+
+# A note carries its item when the item's JSON is at most this many bytes; NOTIFY's
+# payload must stay under 8000 bytes, the note's "<session pk>:<seq>:" prefix included.
+CARRY_BYTES = 7800
+# A subscription keeps at most this many carried items not sent yet; past it a stream
+# reads (a note then stops carrying for it: the gap makes it read).
+CARRY_KEEP = PAGE
 
 # The libpq settings of DATABASES["default"]["OPTIONS"] the listener's own connection keeps.
 LIBPQ_OPTIONS = ("sslmode", "sslrootcert", "sslcert", "sslkey", "options", "connect_timeout", "application_name")
@@ -84,17 +97,65 @@ def notify_topic(topic: str, seq: int) -> None:
         cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, f"{topic}:{seq}"])
 
 
+def carried_note_sql(item: str, request_id: str | None = None) -> str:
+    """The SQL text of a session item's note after its ``"<session pk>:"`` prefix (a
+    parameter the caller passes before it): ``<seq>:<JSON>`` where the JSON is
+    ``[type, component, data, request id or null, created_at]`` as the row stored them,
+    or ``<seq>`` alone when that JSON is longer than ``CARRY_BYTES``.
+
+    Args:
+        item: the alias of a row source with the item table's ``seq``, ``type``,
+            ``component``, ``data``, ``request_id`` (the foreign key) and ``created_at``
+            columns (an INSERT's ``RETURNING`` those, in a CTE).
+        request_id: SQL giving the item's request's id (its public ``request_id``):
+            by default read by the foreign key, which sees the request only when an
+            earlier statement wrote it (pass the writing CTE's column otherwise).
+    """
+    if request_id is None:
+        request_id = f'(SELECT r."request_id" FROM "workforce_request" r WHERE r."id" = {item}.request_id)'
+    item_json = f"json_build_array({item}.type, {item}.component, {item}.data, {request_id}, {item}.created_at)::text"
+    return (
+        f"{item}.seq::text || COALESCE((SELECT ':' || c.t FROM (SELECT {item_json} AS t) AS c "
+        f"WHERE octet_length(c.t) <= {CARRY_BYTES}), '')"
+    )
+
+
+# What an item's INSERT returns for ``carried_note_sql``.
+CARRIED_COLUMNS = "seq, type, component, data, request_id, created_at"
+
+
 def parse_note(payload: str) -> tuple[int | str, int] | None:
-    """``"<session pk>:<seq>"`` -> ``(pk, seq)``; ``"r<project pk>:<seq>"`` (a room's
-    line) -> ``("r<pk>", seq)``; None for anything else."""
-    key, _, seq = payload.partition(":")
+    """``"<session pk>:<seq>"`` (with its carried item or not) -> ``(pk, seq)``;
+    ``"r<project pk>:<seq>"`` (a room's line) -> ``("r<pk>", seq)``; None for anything
+    else."""
+    parsed = parse_item_note(payload)
+    return None if parsed is None else parsed[:2]
+
+
+def parse_item_note(payload: str) -> tuple[int | str, int, str | None] | None:
+    """``parse_note`` and the item's JSON text a session item's note carries
+    (``carried_note_sql``; None when it carries none): ``(key, seq, JSON or None)``."""
+    key, _, rest = payload.partition(":")
+    seq, _, carried = rest.partition(":")
     if not seq.isdigit():
         return None
     if key.isdigit():
-        return int(key), int(seq)
-    if key.startswith("r") and key[1:].isdigit():
-        return key, int(seq)
+        return int(key), int(seq), carried or None
+    if key.startswith("r") and key[1:].isdigit() and not carried:
+        return key, int(seq), None
     return None
+
+
+def carried_item(text: str) -> tuple[str, str, Any, str | None, datetime]:
+    """A note's carried item (``parse_item_note``) as ``(type, component, data, request
+    id or None, created_at)``, the values a read of the row gives (``data`` decoded as
+    the model's field decodes it, ``created_at`` aware).
+
+    Raises:
+        ValueError: ``text`` is not such an item.
+    """
+    type_, component, data, request_id, created_at = json.loads(text)
+    return str(type_), str(component), data, request_id, datetime.fromisoformat(created_at)
 
 
 def previews_dir() -> Path:
@@ -167,6 +228,21 @@ class _Subscription:
         # taken by ``item_events`` (``take_reread``).
         self.announced = 0
         self.reread = True
+        # PostgreSQL: the items the hub's notes carried (``parse_item_note``), by seq, as
+        # JSON text; sent by the stream instead of a read when they leave no gap.
+        self.carried: dict[int, str] = {}
+
+    def take_carried(self, after: int, upto: int) -> list[tuple[int, str]] | None:
+        """The carried items ``after`` < seq <= ``upto``, oldest first, when every one of
+        them was carried; None when one was not (the stream reads). Either way the
+        carried items up to ``upto`` are dropped."""
+        carried = self.carried
+        run = [(seq, carried.get(seq)) for seq in range(after + 1, upto + 1)] if upto - after <= CARRY_KEEP else None
+        for seq in [seq for seq in carried if seq <= upto]:
+            del carried[seq]
+        if run is None or any(text is None for _, text in run):
+            return None
+        return run  # type: ignore[return-value]  # None ruled out above
 
     def take_reread(self) -> bool:
         """Whether a wake with no seq came since the last call (and clear it)."""
@@ -223,13 +299,16 @@ class ItemHub:
                 sub.reread = True
                 sub.event.set()
 
-    def announce(self, session_pk: int | str, seq: int) -> None:
+    def announce(self, session_pk: int | str, seq: int, carried: str | None = None) -> None:
         """A note said ``session_pk``'s item ``seq`` (or a room's line) is committed: wake
         its streams, and remember ``seq`` as the newest they may read (a stream whose
-        cursor is already there skips its read: ``item_events``)."""
+        cursor is already there skips its read: ``item_events``); ``carried``: the item
+        the note carried (JSON text), kept for them (at most ``CARRY_KEEP`` each)."""
         for sub in self._subs.get(session_pk, ()):
             if seq > sub.announced:
                 sub.announced = seq
+            if carried is not None and len(sub.carried) < CARRY_KEEP:
+                sub.carried[seq] = carried
             sub.event.set()
 
     def preview(self, session_pk: int, data: dict) -> None:
@@ -270,7 +349,7 @@ class ItemHub:
                         if preview is not None:
                             self.preview(*preview)
                             continue
-                        parsed = parse_note(note.payload)
+                        parsed = parse_item_note(note.payload)
                         if parsed is not None:
                             self.announce(*parsed)
             except asyncio.CancelledError:
@@ -369,6 +448,28 @@ class PreviewWatch:
         return [text for text in texts if text is not None]
 
 
+def _carried_texts(
+    notes: list[tuple[int, str]] | None,
+    carried: Callable[[int, str], Any | None],
+    render: Callable[[int, Any], str | None],
+) -> list[str] | None:
+    """The events of the items notes carried (``item_events``), or None when the stream
+    must read them instead: one was not carried, or one cannot be decoded (logged)."""
+    if notes is None:
+        return None
+    texts = []
+    try:
+        for seq, note in notes:
+            item = carried(seq, note)
+            text = None if item is None else render(seq, item)
+            if text is not None:
+                texts.append(text)
+    except (ValueError, TypeError, KeyError):
+        logger.warning("a stream note's item could not be decoded; reading it instead", exc_info=True)
+        return None
+    return texts
+
+
 def _read_running(request_ids: list[str], session_pks: list[int]) -> set[str]:
     try:
         return still_running(request_ids, session_pks=session_pks)
@@ -388,6 +489,7 @@ async def item_events(
     heartbeat_seconds: float | None = None,
     poll_seconds: float | None = None,
     partial: Callable[[dict, list[dict]], str | None] | None = partial_text_event,
+    carried: Callable[[int, str], Any | None] | None = None,
 ) -> AsyncIterator[str]:
     """The text of a session's event stream: every item with ``seq > after``, then each
     new one as it is stored, until the server stops or the client goes away; and the
@@ -409,6 +511,11 @@ async def item_events(
             changed (``{requestId, sessionId, agentName, text, start, done}``), ``shown``
             being every preview shown now (default ``partial_text_event``); None sends
             no previews.
+        carried: ``carried(seq, text)`` -> the item ``read`` would give for the item a
+            note carried (``text``, ``carried_item``), or None when the stream does not
+            send it (another type); the cursor moves past it either way. PostgreSQL:
+            new items that all came in notes are sent so, with no read (None: always
+            read).
     """
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds)
     interval = float(settings.WORKFORCE_STREAM_POLL_SECONDS if poll_seconds is None else poll_seconds)
@@ -435,9 +542,21 @@ async def item_events(
             # first pass, its safety re-read (a wait that timed out) and a wake with no
             # seq; a wake for an item it already read (in a page) or for a preview reads
             # nothing. SQLite reads at every poll.
-            reading = not postgres or sub.take_reread() or not woken or announced > covered
+            must_read = not postgres or sub.take_reread() or not woken
+            reading = must_read or announced > covered
             if watch is not None:
                 await watch.gather(woken=woken)  # before the items: a turn seen ended has its items stored
+            if carried is not None and reading and not must_read:
+                # Every new item came in a note (no seq missing): sent as it came, no read.
+                texts = _carried_texts(sub.take_carried(covered, announced), carried, render)
+                if texts is not None:
+                    reading = False
+                    cursor = covered = announced
+                    for carried_text in texts:
+                        last_sent = time.monotonic()
+                        yield carried_text
+            elif sub.carried:
+                sub.take_carried(covered, announced)  # read instead: what the notes carried goes
             while reading:  # catch up, a page at a time
                 rows = await fetch(cursor, PAGE)
                 for seq, data in rows:

@@ -15,9 +15,9 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from tests.conftest import MEMBER, on_postgres
-from workforce.models import Membership, Session
+from workforce.models import Item, Membership, Session
 from workforce.sessions import do_run_action, emit_item
-from workforce.streams import CHANNEL, event_text, hub, item_events, parse_note
+from workforce.streams import CHANNEL, carried_item, event_text, hub, item_events, parse_item_note, parse_note
 
 
 def post(org, body: str, session_id: str = "eng.standup"):
@@ -114,7 +114,7 @@ def _notes(conn, timeout: float = 1.0) -> list[str]:
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_items_notify_their_ids_only_after_commit(open_tree, org):
+def test_items_notify_their_ids_and_rows_only_after_commit(open_tree, org):
     assert on_postgres()
     open_tree()
     session = Session.objects.get(organization=org, session_id="eng.standup")
@@ -124,9 +124,15 @@ def test_items_notify_their_ids_only_after_commit(open_tree, org):
             emit_item(session, "note", {"n": 1})
             emit_item(session, "note", {"n": 2})
             assert _notes(listener, 0.5) == []  # nothing before the commit
-        # Each item's note rides its own statement (workforce.sessions.emit_item): ids
-        # only, delivered in order at the commit, none before it and none for a rollback.
-        assert _notes(listener) == [f"{session.pk}:1", f"{session.pk}:2"]
+        # Each item's note rides its own statement (workforce.sessions.emit_item): its
+        # ids and the item as stored, delivered in order at the commit, none before it
+        # and none for a rollback.
+        notes = [parse_item_note(note) for note in _notes(listener)]
+        assert [note[:2] for note in notes] == [(session.pk, 1), (session.pk, 2)]  # type: ignore[index]
+        stored = {item.seq: item for item in Item.objects.filter(session=session)}
+        assert [carried_item(note[2]) for note in notes] == [  # type: ignore[index, arg-type]
+            ("component", "note", {"n": n}, None, stored[n].created_at) for n in (1, 2)
+        ]
 
         with pytest.raises(RuntimeError):
             with transaction.atomic():
@@ -136,7 +142,16 @@ def test_items_notify_their_ids_only_after_commit(open_tree, org):
 
         post(org, "a post")  # through an action: its mailbox-post item
         session.refresh_from_db()
-        assert _notes(listener) == [f"{session.pk}:{session.item_seq}"]
+        item = Item.objects.select_related("request").get(session=session, seq=session.item_seq)
+        (note,) = [parse_item_note(note) for note in _notes(listener)]
+        assert note is not None and note[:2] == (session.pk, session.item_seq)
+        assert carried_item(note[2]) == (  # type: ignore[arg-type]
+            "component",
+            "mailbox-post",
+            item.data,
+            item.request.request_id,
+            item.created_at,
+        )
     finally:
         listener.close()
 

@@ -32,7 +32,7 @@ from workforce.queries import (
 )
 from workforce.refusals import Refusal, http_status_for
 from workforce.sessions import do_run_action
-from workforce.streams import item_events, release_connection
+from workforce.streams import carried_item, item_events, release_connection
 from workforce.wire import check_idempotency_key
 
 from .errors import refusal_response
@@ -381,6 +381,21 @@ def stream_reader(session_pk: int, item_types: list[str] | None) -> Callable[[in
     return read
 
 
+def stream_carried(item_types: list[str] | None) -> Callable[[int, str], dict | None]:
+    """A session stream's ``carried(seq, text)`` (``workforce.streams.item_events``): the
+    item a note carried as ``stream_reader``'s read gives it (``item_wire``), or None
+    when it is not of ``item_types`` (None: every type)."""
+    types = frozenset(item_types or ())
+
+    def carried(seq: int, text: str) -> dict | None:
+        type_, component, data, request_id, created_at = carried_item(text)
+        if types and type_ not in types:
+            return None
+        return item_wire((seq, type_, component, data, request_id, created_at))
+
+    return carried
+
+
 class SessionStreamView(APIView):
     """A session's items as server-sent events, live, resumable with Last-Event-ID.
 
@@ -413,7 +428,8 @@ class SessionStreamView(APIView):
         after = stream_cursor(request)
 
         read = stream_reader(session.pk, types)
-        response = StreamingHttpResponse(item_events(session.pk, after=after, read=read), content_type="text/event-stream")
+        events = item_events(session.pk, after=after, read=read, carried=stream_carried(types))
+        response = StreamingHttpResponse(events, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer it
         return response
