@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from workforce.streams import RETRY_MS, SAFETY_READ_SECONDS, PreviewWatch, hub, is_postgres
+from workforce.streams import RETRY_MS, SAFETY_READ_SECONDS, AccessCheck, PreviewWatch, hub, is_postgres
 
 # A board has no items to be woken by: its stream re-reads this often, on both databases.
 BOARD_POLL_SECONDS = 0.5
@@ -38,6 +38,7 @@ async def state_events(
     topic: int | str | None = None,
     previews: Sequence[int] = (),
     partial: Callable[[dict, list[dict]], str | None] | None = None,
+    still_allowed: Callable[[], bool] | None = None,
 ) -> AsyncIterator[str]:
     """Events of a whole fragment that has no per-item cursor: ``read()`` -> ``(signature,
     html)``; an ``event`` with the html each time the signature differs from the last one
@@ -51,7 +52,11 @@ async def state_events(
 
     ``previews``: sessions (pks) whose answers being written the stream also sends, each
     change as ``partial(preview, shown)`` (``workforce.streams.PreviewWatch``; a room's
-    talk sessions, whose seats answer its posts), after the fragment read with it."""
+    talk sessions, whose seats answer its posts), after the fragment read with it.
+
+    ``still_allowed``: a blocking check that the reader still may read
+    (``workforce.principals.access_held``), run before an event at most every
+    ``ACCESS_RECHECK_SECONDS`` (``workforce.streams.AccessCheck``); False ends the stream."""
     fetch = sync_to_async(read)
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS)
     # Subscribed on both databases: the hub ends the stream when the server stops.
@@ -61,6 +66,7 @@ async def state_events(
     watch = PreviewWatch(watched, partial) if partial is not None else None
     interval = SAFETY_READ_SECONDS if sub is not None and is_postgres() else poll_seconds
     woken = True
+    allowed = AccessCheck(still_allowed)
     last, last_sent = since, time.monotonic()
     try:
         yield f"retry: {RETRY_MS}\n\n"
@@ -71,12 +77,16 @@ async def state_events(
                 await watch.gather(woken=woken)
             signature, html = await fetch()
             if signature != last:
+                if not await allowed():
+                    return
                 last, last_sent = signature, time.monotonic()
                 yield html_event(event, html)
             elif time.monotonic() - last_sent >= heartbeat:
                 last_sent = time.monotonic()
                 yield ": heartbeat\n\n"
             for text in watch.events() if watch is not None else ():
+                if not await allowed():
+                    return
                 last_sent = time.monotonic()
                 yield text
             wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))

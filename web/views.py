@@ -10,6 +10,7 @@ mailbox or board is 404.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -24,12 +25,12 @@ from mailboxes.projects import access_project, mint_talk_session_id
 from mailboxes.queries import access_mailbox_session
 from web.htmx import HtmxHttpRequest
 from workforce.api.throttles import principal_wait, retry_after, throttled
-from workforce.models import Item
-from workforce.principals import Principal, resolve_principal
+from workforce.models import Item, Session
+from workforce.principals import Principal, access_held, resolve_principal
 from workforce.queries import access_session, list_items
 from workforce.refusals import Refusal
 from workforce.sessions import do_run_action
-from workforce.streams import item_events, release_connection, room_topic
+from workforce.streams import carried_item, item_events, release_connection, room_topic
 
 from .forms import FormState, refused, respond
 from .live import html_event, state_events
@@ -208,6 +209,43 @@ def partials_event(preview: dict, shown: list[dict]) -> str:
     return html_event("partial", render_to_string("web/_partials.html", {"partials": shown}))
 
 
+Fragment = tuple[str, str]  # an HTML event's name and its HTML
+
+
+def page_stream_items(
+    session: Session, item_types: list[str], fragment: Callable[[Item], Fragment | None]
+) -> tuple[Callable[[int, int], list[tuple[int, Fragment | None]]], Callable[[int, str], Fragment | None]]:
+    """A page stream's ``read`` and ``carried`` (``workforce.streams.item_events``): the
+    session's items of ``item_types`` past a cursor, read, or as a note carried one
+    (``carried_item``), each as ``fragment(item)`` (an event's name and HTML, None for
+    none); the templates use an item's ``seq``, ``type``, ``component`` and ``data``,
+    which a carried item has as the row has them.
+
+    Args:
+        session: a session the caller may read (``access_session``).
+    """
+    types = frozenset(item_types)
+
+    def read(cursor: int, limit: int) -> list[tuple[int, Fragment | None]]:
+        try:
+            rows = list(list_items(session, item_types=item_types, after=cursor, limit=limit))
+            return [(row.seq, fragment(row)) for row in rows]
+        finally:
+            release_connection()
+
+    def carried(seq: int, text: str) -> Fragment | None:
+        type_, component, data, _request_id, created_at = carried_item(text)
+        if type_ not in types:
+            return None
+        return fragment(Item(session_id=session.pk, seq=seq, type=type_, component=component, data=data, created_at=created_at))
+
+    return read, carried
+
+
+def _fragment_event(seq: int, fragment: Fragment | None) -> str | None:
+    return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
+
+
 def _item_fragment(item: Item) -> tuple[str, str] | None:
     if item.component == POST_ITEM:
         return "line", render_to_string("web/_line.html", {"item": item})
@@ -226,17 +264,12 @@ def mailbox_events(request: HtmxHttpRequest, principal: Principal, mailbox_id: s
     last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
     after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
 
-    def read(cursor: int, limit: int) -> list[tuple[int, tuple[str, str] | None]]:
-        try:
-            rows = list(list_items(session, item_types=["component"], after=cursor, limit=limit))
-            return [(row.seq, _item_fragment(row)) for row in rows]
-        finally:
-            release_connection()
-
-    def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
-        return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
-
-    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event, partial=partials_event))
+    read, carried = page_stream_items(session, ["component"], _item_fragment)
+    held = access_held(request, principal, lambda: _mailbox(principal, mailbox_id))
+    events = item_events(
+        session.pk, after=after, read=read, render=_fragment_event, partial=partials_event, carried=carried, still_allowed=held
+    )
+    return _event_stream(events)
 
 
 @require_GET
@@ -327,7 +360,8 @@ def board_events(request: HtmxHttpRequest, principal: Principal, board_id: str) 
         finally:
             release_connection()
 
-    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="board"))
+    held = access_held(request, principal, lambda: _board(principal, board_id))
+    return _event_stream(state_events(read, since=request.GET.get("since", ""), event="board", still_allowed=held))
 
 
 def _session(principal: Principal, session_id: str):
@@ -376,17 +410,12 @@ def conversation_events(request: HtmxHttpRequest, principal: Principal, session_
     last = request.headers.get("Last-Event-ID", "") or request.GET.get("after", "")
     after = int(last) if last.isascii() and last.isdigit() and len(last) < 19 else session.item_seq
 
-    def read(cursor: int, limit: int) -> list[tuple[int, tuple[str, str] | None]]:
-        try:
-            rows = list(list_items(session, item_types=[MESSAGE_ITEM, "component"], after=cursor, limit=limit))
-            return [(row.seq, _conversation_fragment(row)) for row in rows]
-        finally:
-            release_connection()
-
-    def as_event(seq: int, fragment: tuple[str, str] | None) -> str | None:
-        return None if fragment is None else html_event(fragment[0], fragment[1], id=seq)
-
-    return _event_stream(item_events(session.pk, after=after, read=read, render=as_event, partial=partials_event))
+    read, carried = page_stream_items(session, [MESSAGE_ITEM, "component"], _conversation_fragment)
+    held = access_held(request, principal, lambda: _session(principal, session_id))
+    events = item_events(
+        session.pk, after=after, read=read, render=_fragment_event, partial=partials_event, carried=carried, still_allowed=held
+    )
+    return _event_stream(events)
 
 
 @require_POST
@@ -460,6 +489,7 @@ def room_events(request: HtmxHttpRequest, principal: Principal, project_id: str)
         topic=room_topic(project.pk),
         previews=room_talk_sessions(project),
         partial=partials_event,
+        still_allowed=access_held(request, principal, lambda: _project(principal, project_id)),
     )
     return _event_stream(events)
 

@@ -9,9 +9,15 @@ names someone else is refused (403).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.contrib.sessions.models import Session as LoginSession
+from django.db.models import Exists, OuterRef
+from django.http import Http404
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from .models import DEFAULT_ORG_ID, Membership, Organization
 from .posted_by import PostedBy, as_posted_by, seat_posted_by, user_posted_by
@@ -138,12 +144,65 @@ def resolve_principal(http_request, claimed_user_id: object, *, require_user: bo
     return Principal(user_id=user_id, org=membership.organization, authenticated=True)
 
 
+def access_held(http_request, principal: Principal, *rechecks: Callable[[], object]) -> Callable[[], bool]:
+    """For a long read opened by ``principal`` (a live stream): a check, run again while
+    it is open, that the caller still holds what let it in.
+
+    The check (blocking, one query) is True while the account is active, still a member of
+    the organization the read was opened in, and still holds the credential it came with:
+    the API token (``Authorization: Token …``) or the login session (a page, or the API
+    with a session cookie) not logged out or expired. So an account moved to another
+    organization, deactivated, deleted, logged out or whose token was deleted stops
+    reading (docs/api.md "Watching a session live"). Nothing of that is checked for a
+    caller that did not authenticate (``WORKFORCE_AUTH=none``). Then each of
+    ``rechecks`` runs: the read's own authorization rule again (``access_session``, a
+    room's membership), which raises ``Refusal`` or ``Http404`` when it no longer holds.
+
+    Args:
+        http_request: the request that opened the read (DRF's or Django's), after
+            ``resolve_principal``.
+        rechecks: callables that raise ``Refusal`` or ``Http404`` when the read is no
+            longer the caller's.
+    """
+    user = getattr(http_request, "user", None)
+    user_pk, org_pk = getattr(user, "pk", None), principal.org.pk
+    token = getattr(http_request, "auth", None)
+    token_key = getattr(token, "key", None) if isinstance(token, Token) else None
+    login = getattr(http_request, "session", None)
+    login_key = getattr(login, "session_key", None) if token_key is None else None
+
+    authenticated = settings.WORKFORCE_AUTH != "none" and principal.authenticated
+
+    def held() -> bool:
+        if authenticated:
+            if user_pk is None:
+                return False
+            members = Membership.objects.filter(user_id=user_pk, user__is_active=True, organization_id=org_pk)
+            if token_key is not None:
+                members = members.filter(Exists(Token.objects.filter(key=token_key, user_id=OuterRef("user_id"))))
+            elif login_key is not None and settings.SESSION_ENGINE == "django.contrib.sessions.backends.db":
+                members = members.filter(
+                    Exists(LoginSession.objects.filter(session_key=login_key, expire_date__gt=timezone.now()))
+                )
+            if not members.exists():
+                return False
+        try:
+            for recheck in rechecks:
+                recheck()
+        except (Refusal, Http404):
+            return False
+        return True
+
+    return held
+
+
 def org_principal(org_id: str, user_id: str) -> Principal:
     """A principal for server-side callers (commands, tasks) acting as ``user_id``."""
     return Principal(user_id=user_id, org=ensure_organization(org_id))
 
 
 __all__ = [
+    "access_held",
     "PostedBy",
     "user_posted_by",
     "seat_posted_by",

@@ -56,6 +56,10 @@ RETRY_MS = 1000
 PARTIAL_TEXT = "partial-text"
 NOTE_PREFIX = "t"
 
+# An open stream checks again that its reader may read (``item_events``'s
+# ``still_allowed``) before it sends an event, at most this often (seconds): a reader that
+# lost access (left the organization, its token deleted) gets nothing past this.
+ACCESS_RECHECK_SECONDS = 5.0
 # A note carries its item when the item's JSON is at most this many bytes; NOTIFY's
 # payload must stay under 8000 bytes, the note's "<session pk>:<seq>:" prefix included.
 CARRY_BYTES = 7800
@@ -448,6 +452,36 @@ class PreviewWatch:
         return [text for text in texts if text is not None]
 
 
+class AccessCheck:
+    """An open stream's check that its reader still may read: call (``await check()``)
+    before each event; True at once until ``ACCESS_RECHECK_SECONDS`` have passed since the
+    last check (the first counts from construction: the open checked it), then
+    ``still_allowed()`` run in a thread, its connection handed back after it.
+
+    Args:
+        still_allowed: a blocking check (``workforce.principals.access_held``); None:
+            always True.
+    """
+
+    def __init__(self, still_allowed: Callable[[], bool] | None) -> None:
+        self.still_allowed = still_allowed
+        self.checked = time.monotonic()
+        self._check = sync_to_async(self._run) if still_allowed is not None else None
+
+    def _run(self) -> bool:
+        assert self.still_allowed is not None
+        try:
+            return self.still_allowed()
+        finally:
+            release_connection()
+
+    async def __call__(self) -> bool:
+        if self._check is None or time.monotonic() - self.checked < ACCESS_RECHECK_SECONDS:
+            return True
+        self.checked = time.monotonic()
+        return await self._check()
+
+
 def _carried_texts(
     notes: list[tuple[int, str]] | None,
     carried: Callable[[int, str], Any | None],
@@ -490,6 +524,7 @@ async def item_events(
     poll_seconds: float | None = None,
     partial: Callable[[dict, list[dict]], str | None] | None = partial_text_event,
     carried: Callable[[int, str], Any | None] | None = None,
+    still_allowed: Callable[[], bool] | None = None,
 ) -> AsyncIterator[str]:
     """The text of a session's event stream: every item with ``seq > after``, then each
     new one as it is stored, until the server stops or the client goes away; and the
@@ -516,6 +551,10 @@ async def item_events(
             send it (another type); the cursor moves past it either way. PostgreSQL:
             new items that all came in notes are sent so, with no read (None: always
             read).
+        still_allowed: a blocking check that the reader still may read (``workforce.
+            principals.access_held``), run in a thread before an event is sent when
+            ``ACCESS_RECHECK_SECONDS`` have passed since the last (the first counts from
+            the open); False ends the stream, with nothing more sent.
     """
     heartbeat = float(settings.WORKFORCE_STREAM_HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds)
     interval = float(settings.WORKFORCE_STREAM_POLL_SECONDS if poll_seconds is None else poll_seconds)
@@ -532,6 +571,7 @@ async def item_events(
     covered = after
     watch = PreviewWatch([sub], partial) if partial is not None else None
     woken = True
+    allowed = AccessCheck(still_allowed)
     try:
         yield f"retry: {RETRY_MS}\n\n"
         last_sent = time.monotonic()
@@ -553,6 +593,8 @@ async def item_events(
                     reading = False
                     cursor = covered = announced
                     for carried_text in texts:
+                        if not await allowed():
+                            return
                         last_sent = time.monotonic()
                         yield carried_text
             elif sub.carried:
@@ -563,6 +605,8 @@ async def item_events(
                     text = render(seq, data)
                     cursor = seq
                     if text is not None:
+                        if not await allowed():
+                            return
                         yield text
                 if rows:
                     last_sent = time.monotonic()
@@ -573,6 +617,8 @@ async def item_events(
                 if hub.stopping:
                     break
             for text in watch.events() if watch is not None else ():
+                if not await allowed():
+                    return
                 last_sent = time.monotonic()
                 yield text
             wait = min(interval, max(0.0, last_sent + heartbeat - time.monotonic()))

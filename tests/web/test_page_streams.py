@@ -157,3 +157,36 @@ def test_a_room_stream_is_still_members_only(project, server):
 
     assert asyncio.run(go()) == 404
     assert server.open_streams() == 0
+
+
+@pytest.mark.postgres
+def test_a_page_stream_shows_a_carried_item_as_its_read_does(project, act):
+    """The pages' streams take what a note carried (``web.views.page_stream_items``): for
+    every item a room post, its seats' turns and their answers stored, the mailbox
+    page's and the conversation page's fragment from the note is the one a read gives."""
+    from web.views import MESSAGE_ITEM, _conversation_fragment, _item_fragment, page_stream_items
+    from workforce.models import Session
+    from workforce.streams import parse_item_note
+
+    assert on_postgres()
+    _, alice_talk, _ = project
+    conf = connection.settings_dict
+    listener = psycopg.connect(
+        dbname=conf["NAME"], user=conf["USER"], host=conf["HOST"], port=conf["PORT"] or None, autocommit=True
+    )
+    try:
+        listener.execute(f"LISTEN {CHANNEL}")
+        act(alice_talk, "post", {"body": 'What is <b>blocked</b>? "naïve" ✓'}, user_id=ALICE)
+        notes = [parse_item_note(n.payload) for n in listener.notifies(timeout=1.0, stop_after=None)]
+    finally:
+        listener.close()
+    carried = [note for note in notes if note is not None and note[2] is not None]
+    shown = 0
+    for key, seq, text in carried:
+        session = Session.objects.get(pk=key)
+        for types, fragment in ((["component"], _item_fragment), ([MESSAGE_ITEM, "component"], _conversation_fragment)):
+            read, from_note = page_stream_items(session, types, fragment)
+            expected = [got for at, got in read(seq - 1, 1) if at == seq]
+            assert from_note(seq, text) == (expected[0] if expected else None), (session.session_id, seq, types)
+            shown += bool(expected and expected[0])
+    assert len(carried) >= 4 and shown >= 3

@@ -190,3 +190,132 @@ def test_the_hub_wakes_a_stream_from_a_notify(open_tree, org):
         asyncio.run(run())
     finally:
         connection.close()
+
+
+# ----------------------------------------------------------------------------- access, again, while open
+
+
+class _Request:
+    """What ``access_held`` reads of the request that opened a stream."""
+
+    def __init__(self, user, auth=None, session=None):
+        self.user, self.auth, self.session = user, auth, session
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_a_stream_holds_only_while_its_account_keeps_its_access(org, other_org):
+    """``access_held``: True while the account is active, a member of the organization the
+    stream was opened in and holds the token (or login) it came with; False once it is
+    moved to another organization, deactivated, deleted, its token deleted or its login
+    ended; and False when the read's own rule (a recheck) refuses."""
+    from django.contrib.sessions.backends.db import SessionStore
+    from django.http import Http404
+    from rest_framework.authtoken.models import Token
+
+    from workforce.principals import Principal, access_held
+    from workforce.refusals import Refusal
+
+    bob = User.objects.create_user("bob")
+    membership = Membership.objects.create(user=bob, organization=org)
+    token = Token.objects.create(user=bob)
+    principal = Principal(user_id="bob", org=org, authenticated=True)
+
+    held = access_held(_Request(bob, auth=token), principal)
+    assert held()
+    membership.organization = other_org
+    membership.save()
+    assert not held()  # moved to another organization
+    membership.organization = org
+    membership.save()
+    assert held()
+    bob.is_active = False
+    bob.save()
+    assert not held()
+    bob.is_active = True
+    bob.save()
+    Token.objects.filter(user=bob).delete()
+    assert not held()  # its token deleted (a new one is not the one it came with)
+    Token.objects.create(user=bob)
+    assert not held()
+
+    login = SessionStore()
+    login["_auth_user_id"] = str(bob.pk)
+    login.create()
+    by_login = access_held(_Request(bob, session=login), principal)
+    assert by_login()
+    login.delete()
+    assert not by_login()  # logged out
+
+    def refused() -> None:
+        raise Refusal("session-not-found", "gone")
+
+    def missing() -> None:
+        raise Http404("gone")
+
+    fresh = Token.objects.get(user=bob)
+    assert access_held(_Request(bob, auth=fresh), principal, lambda: None)()
+    assert not access_held(_Request(bob, auth=fresh), principal, refused)()
+    assert not access_held(_Request(bob, auth=fresh), principal, missing)()
+    bob.delete()
+    assert not access_held(_Request(bob, auth=fresh), principal)()  # deleted
+
+
+def test_without_authentication_only_the_reads_own_rule_is_checked_again(org):
+    from workforce.principals import Principal, access_held
+    from workforce.refusals import Refusal
+
+    principal = Principal(user_id="u_42", org=org)
+    assert access_held(_Request(None), principal)()
+
+    def refused() -> None:
+        raise Refusal("session-not-found", "gone")
+
+    assert not access_held(_Request(None), principal, refused)()
+
+
+def test_a_stream_whose_reader_lost_access_ends_before_its_next_event(monkeypatch):
+    """Checked before an event once ``ACCESS_RECHECK_SECONDS`` passed since the last
+    check: while it holds, events flow; once it fails, the stream ends, sending nothing
+    more (neither the items read nor an answer's preview)."""
+    monkeypatch.setattr("workforce.streams.is_postgres", lambda alias="default": False)
+    monkeypatch.setattr("workforce.streams.ACCESS_RECHECK_SECONDS", 0.0)
+    monkeypatch.setattr("workforce.streams.release_connection", lambda: None)
+    store = [(1, {"seq": 1}), (2, {"seq": 2})]
+    allowed = [True]
+    checks = []
+
+    def still_allowed() -> bool:
+        checks.append(allowed[0])
+        return allowed[0]
+
+    def read(after, limit):
+        return [row for row in store if row[0] > after][:limit]
+
+    async def run():
+        stream = item_events(
+            5, after=0, read=read, still_allowed=still_allowed, poll_seconds=0.01, heartbeat_seconds=60, partial=None
+        )
+        got = [await anext(stream) for _ in range(3)]  # retry, 1, 2
+        allowed[0] = False
+        store.append((3, {"seq": 3}))
+        with pytest.raises(StopAsyncIteration):
+            await anext(stream)
+        return got
+
+    got = asyncio.run(run())
+    assert [text.split("\n")[0] for text in got[1:]] == ["id: 1", "id: 2"]
+    assert checks == [True, True, False]
+
+
+@override_settings(WORKFORCE_AUTH="token")
+def test_a_head_of_a_stream_answers_its_headers_and_holds_nothing(client, open_tree, org):
+    open_tree()
+    bob = User.objects.create_user("bob")
+    Membership.objects.create(user=bob, organization=org)
+    client.force_authenticate(bob)
+    answer = client.head("/api/sessions/eng.standup/stream")
+    assert answer.status_code == 200 and answer["Content-Type"] == "text/event-stream"
+    assert not getattr(answer, "streaming", False) and answer.content == b""
+    assert hub.open_streams() == 0
+    client.force_authenticate(None)
+    assert client.head("/api/sessions/eng.standup/stream").status_code == 401

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from django.conf import settings
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from django.urls import get_script_prefix, reverse
 from django.utils.http import RFC3986_SUBDELIMS
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from workforce.cancelling import do_cancel_request
-from workforce.principals import resolve_principal
+from workforce.principals import access_held, resolve_principal
 from workforce.queries import (
     ACTIVE_STATUSES,
     access_request,
@@ -421,14 +421,20 @@ class SessionStreamView(APIView):
         },
         summary="Stream a session's items (server-sent events)",
     )
-    def get(self, request: HttpRequest, session_id: str) -> StreamingHttpResponse:
+    def get(self, request: HttpRequest, session_id: str) -> StreamingHttpResponse | HttpResponse:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
         session = access_session(principal.org, session_id, reader=principal.reader)
         types = [t for t in request.query_params.get("itemTypes", "").split(",") if t] or None
         after = stream_cursor(request)
 
+        if request.method == "HEAD":  # the stream's headers, and no stream to hold open
+            head = HttpResponse(content_type="text/event-stream")
+            head["Cache-Control"] = "no-cache"
+            return head
         read = stream_reader(session.pk, types)
-        events = item_events(session.pk, after=after, read=read, carried=stream_carried(types))
+        # Access is checked again while it is open (an account moved, a token deleted).
+        held = access_held(request, principal, lambda: access_session(principal.org, session_id, reader=principal.reader))
+        events = item_events(session.pk, after=after, read=read, carried=stream_carried(types), still_allowed=held)
         response = StreamingHttpResponse(events, content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer it
