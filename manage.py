@@ -24,7 +24,7 @@ def main():
         # saying what to do, not a traceback (workforce_project.database_errors).
         from workforce_project.database_errors import explain_database_error
 
-        message = explain_database_error(exc)
+        message = explain_database_error(exc, command=sys.argv[1] if len(sys.argv) > 1 else None)
         if message is None:
             raise
         sys.stderr.write(f"{message}\n")

@@ -316,12 +316,13 @@ def roster_fire(request: HtmxHttpRequest, principal: Principal, worker: str) -> 
 @page
 def request_cancel(request: HtmxHttpRequest, principal: Principal, request_id: str) -> HttpResponse:
     """Cancel a running request (its owner only): ``do_cancel_request``, as ``POST
-    /api/requests/{id}/cancel``. Not yours, or not here: 404."""
+    /api/requests/{id}/cancel``. Not yours, or not here: 404 (the page offers no cancel
+    for a request that is not yours)."""
     form = FormState(name=f"cancel-{request_id}")
     try:
         do_cancel_request(principal.org, request_id, user_id=principal.user_id)
     except Refusal as refusal:
-        if refusal.reason == "request-not-found":
+        if refusal.reason in ("request-not-found", "not-request-owner"):
             raise Http404(refusal.message) from None
         from_refusal(form, refusal, ())
     else:

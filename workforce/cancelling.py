@@ -90,7 +90,9 @@ def do_cancel_request(org: Organization, request_id: str, *, user_id: str | None
 
     Raises:
         Refusal("request-not-found"): no such request, or one ``user_id`` may not
-            cancel (404 either way: ids don't leak).
+            read (404 either way: ids don't leak).
+        Refusal("not-request-owner"): one ``user_id`` may read but that runs as someone
+            else (403).
         Refusal("request-finished"): it already completed or failed (409).
     """
     with transaction.atomic():

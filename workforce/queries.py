@@ -64,8 +64,11 @@ def access_request_to_cancel(org: Organization, request_id: str, *, reader: str 
     until the transaction ends (``SELECT … FOR UPDATE``).
 
     Raises:
-        Refusal("request-not-found"): no such request, or one ``reader`` may not cancel
-            (word for word as a request that does not exist: ids don't leak).
+        Refusal("request-not-found"): no such request, or one ``reader`` may not read
+            (``access_request``'s rule; word for word as a request that does not exist:
+            ids don't leak).
+        Refusal("not-request-owner"): ``reader`` may read it (its ``GET`` answers it) but
+            it runs as someone else; the message says whose it is to cancel.
     """
     row = (
         Request.objects.select_for_update(of=("self",))
@@ -73,8 +76,16 @@ def access_request_to_cancel(org: Organization, request_id: str, *, reader: str 
         .filter(organization=org, request_id=request_id)
         .first()
     )
-    if row is None or not may_cancel(row, reader):
+    if row is None or not may_read(row.session, reader):
         raise Refusal("request-not-found", f'No request "{request_id}" exists.')
+    if not may_cancel(row, reader):
+        # Its reader already sees it, so a 404 would hide nothing and mislead: say who may.
+        raise Refusal(
+            "not-request-owner",
+            f"Only the user request \"{request_id}\" runs as may cancel it: a post's fan-out is the poster's, "
+            "a seat's turn in a mailbox and a board row's run the mailbox principal's, a delegate's run the "
+            "conversation owner's.",
+        )
     return row
 
 

@@ -25,6 +25,7 @@ KERNEL_REASONS = {
     "request-not-found": 404,
     "not-a-member": 403,
     "principal-mismatch": 403,
+    "not-request-owner": 403,  # cancelling a request one may read but that runs as someone else
     "not-authenticated": 401,
     "forbidden": 403,  # a CSRF failure with session auth
     "session-not-addressable": 409,

@@ -34,9 +34,9 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from django.core.handlers.asgi import ASGIRequest
 from django.db import connections
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
+from workforce.api.authentication import TOKEN_AUTHENTICATION
 from workforce.refusals import Refusal
 
 RETRY_AFTER_SECONDS = 5
@@ -177,7 +177,7 @@ def client_address(scope) -> str:
 def has_credentials(scope) -> bool:
     """Whether a stream, a waiting read or a page stream carries credentials the view will
     take, checked as the view checks them, before it takes a stream place: with
-    ``WORKFORCE_AUTH=token`` an API path's ``Authorization: Token <key>`` of an active
+    ``WORKFORCE_AUTH=token`` an API path's ``Authorization: Token <key>`` (or ``Bearer <key>``) of an active
     user, else (and on the pages) a logged-in session. Development (``none``) has no
     credentials to check: True. Blocking (a database read, waiting for a pooled
     connection): run it on an admission thread (``workforce.admission_threads.run_check``),
@@ -191,7 +191,7 @@ def has_credentials(scope) -> bool:
             try:
                 # The ignore: the DRF stubs ask for DRF's Request; authenticate reads only
                 # the Authorization header (request.META), which a Django request has.
-                if TokenAuthentication().authenticate(request) is not None:  # type: ignore[arg-type]
+                if any(scheme().authenticate(request) is not None for scheme in TOKEN_AUTHENTICATION):  # type: ignore[arg-type]
                     return True
             except AuthenticationFailed:
                 return False  # a bad token is refused even with a session (DRF's order)

@@ -52,11 +52,12 @@ def lock_key() -> int:
     return zlib.crc32(f"workforce task cluster {settings.Q_CLUSTER['name']}".encode()) & 0x7FFFFFFF
 
 
-def describe_self(serve_pid: int | None) -> str:
+def describe_self(serve_pid: int | None, command: str = "serve") -> str:
     """``"workforce cluster pid 12 serve 11 on host"``: who holds the lock, as the
     message of a refused serve shows it (at most 63 characters: PostgreSQL's
-    ``application_name``)."""
-    serve = f" serve {serve_pid}" if serve_pid else ""
+    ``application_name``). ``command`` is the command whose pid ``serve_pid`` is
+    (``serve``, or ``work`` for a worker node: ``"… pid 12 work 11 on host"``)."""
+    serve = f" {command} {serve_pid}" if serve_pid else ""
     return f"workforce cluster pid {os.getpid()}{serve} on {socket.gethostname()}"[:63]
 
 

@@ -15,6 +15,9 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from workforce_project.deployment import describe_database
 
 MIGRATE = "python manage.py migrate"
+# The commands that apply the migrations at start-up (``serve`` and ``work``, as
+# ``serve.Command._start_up`` does): the hint names the one running, else ``serve``.
+SELF_MIGRATING = ("serve", "work")
 
 # The messages each backend gives (psycopg 3 and sqlite3), when the SQLSTATE is missing
 # (a failed connection carries none).
@@ -65,7 +68,13 @@ def unapplied_migrations(alias: str = DEFAULT_DB_ALIAS) -> tuple[int, int]:
     return len(plan), len(executor.loader.graph.nodes)
 
 
-def explain_database_error(exc: BaseException, *, alias: str = DEFAULT_DB_ALIAS) -> str | None:
+def _migrates_itself(command: str | None) -> str:
+    """``"(work migrates it itself)"``: the command that would have migrated the database
+    by itself, ``command`` when it is one of ``SELF_MIGRATING``, else ``serve``."""
+    return f"({command if command in SELF_MIGRATING else 'serve'} migrates it itself)"
+
+
+def explain_database_error(exc: BaseException, *, alias: str = DEFAULT_DB_ALIAS, command: str | None = None) -> str | None:
     """One line saying what is wrong with the database and what to do, for ``exc`` (or an
     exception it was raised from) when it is one of:
 
@@ -74,6 +83,9 @@ def explain_database_error(exc: BaseException, *, alias: str = DEFAULT_DB_ALIAS)
     - a database server that cannot be reached: names it and the driver's first line;
     - a missing table while migrations are unapplied: names the database, how many
       migrations it lacks, and ``python manage.py migrate``.
+
+    ``command`` is the ``manage.py`` command that met it (``"work"``): the advice to migrate
+    names it when it migrates by itself (``serve``, ``work``), else ``serve``.
 
     None for anything else (a missing table on a fully migrated database is a bug, and
     keeps its traceback).
@@ -89,7 +101,7 @@ def explain_database_error(exc: BaseException, *, alias: str = DEFAULT_DB_ALIAS)
         name = missing.group("name") if missing else conf.get("NAME")
         return (
             f'the PostgreSQL database "{name}" does not exist ({where}): create it with '
-            f"`{create_database_hint({**conf, 'NAME': name})}`, then run `{MIGRATE}` (serve migrates it itself)"
+            f"`{create_database_hint({**conf, 'NAME': name})}`, then run `{MIGRATE}` {_migrates_itself(command)}"
         )
     if _UNREACHABLE.search(text) and not _NO_TABLE.search(text):
         return f"cannot reach the database ({where}): {_first_line(chain[-1])}"
@@ -102,6 +114,6 @@ def explain_database_error(exc: BaseException, *, alias: str = DEFAULT_DB_ALIAS)
         if unapplied:
             return (
                 f"the database ({where}) is not migrated ({unapplied} of {total} migrations not applied): "
-                f"run `{MIGRATE}` first (serve migrates it itself)"
+                f"run `{MIGRATE}` first {_migrates_itself(command)}"
             )
     return None

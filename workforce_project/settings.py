@@ -405,7 +405,11 @@ WORKFORCE_LOGIN_FAILURE_WINDOW_SECONDS = _env_number("WORKFORCE_LOGIN_FAILURE_WI
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "workforce.api.schema.WorkforceAutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": (
-        ["rest_framework.authentication.TokenAuthentication", "rest_framework.authentication.SessionAuthentication"]
+        [
+            "rest_framework.authentication.TokenAuthentication",
+            "workforce.api.authentication.BearerTokenAuthentication",  # the same tokens, as MCP takes them
+            "rest_framework.authentication.SessionAuthentication",
+        ]
         if WORKFORCE_AUTH == "token"
         else []
     ),

@@ -74,7 +74,7 @@ def test_a_cancel_taken_by_the_web_process_stops_the_turn_a_cluster_worker_runs(
         assert running["status"] == "running"
 
         stranger = server.call("POST", f"/api/requests/{running['requestId']}/cancel", {"userId": "u_42"})
-        assert stranger.status == 404 and stranger.body["error"]["reason"] == "request-not-found"
+        assert stranger.status == 403 and stranger.body["error"]["reason"] == "not-request-owner"  # it reads it
         cancelled = server.call("POST", f"/api/requests/{running['requestId']}/cancel", {"userId": PRINCIPAL})
         assert cancelled.status == 200, cancelled.body
         assert cancelled.body["status"] == "aborted"

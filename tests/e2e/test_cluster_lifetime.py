@@ -127,6 +127,52 @@ def test_a_second_serve_beside_a_live_cluster_refuses_naming_it(start_server, tm
     assert beside.call("GET", "/api/").status == 200
 
 
+def test_a_serve_beside_a_worker_nodes_cluster_names_work_as_its_holder(server_database, tmp_path):
+    """The refusal names the command whose cluster holds the lock (``work``, not ``serve``),
+    and ``work`` says its one worker in the singular."""
+    import re
+
+    root = tree(tmp_path / "tree")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update({**server_database, "PYTHONUNBUFFERED": "1", "WORKFORCE_Q_WORKERS": "1", "WORKFORCE_STOP_SECONDS": "1"})
+    log = tmp_path / "work.log"
+    work = subprocess.Popen(
+        [sys.executable, str(REPO / "manage.py"), "work", "--root", str(root)],
+        cwd=REPO,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        # "running." once its cluster holds the lock (django-q2's sentinel starts after it).
+        started = wait_for(
+            lambda: (
+                "running." in log.read_text()
+                and re.search(r"worker: task cluster started \(pid (\d+), (.*)\)\n", log.read_text())
+            ),
+            timeout=90,
+            what="the worker node's cluster",
+            log=log,
+        )
+        cluster = int(started.group(1))
+        assert started.group(2) == "1 worker"
+        port = free_port()
+        second = subprocess.run(
+            [sys.executable, str(REPO / "manage.py"), "serve", "--addr", f"127.0.0.1:{port}", "--root", str(root)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out = second.stdout + second.stderr
+        assert second.returncode == 1, out
+        assert f"workforce cluster pid {cluster} work {work.pid} on " in out, out
+    finally:
+        work.send_signal(signal.SIGTERM)
+        work.wait(timeout=30)
+
+
 @pytest.mark.postgres
 def test_the_cluster_takes_its_lock_again_when_the_database_ended_its_session(start_server, tmp_path):
     """A PostgreSQL restart ends the session holding the advisory lock, and the lock with

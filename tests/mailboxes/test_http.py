@@ -392,6 +392,36 @@ def test_a_real_token_names_the_principal(client, opened, default_user, monkeypa
 
 
 @override_settings(WORKFORCE_AUTH="token")
+def test_a_token_is_taken_as_token_or_bearer(client, opened, default_user, monkeypatch):
+    """``Authorization: Bearer <key>`` (what MCP takes) names the token's user as ``Token <key>``
+    does. Authentication classes are read at import; patch the views as WORKFORCE_AUTH=token
+    sets them (workforce_project.settings REST_FRAMEWORK, checked in tests/workforce/test_settings.py)."""
+    from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+    from rest_framework.authtoken.models import Token
+
+    from mailboxes.api import TranscriptView
+    from workforce.api.authentication import BearerTokenAuthentication
+    from workforce.api.views import FlowActionView
+
+    for view in (FlowActionView, TranscriptView):
+        monkeypatch.setattr(
+            view, "authentication_classes", [TokenAuthentication, BearerTokenAuthentication, SessionAuthentication]
+        )
+    token = Token.objects.create(user=default_user)
+    for keyword in ("Token", "Bearer"):
+        client.credentials(HTTP_AUTHORIZATION=f"{keyword} {token.key}")
+        response = post(client, {"body": f"by {keyword}"}, user_id=None)
+        assert response.status_code == 202, response.json()
+        assert Request.objects.get(request_id=response.json()["requestId"]).user_id == "bob"
+        client.credentials(HTTP_AUTHORIZATION=f"{keyword} not-a-real-token")
+        data = assert_failed(post(client, {"body": "hi"}, user_id=None), 401, "not-authenticated")
+        assert data["error"]["message"] == "not-authenticated: Invalid token."
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token.key}")
+    lines = client.get("/api/mailboxes/eng.standup/transcript").json()["lines"]
+    assert [line["body"] for line in lines] == ["by Token", "by Bearer"]
+
+
+@override_settings(WORKFORCE_AUTH="token")
 def test_an_authenticated_user_with_no_organization_is_refused_not_defaulted(client, opened):
     stranger = User.objects.create_user("stranger")
     client.force_authenticate(stranger)

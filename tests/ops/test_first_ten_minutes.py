@@ -101,11 +101,12 @@ def test_a_postgresql_database_that_does_not_exist_is_one_line_naming_it(tmp_pat
         pytest.skip("needs a PostgreSQL server (DATABASE_URL)")
     name = f"wf_first_missing_{uuid.uuid4().hex[:8]}"
     env = {"WORKFORCE_VAR_DIR": str(tmp_path / "var"), "DATABASE_URL": urlunsplit(urlsplit(url)._replace(path=f"/{name}"))}
-    for command in (
-        ["open_mailboxes"],
-        ["migrate"],
-        ["serve", "--addr", "127.0.0.1:0"],
-        ["serve", "--addr", "127.0.0.1:0", "--no-cluster"],
+    for command, itself in (
+        (["open_mailboxes"], "serve"),
+        (["migrate"], "serve"),
+        (["serve", "--addr", "127.0.0.1:0"], "serve"),
+        (["serve", "--addr", "127.0.0.1:0", "--no-cluster"], "serve"),
+        (["work"], "work"),  # a worker node migrates by itself too: the advice names it
     ):
         done = manage(env, *command)
         assert done.returncode == 1, done.stdout + done.stderr
@@ -114,8 +115,33 @@ def test_a_postgresql_database_that_does_not_exist_is_one_line_naming_it(tmp_pat
         assert line.removeprefix("CommandError: ") == (
             f'the PostgreSQL database "{name}" does not exist (postgresql {name} on {parts.hostname}:{parts.port} as {parts.username}): '
             f"create it with `createdb -h {parts.hostname} -p {parts.port} -U {parts.username} {name}`, "
-            "then run `python manage.py migrate` (serve migrates it itself)"
+            f"then run `python manage.py migrate` ({itself} migrates it itself)"
         ), command
+
+
+@pytest.mark.parametrize(
+    ("command", "itself"), [("work", "work"), ("serve", "serve"), ("open_mailboxes", "serve"), (None, "serve")]
+)
+def test_the_advice_to_migrate_names_the_running_command_when_it_migrates_by_itself(command, itself, monkeypatch):
+    """``serve`` and ``work`` migrate at start-up: each names itself; any other command
+    names ``serve``."""
+    from django.conf import settings
+
+    from workforce_project.deployment import describe_database
+
+    conf = settings.DATABASES["default"]
+    where = describe_database(conf)
+    missing = OperationalError('connection failed: FATAL:  database "wf_gone" does not exist')
+    assert explain_database_error(missing, command=command) == (
+        f'the PostgreSQL database "wf_gone" does not exist ({where}): create it with '
+        f"`{create_database_hint({**conf, 'NAME': 'wf_gone'})}`, then run `python manage.py migrate` ({itself} migrates it itself)"
+    )
+    monkeypatch.setattr("workforce_project.database_errors.unapplied_migrations", lambda alias: (3, 74))
+    unmigrated = OperationalError("no such table: workforce_session")
+    assert explain_database_error(unmigrated, command=command) == (
+        f"the database ({where}) is not migrated (3 of 74 migrations not applied): "
+        f"run `python manage.py migrate` first ({itself} migrates it itself)"
+    )
 
 
 def test_the_createdb_hint_names_only_what_is_set():

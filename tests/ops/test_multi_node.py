@@ -160,6 +160,19 @@ def test_work_beside_a_running_cluster_on_one_machine_names_the_multi_node_setti
     assert "WORKFORCE_MULTI_NODE=true" in message and "WORKFORCE_BROKER_URL=redis://" in message
 
 
+def test_the_cluster_lock_names_the_command_that_started_the_cluster():
+    """A worker node's cluster holds the lock as ``work``'s, not as a serve's."""
+    import os
+    import socket
+
+    from workforce_project.cluster_guard import describe_self
+
+    host = socket.gethostname()
+    assert describe_self(11, "work") == f"workforce cluster pid {os.getpid()} work 11 on {host}"[:63]
+    assert describe_self(11) == f"workforce cluster pid {os.getpid()} serve 11 on {host}"[:63]
+    assert describe_self(None, "work") == f"workforce cluster pid {os.getpid()} on {host}"[:63]
+
+
 @pytest.mark.django_db
 def test_nodes_starting_at_once_take_turns(monkeypatch, tmp_path):
     """The start-up lock: a second holder waits (told once) until the first lets go, on

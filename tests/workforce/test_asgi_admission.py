@@ -380,7 +380,9 @@ def test_has_credentials_checks_as_the_views_do(org):
         return {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": list(headers)}
 
     assert has_credentials(scope(STREAM, (b"authorization", f"Token {key}".encode())))
+    assert has_credentials(scope(STREAM, (b"authorization", f"Bearer {key}".encode())))  # as the views take it
     assert not has_credentials(scope(STREAM, (b"authorization", b"Token nope")))
+    assert not has_credentials(scope(STREAM, (b"authorization", b"Bearer nope")))
     assert not has_credentials(scope(STREAM, (b"authorization", b"Token nope"), (b"cookie", cookie)))  # DRF's order
     assert has_credentials(scope(STREAM, (b"cookie", cookie)))
     assert has_credentials(scope("/projects/launch/events", (b"cookie", cookie)))

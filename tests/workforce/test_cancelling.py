@@ -1,7 +1,8 @@
 """``POST /api/requests/{id}/cancel`` (docs/api.md "Cancelling"): a running request ends
-``aborted`` at once, its owner only (anyone else: 404, word for word as an id that does
-not exist), a finished one is refused with 409 ``request-finished``, a second cancel
-changes nothing; the endpoint is in the OpenAPI schema."""
+``aborted`` at once, its owner only (anyone else who may read it: 403 ``not-request-owner``
+saying who may; one who may not: 404, word for word as an id that does not exist), a
+finished one is refused with 409 ``request-finished``, a second cancel changes nothing;
+the endpoint is in the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -78,8 +79,32 @@ def test_cancelling_a_finished_request_is_refused_with_409(client, running, stat
     assert row.status == status  # untouched
 
 
-def test_only_the_requests_owner_may_cancel_it_others_get_404_as_for_no_such_id(client, running):
-    row = running(user_id=MEMBER)
+NOT_THE_OWNER = (
+    "not-request-owner: Only the user request \"{}\" runs as may cancel it: a post's fan-out is the poster's, "
+    "a seat's turn in a mailbox and a board row's run the mailbox principal's, a delegate's run the "
+    "conversation owner's."
+)
+
+
+def test_a_reader_who_is_not_the_requests_owner_gets_403_saying_who_may_cancel_it(client, running):
+    row = running(user_id=MEMBER)  # a seat's turn in a mailbox: the whole organization reads it
+    assert client.get(f"/api/requests/{row.request_id}", {"userId": OUTSIDER}).status_code == 200
+    refused = cancel(client, row.request_id, user_id=OUTSIDER)
+    assert refused.status_code == 403
+    data = refused.json()
+    assert (data["requestId"], data["status"]) == (row.request_id, "failed")  # it reads it anyway
+    assert data["error"] == {"reason": "not-request-owner", "message": NOT_THE_OWNER.format(row.request_id)}
+    row.refresh_from_db()
+    assert row.status == "running"
+    assert cancel(client, row.request_id, user_id=MEMBER).json()["status"] == "aborted"
+
+
+def test_one_who_may_not_read_the_request_gets_404_as_for_no_such_id(client, running, org):
+    conversation = Session.objects.create(
+        organization=org, session_id=f"chat:eng.lead:{MEMBER}", flow_kind="chat", user_id=MEMBER
+    )
+    row = do_record_request(conversation, action="onChat", input={}, user_id=MEMBER, running=True)
+    assert client.get(f"/api/requests/{row.request_id}", {"userId": OUTSIDER}).status_code == 404  # private
     refused = cancel(client, row.request_id, user_id=OUTSIDER)
     missing = cancel(client, "req_doesnotexist", user_id=OUTSIDER)
     assert refused.status_code == missing.status_code == 404
@@ -118,6 +143,9 @@ def test_the_service_refuses_with_the_reasons_the_endpoint_answers(org, running)
     row = running()
     with pytest.raises(Refusal) as caught:
         do_cancel_request(org, row.request_id, user_id=OUTSIDER)
+    assert (caught.value.reason, caught.value.http_status) == ("not-request-owner", 403)
+    with pytest.raises(Refusal) as caught:
+        do_cancel_request(org, "req_doesnotexist", user_id=MEMBER)
     assert (caught.value.reason, caught.value.http_status) == ("request-not-found", 404)
     assert do_cancel_request(org, row.request_id, user_id=MEMBER).status == "aborted"
     Request.objects.filter(pk=row.pk).update(status="completed")
@@ -145,5 +173,5 @@ def test_the_endpoint_is_in_the_openapi_schema(client, db):
     assert response.status_code == 200
     schema = response.json()
     operation = schema["paths"]["/api/requests/{request_id}/cancel"]["post"]
-    assert set(operation["responses"]) >= {"200", "404", "409"}
+    assert set(operation["responses"]) >= {"200", "403", "404", "409"}
     assert operation["summary"] == "Cancel a running request"

@@ -78,6 +78,38 @@ def test_the_log_level_takes_any_case_and_refuses_what_is_not_one():
     )
 
 
+def test_token_authentication_takes_the_token_as_token_or_bearer():
+    """With WORKFORCE_AUTH=token the REST views read a DRF token under either keyword, then a
+    session (docs/api.md "Endpoints"); without it they read none."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def classes(auth: str) -> list[str]:
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import json, workforce_project.settings as s; print(json.dumps(s.REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']))",
+            ],
+            cwd=ROOT,
+            env={**{k: v for k, v in os.environ.items() if not k.startswith("WORKFORCE_")}, "WORKFORCE_AUTH": auth},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
+    assert classes("token") == [
+        "rest_framework.authentication.TokenAuthentication",
+        "workforce.api.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ]
+    assert classes("none") == []
+
+
 def _database_connection_params(env: dict[str, str]) -> dict:
     """The default database's ``OPTIONS`` and what Django hands psycopg from them
     (``get_connection_params``: the cursor class's binding, ``"server"`` or ``"client"``,

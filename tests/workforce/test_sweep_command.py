@@ -128,3 +128,23 @@ def test_the_sweeper_thread_leaves_out_a_sweep_the_cluster_schedules_itself(fake
 def test_the_coordinators_sweep_runs_by_hand_only():
     assert "coordinators" in sweepers.registered_sweeps()
     assert sweepers._by_hand_only == {"coordinators"}
+
+
+def test_the_docs_name_the_sweeps_as_sweep_list_prints_them():
+    """docs/running.md and docs/workers.md list exactly the names ``--list`` prints, in its order."""
+    import re
+    from pathlib import Path
+
+    out = StringIO()
+    call_command("sweep", "--list", stdout=out)
+    printed = out.getvalue().splitlines()
+    assert printed == EVERY_SWEEP
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    running = re.search(
+        r"`--list` prints their\s+names, in the order they run: (.*?)\. `--only", (docs / "running.md").read_text(), re.S
+    )
+    assert running is not None
+    assert re.findall(r"`([^`]+)`", running.group(1)) == printed
+    workers = re.search(r"once by hand \(([^;]*); `--list` names", (docs / "workers.md").read_text())
+    assert workers is not None
+    assert workers.group(1).split(", ") == printed

@@ -23,6 +23,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.conf import settings
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -32,6 +33,7 @@ from workforce.facets import ACTION_FAMILIES
 from workforce.flows import Action, ActionFamily, registry
 from workforce.refusals import UNREGISTERED_STATUS, registered_reasons
 
+from .authentication import BearerTokenAuthentication
 from .serializers import RequestSerializer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -295,11 +297,30 @@ TOKEN_SCHEME = {
     "in": "header",
     "name": "Authorization",
     "description": (
-        'DRF token authentication: "Authorization: Token <key>". Required when the server runs with '
-        "WORKFORCE_AUTH=token (tokens are made in the admin); with WORKFORCE_AUTH=none the caller names "
-        "itself with userId instead and no token is read."
+        'DRF token authentication: "Authorization: Token <key>" or "Authorization: Bearer <key>". Required '
+        "when the server runs with WORKFORCE_AUTH=token (tokens are made in the admin); with WORKFORCE_AUTH=none "
+        "the caller names itself with userId instead and no token is read."
     ),
 }
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """``tokenAuth`` covers the Bearer form too (the scheme is the whole ``Authorization``
+    header and ``TOKEN_SCHEME`` names both keywords), so the Bearer class adds no scheme and
+    no requirement of its own. Without this, drf-spectacular's own token extension would
+    match the subclass and register a second ``tokenAuth`` for it (a warning, and the
+    requirement listed twice in every operation's ``security``)."""
+
+    target_class = BearerTokenAuthentication
+    name: list[str] = []  # no scheme of its own
+
+    def get_security_requirement(self, auto_schema) -> list:
+        """No requirement: the operation's ``tokenAuth`` is ``TokenAuthentication``'s."""
+        return []
+
+    def get_security_definition(self, auto_schema) -> list:
+        """No definition (one per name, and it has none)."""
+        return []
 
 
 def security_schemes(result: dict, generator, request, public) -> dict:

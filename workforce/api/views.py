@@ -262,7 +262,10 @@ class RequestCancelView(APIView):
         responses={
             200: RequestSerializer,
             400: OpenApiResponse(RefusalSerializer, description="invalid-input"),
-            404: OpenApiResponse(RefusalSerializer, description="request-not-found: no such request, or not yours"),
+            403: OpenApiResponse(
+                RefusalSerializer, description="not-request-owner: a request you may read that runs as someone else"
+            ),
+            404: OpenApiResponse(RefusalSerializer, description="request-not-found: no such request, or one you may not read"),
             409: OpenApiResponse(RefusalSerializer, description="request-finished: it already completed or failed"),
         },
         summary="Cancel a running request",

@@ -80,6 +80,8 @@ def host_port(host: str, port: int) -> str:
 class Command(BaseCommand):
     help = "Migrate, open the workforce tree, and run the web server and the task cluster."
     requires_system_checks: list = []  # checked below, after --root is applied
+    # The command's name, in what it says of itself and of its cluster (``work`` sets its own).
+    command_name = "serve"
 
     def add_arguments(self, parser):
         parser.add_argument("--addr", default="127.0.0.1:8000", help="Where to listen (HOST:PORT).")
@@ -178,7 +180,7 @@ class Command(BaseCommand):
         try:
             holder = wait_for_no_cluster(seconds, say=say)
         except Exception as exc:  # noqa: BLE001  (the database did not answer: say so in one line)
-            explained = explain_database_error(exc)
+            explained = explain_database_error(exc, command=self.command_name)
             raise CommandError(explained or f"cannot reach the database ({describe_database()}): {exc}") from None
         if holder is not None:
             raise CommandError(
@@ -204,6 +206,8 @@ class Command(BaseCommand):
                 "--skip-checks",
                 "--serve-pid",
                 str(os.getpid()),
+                "--serve-command",
+                self.command_name,
                 "--parent-fd",
                 str(watch),
             ],

@@ -48,9 +48,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--serve-pid", type=int, default=None, help="The pid of the serve that started it.")
+        parser.add_argument(
+            "--serve-command",
+            choices=("serve", "work"),
+            default="serve",
+            help="The command that started it (serve, or work for a worker node).",
+        )
         parser.add_argument("--parent-fd", type=int, default=None, help="The read end of serve's pipe.")
 
-    def handle(self, *args, serve_pid=None, parent_fd=None, **options):
+    def handle(self, *args, serve_pid=None, serve_command="serve", parent_fd=None, **options):
         guard_cluster(serve_pid=serve_pid, parent_fd=parent_fd, stop_seconds=float(settings.WORKFORCE_STOP_SECONDS))
 
         def waiting(holder: str) -> None:
@@ -60,8 +66,8 @@ class Command(BaseCommand):
         # Redis broker hands each task to one of them.
         lock = None if settings.WORKFORCE_MULTI_NODE else ClusterLock()
         if lock is not None:
-            lock.acquire(describe_self(serve_pid), on_wait=waiting)
-            lock.keep(describe_self(serve_pid))  # a database restart ends the session that held it
+            lock.acquire(describe_self(serve_pid, serve_command), on_wait=waiting)
+            lock.keep(describe_self(serve_pid, serve_command))  # a database restart ends the session that held it
         assert settings.SECRET_KEY  # as django-q2's qcluster command: read once, before the forks
         run_sentinel()
         if lock is not None:

@@ -30,6 +30,7 @@ from workforce_project.management.commands import serve
 
 class Command(serve.Command):
     help = "Run a worker node: serve's start-up, then the task cluster alone, until stopped."
+    command_name = "work"
 
     def add_arguments(self, parser):
         parser.add_argument("--root", default=None, help="The workforce tree (default: WORKFORCE_ROOT).")
@@ -54,7 +55,8 @@ class Command(serve.Command):
         cluster = stopper.adopt(self._start_cluster)
         if cluster is not None:
             role = "worker node (one of several machines)" if settings.WORKFORCE_MULTI_NODE else "worker"
-            self._say(f"{role}: task cluster started (pid {cluster.pid}, {settings.Q_CLUSTER['workers']} workers)")
+            workers = settings.Q_CLUSTER["workers"]
+            self._say(f"{role}: task cluster started (pid {cluster.pid}, {workers} worker{'' if workers == 1 else 's'})")
             threading.Thread(target=stopper.keep, args=(self._start_cluster,), name="cluster-keeper", daemon=True).start()
         while not stop.wait(1.0):
             pass
@@ -72,7 +74,8 @@ class Command(serve.Command):
             holder = wait_for_no_cluster(float(settings.WORKFORCE_STOP_SECONDS) + 5, say=self._say)
         except Exception as exc:  # noqa: BLE001  (the database did not answer: say so in one line)
             raise CommandError(
-                explain_database_error(exc) or f"cannot reach the database ({describe_database()}): {exc}"
+                explain_database_error(exc, command=self.command_name)
+                or f"cannot reach the database ({describe_database()}): {exc}"
             ) from None
         if holder is not None:
             raise CommandError(
