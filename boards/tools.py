@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from workforce.refusals import failure_text
 from workforce.tools import Tool, ToolContext, ToolResult, refuse
 
 from . import services
@@ -297,7 +298,7 @@ def call_board_tool(tool: str, board_id: str, ctx: ToolContext, args: Any, *, wo
         return error.as_result()
     except Exception as exc:  # a tool never raises; the model reads what happened
         logger.exception("task tool %s on %s failed", tool, board_id)
-        return refuse(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        return refuse(INTERNAL_ERROR, failure_text(exc))
 
 
 def board_tool_name(tool: str, board_id: str) -> str:

@@ -41,7 +41,7 @@ from workforce.flows import registry
 from workforce.holders import is_outage
 from workforce.leases import LeaseLost, claim_lease
 from workforce.models import Request, Session
-from workforce.refusals import Refusal
+from workforce.refusals import Refusal, failure_text
 from workforce.sessions import (
     ActionContext,
     ActionFailed,
@@ -148,7 +148,7 @@ def do_deliver_delegated(delivery_id: int) -> str:
         logger.exception("delegated post %s failed", delivery_id)
         try:
             with transaction.atomic():
-                _report(delivery, token, "failed", error=Refusal("internal-error", f"{type(exc).__name__}: {exc}"))
+                _report(delivery, token, "failed", error=Refusal("internal-error", failure_text(exc)))
         except LeaseLost:
             return "lease-lost"
         return "failed"

@@ -37,7 +37,7 @@ from workforce.framing import quoted, quoted_name
 from workforce.leases import LeaseLost, claim_lease, lapsed_claim_q, requeue_lost
 from workforce.leases import max_attempts as max_run_attempts
 from workforce.models import Organization, Request, Session
-from workforce.refusals import Refusal
+from workforce.refusals import Refusal, failure_text
 from workforce.sessions import do_abort_request
 
 from .constants import MAIL_RUN_ACTION, RUN_DENIED, RUN_FAILED, RUN_KIND_MAIL
@@ -260,7 +260,7 @@ def do_run_mail(run_pk: int) -> str:
         logger.exception("mail run %s failed", run_pk)
         try:
             with transaction.atomic():
-                return _failed(run, token, Refusal("internal-error", f"{type(exc).__name__}: {exc}"), None)
+                return _failed(run, token, Refusal("internal-error", failure_text(exc)), None)
         except LeaseLost:
             return "lease-lost"
 

@@ -54,7 +54,7 @@ from workforce.leases import max_attempts as max_delivery_attempts  # claims a d
 from workforce.models import Request, Session
 from workforce.notify import ON_MAILBOX_POST
 from workforce.prepared import Prepared, update_statement
-from workforce.refusals import Refusal
+from workforce.refusals import Refusal, failure_text
 from workforce.rows import concrete_field, quote
 from workforce.sessions import CHILD_SEPARATOR, StartNote, do_abort_request, do_record_failed_request, ensure_child_session
 
@@ -161,7 +161,7 @@ def _record_bug(delivery_id: int, token: str | None, exc: Exception) -> str:
     """Fail the delivery with ``internal-error`` (and its turn, if one is running). A bug
     in the first transaction rolled the claim back with it: the delivery is claimed
     again to record it."""
-    error = Refusal("internal-error", f"{type(exc).__name__}: {exc}")
+    error = Refusal("internal-error", failure_text(exc))
     delivery = Delivery.objects.select_related("mailbox").filter(pk=delivery_id).first()
     if delivery is None:
         return "failed"
@@ -513,7 +513,7 @@ def _deliver_block(delivery: Delivery, token: str) -> str:
         _settle(delivery, token, error=refusal)
         return "failed"
     except Exception as exc:
-        _settle(delivery, token, error=Refusal("notify-failed", f"{type(exc).__name__}: {exc}"))
+        _settle(delivery, token, error=Refusal("notify-failed", failure_text(exc)))
         return "failed"
     _settle(delivery, token, output=_jsonable(output))
     return "done"

@@ -62,7 +62,7 @@ from workforce.llm.evaluation import (
 from workforce.llm.resolver import resolve_evaluation_model
 from workforce.models import Request, Session
 from workforce.notify import kind_hears_posts, recent_entry
-from workforce.refusals import Refusal
+from workforce.refusals import Refusal, failure_text
 from workforce.sessions import ActionContext, do_record_request, emit_item
 
 from .lines import LedgerAppend
@@ -529,7 +529,7 @@ def do_route_post(route_id: int) -> str:
             decision = router.decide(route)
         except Exception as exc:  # a bug must not lose the post: nobody takes it, and it says why
             logger.exception("routing post %s failed", route.post.line_id)
-            decision = RouteDecision(None, Route.By.FAILED, "internal-error", f"{type(exc).__name__}: {exc}")
+            decision = RouteDecision(None, Route.By.FAILED, "internal-error", failure_text(exc))
     return _record_decision(route, decision, started, flow)
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from workforce.api.pagination import ListPagination
 from workforce.principals import Principal, resolve_principal
 from workforce.refusals import Refusal
 
@@ -81,11 +81,6 @@ ERROR = inline_serializer(
 USER_PARAM = OpenApiParameter("userId", str, description="Who is calling (without authentication)")
 
 
-class RosterPage(LimitOffsetPagination):
-    default_limit = 100
-    max_limit = 1000
-
-
 def _body(request: HttpRequest, allowed: set[str]) -> dict:
     body = request.data if request.data is not None else {}
     if not isinstance(body, dict):
@@ -132,7 +127,7 @@ class WorkersView(APIView):
     )
     def get(self, request: HttpRequest) -> Response:
         principal = resolve_principal(request, request.query_params.get("userId"), require_user=False)
-        paginator = RosterPage()
+        paginator = ListPagination()
         # The ignore: the DRF stubs take a QuerySet only; LimitOffsetPagination slices any sequence.
         page: list | None = paginator.paginate_queryset(list_roster(principal.org, _reader(principal)), request, view=self)  # type: ignore[arg-type]
         return paginator.get_paginated_response([worker_wire(seat) for seat in page or ()])

@@ -80,7 +80,7 @@ from workforce.models import Item, LeasedWork, Organization, Request, Session
 from workforce.posted_by import PostedBy, seat_posted_by
 from workforce.prepared import update_rows, update_statement
 from workforce.previews import TextPreview
-from workforce.refusals import Refusal
+from workforce.refusals import Refusal, failure_text
 from workforce.sessions import (
     ActionContext,
     StartNote,
@@ -981,4 +981,4 @@ def _call_tool(tool: Tool | None, name: str, arguments: dict | None, ctx: ToolCo
             # back (workforce.holders.outage_safe), not on as if the tool had answered.
             raise
         logger.exception("tool %s failed for %s", name, ctx.seat_id)
-        return refuse("internal-error", f"{type(exc).__name__}: {exc}")
+        return refuse("internal-error", failure_text(exc))

@@ -6,6 +6,12 @@ rolls back everything the action wrote; the request itself is still recorded as 
 
 from __future__ import annotations
 
+import logging
+
+from django.db import DatabaseError
+
+logger = logging.getLogger(__name__)
+
 # HTTP status per reason: the kernel's own codes. Each app registers its codes from its
 # AppConfig.ready() with register_reason (docs/architecture.md "Settings and reason codes").
 # Anything not registered is a state conflict: 409.
@@ -111,3 +117,25 @@ def http_status_for(reason: str) -> int:
     """The HTTP status that answers a refusal with ``reason`` (409 when nobody
     registered it)."""
     return _statuses.get(reason, UNREGISTERED_STATUS)
+
+
+def failure_text(exc: BaseException) -> str:
+    """What an unexpected exception stores as an error's detail (a failed request's, a
+    tool call's, a delivery's), which API readers and the model read.
+
+    Most exceptions read ``"<type>: <message>"``. A database error (``DatabaseError`` and
+    its subclasses) names its class only: the driver's text carries the server's DETAIL
+    (backend pids, transaction and tuple ids, key values) that is no reader's business.
+    That full text is logged here, at warning, instead.
+
+    Args:
+        exc: the exception caught.
+
+    Returns:
+        One line's worth of text, without the reason code.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, DatabaseError):
+        logger.warning("database error, stored without its detail: %s: %s", name, " ".join(str(exc).split()))
+        return f"the database refused the statement ({name}); the error's detail is in the server's log"
+    return f"{name}: {exc}"

@@ -37,7 +37,7 @@ from .flows import Action, FlowKind, registry
 from .models import Item, Organization, Request, Session
 from .posted_by import PostedBy
 from .privacy import may_read
-from .refusals import Refusal
+from .refusals import Refusal, failure_text
 from .streams import CARRIED_COLUMNS, carried_note_sql
 from .streams import CHANNEL as STREAM_CHANNEL
 from .wire import MAX_USER_ID_LENGTH, check_id, check_storable
@@ -389,7 +389,7 @@ def call_handler(
         raise ActionFailed(refusal) from None
     except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
         logger.exception("action %s failed", label)
-        raise ActionFailed(Refusal("internal-error", f"{type(exc).__name__}: {exc}")) from None
+        raise ActionFailed(Refusal("internal-error", failure_text(exc))) from None
 
 
 def do_run_action(
@@ -559,7 +559,7 @@ def _run_after_commit(later: AfterCommit, ctx: ActionContext, label: str) -> Req
         error = refusal.as_error()
     except Exception as exc:  # a bug or a lost dependency: record it, don't lose the request
         logger.exception("action %s failed after its commit", label)
-        error = {"reason": "internal-error", "message": f"internal-error: {type(exc).__name__}: {exc}"}
+        error = Refusal("internal-error", failure_text(exc)).as_error()
     else:
         if not ctx.settled:
             with transaction.atomic():

@@ -29,6 +29,7 @@ from workforce import rows as row_sql
 from workforce.holders import new_token
 from workforce.leases import renew_lease
 from workforce.models import Organization
+from workforce.refusals import failure_text
 
 from ..models import MAX_ABANDONMENTS, BoardTask, TaskChange, TaskStatus
 from ..queries import claim_sort_key, claimable_lapsed, claimable_pending, list_lapsed_tasks
@@ -546,7 +547,7 @@ def do_drain_board(
                 exc,
             )
             logger.debug("board %s: run of %s failed", board_id, task.task_id, exc_info=True)
-            settled = do_settle_claim(task, error=f"{type(exc).__name__}: {exc}")
+            settled = do_settle_claim(task, error=failure_text(exc))
             outcome = "retried" if settled is not None and settled.status == S.PENDING else "errored"
         else:
             if isinstance(output, Settled):  # the run settled the row in its own transaction

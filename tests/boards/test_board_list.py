@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from boards.models import TaskStatus
 from mailboxes.queries import list_boards
 
@@ -48,6 +50,30 @@ def test_paging(client, boards_open):
     assert first["count"] == 3 and _ids(first) == ALL_BOARDS[:2] and first["previous"] is None
     second = client.get(first["next"]).json()
     assert _ids(second) == ALL_BOARDS[2:] and second["next"] is None and second["previous"] is not None
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("limit=-1&offset=-5", "limit must be a whole number, not '-1'."),
+        ("limit=0", "limit must be between 1 and 1000."),
+        ("limit=1001", "limit must be between 1 and 1000."),
+        ("limit=1e20&offset=1e20", "limit must be a whole number, not '1e20'."),
+        ("offset=-5", "offset must be a whole number, not '-5'."),
+        ("offset=1e20", "offset must be a whole number, not '1e20'."),
+        ("offset=99999999999999998999", "offset must be at most 999999999999999999."),
+    ],
+)
+def test_a_limit_or_offset_out_of_range_is_refused_like_the_other_lists(client, boards_open, query, message):
+    response = client.get(f"/api/boards?{query}")
+    assert response.status_code == 400
+    assert response.json()["error"] == {"reason": "invalid-input", "message": f"invalid-input: {message}"}
+
+
+def test_the_largest_offset_is_an_empty_page(client, boards_open):
+    page = client.get("/api/boards?limit=2&offset=999999999999999999").json()
+    assert page["count"] == 3 and _ids(page) == [] and page["next"] is None
+    assert "offset=999999999999999997" in page["previous"]
 
 
 def test_a_ledger_kept_from_before_is_listed_as_not_declared(client, open_tree, org, file_row):

@@ -154,6 +154,20 @@ def test_the_roster_lists_your_own_then_the_organizations_then_the_standard_ones
     assert [w["id"] for w in anonymous["results"]] == ["ops", "support.devices", "support.general"]
 
 
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"limit": -1, "offset": -1}, "limit must be a whole number, not '-1'."),
+        ({"limit": 0}, "limit must be between 1 and 1000."),
+        ({"offset": -1}, "offset must be a whole number, not '-1'."),
+        ({"offset": "1e20"}, "offset must be a whole number, not '1e20'."),
+    ],
+)
+def test_a_limit_or_offset_out_of_range_is_refused(client, standard, query, message):
+    refusal = refused(client.get("/api/workers", {"userId": ME, **query}), 400, "invalid-input")
+    assert refusal["message"] == f"invalid-input: {message}"
+
+
 def test_a_worker_of_your_own_is_granted_no_capability(client, standard):
     """mail.send is the team's: a person without the mail.send permission must not mail
     through a worker of their own."""

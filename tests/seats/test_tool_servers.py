@@ -4,11 +4,14 @@ turn to a real tool server on the SDK (tests/toolservers/orders_server.py, over 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from django.db import IntegrityError, OperationalError
 from django.test import override_settings
 
+from mailboxes import flow as mailbox_flow
 from mailboxes.notify import configure_notify, wake_member_seats
 from seats.hiring import WorkerTreeError, do_hire_tree_workers, hire_problems
 from seats.mcp_client import pool
@@ -21,7 +24,7 @@ from tests.e2e.conftest import free_port
 from tests.seats.conftest import worker_md
 from tests.toolservers import ROGUE, SERVER, start_http_orders, start_http_rogue
 from workforce.llm import use_model_resolver
-from workforce.models import Item, Session
+from workforce.models import Item, Request, Session
 from workforce.testing import create_mock_model_resolver
 
 SERVERS_YAML = f"servers:\n  orders:\n    description: Order lookup.\n    command: python\n    args: [{SERVER}]\n    env: [ORDERS_GREETING]\n"
@@ -254,6 +257,57 @@ def test_a_server_that_dies_mid_call_fails_that_call_and_the_next_call_succeeds(
     assert answered["result"]["structuredContent"]["pid"] > 0
     assert [e.event for e in ToolCallEntry.objects.all()] == ["tool.failed", "tool.called"]
     assert tool_call_counts(org) == [{"seatId": "eng.lead", "server": "orders", "calls": 2, "failed": 1, "denied": 0}]
+
+
+DEADLOCK = "deadlock detected\nDETAIL: Process 1 waits for ShareLock on transaction 2"
+WITHHELD = "the database refused the statement (OperationalError); the error's detail is in the server's log"
+
+
+def _deadlock(*args, **kwargs):
+    raise OperationalError(DEADLOCK)
+
+
+def _tool_messages(mock) -> list[dict]:
+    """What the model read of each tool call's result."""
+    return [json.loads(m["content"]) for call in mock.calls_for("eng.lead") for m in call.messages if m.get("role") == "tool"]
+
+
+def test_a_database_error_in_a_tool_is_stored_and_told_without_its_detail(run_turn_with, monkeypatch, caplog):
+    """The driver's DETAIL (key values, backend pids) stays in the log: the tool-call item,
+    which the API serves, and the model's message name the error's class only. (An
+    OperationalError raised by the tool itself is taken for an outage and runs the turn
+    again, workforce.holders.is_outage; the next test has one inside the posted action.)"""
+
+    def duplicate(*args, **kwargs):
+        raise IntegrityError("duplicate key value violates unique constraint\nDETAIL: Key (id)=(5) already exists.")
+
+    monkeypatch.setattr("seats.capabilities.dispatch", duplicate)
+    monkeypatch.setattr("seats.capabilities.dispatch_once", duplicate)
+    mock, [item] = run_turn_with(
+        [calls(("post-to-mailbox", {"mailbox": "eng.incidents", "body": "on it"})), "done"], tools="[post-to-mailbox]"
+    )
+    withheld = WITHHELD.replace("OperationalError", "IntegrityError")
+    assert item["result"] == {"refused": f"internal-error: {withheld}"}
+    assert _tool_messages(mock) == [{"refused": f"internal-error: {withheld}"}]
+    assert "Key (id)=(5) already exists." in caplog.text  # logged instead
+
+
+def test_a_database_error_in_the_posted_action_is_stored_on_its_request_without_its_detail(run_turn_with, monkeypatch, caplog):
+    person_s_post = mailbox_flow.do_post_line
+
+    def seat_line_deadlocks(*args, seat_authored=False, **kwargs):  # the person's post goes through
+        return _deadlock() if seat_authored else person_s_post(*args, seat_authored=seat_authored, **kwargs)
+
+    monkeypatch.setattr("mailboxes.flow.do_post_line", seat_line_deadlocks)  # the seat's line (woken, not routed)
+    monkeypatch.setattr("mailboxes.flow.do_answer_post", _deadlock)
+    mock, [item] = run_turn_with(
+        [calls(("post-to-mailbox", {"mailbox": "eng.incidents", "body": "on it"})), "done"], tools="[post-to-mailbox]"
+    )
+    [answer] = Request.objects.filter(action__in=["answer", "seatPost"])
+    assert answer.status == "failed" and answer.error == {"reason": "internal-error", "message": f"internal-error: {WITHHELD}"}
+    assert item["result"] == {"refused": f"internal-error: {WITHHELD}"}
+    assert _tool_messages(mock) == [{"refused": f"internal-error: {WITHHELD}"}]
+    assert "Process 1 waits for ShareLock on transaction 2" in caplog.text
 
 
 def test_a_call_past_its_time_limit_fails_cleanly(run_turn_with):

@@ -4,12 +4,13 @@ codes from its AppConfig.ready() (docs/architecture.md "Settings and reason code
 from __future__ import annotations
 
 import pytest
+from django.db import IntegrityError, OperationalError
 
 from boards.apps import REASONS as BOARD_REASONS
 from coordinators.apps import REASONS as COORDINATOR_REASONS
 from mailboxes.apps import REASONS as MAILBOX_REASONS
 from workforce import refusals
-from workforce.refusals import KERNEL_REASONS, Refusal, http_status_for, register_reason, registered_reasons
+from workforce.refusals import KERNEL_REASONS, Refusal, failure_text, http_status_for, register_reason, registered_reasons
 
 # Every code and status the service answered before the codes moved to their apps.
 ANSWERED = {
@@ -109,3 +110,13 @@ def test_register_reason_refuses_a_conflict_or_a_status_that_is_not_an_error(reg
         register_reason(code, status)
     assert str(raised.value) == message
     assert http_status_for("invalid-input") == 400
+
+
+def test_a_database_error_is_told_by_its_class_and_logged_in_full(caplog):
+    deadlock = OperationalError("deadlock detected\nDETAIL: Process 1 waits for ShareLock on transaction 2")
+    assert failure_text(deadlock) == (
+        "the database refused the statement (OperationalError); the error's detail is in the server's log"
+    )
+    assert "Process 1 waits for ShareLock on transaction 2" in caplog.text
+    assert failure_text(IntegrityError("DETAIL: Key (id)=(5)")).startswith("the database refused the statement (IntegrityError)")
+    assert failure_text(ValueError("bad")) == "ValueError: bad"  # anything else, as before

@@ -11,14 +11,34 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request as HttpRequest
 from rest_framework.response import Response
 
+from .views import int_param
+
 
 class ListPagination(LimitOffsetPagination):
     """DRF's limit/offset paging: ``limit`` 1 to 1000 (default 100), ``offset`` from 0;
     ``next`` and ``previous`` are the neighbouring pages' URLs, or null. A ``limit`` or
-    ``offset`` that is not a whole number is ignored, as DRF does."""
+    ``offset`` that is not a whole number in range is refused (400 ``invalid-input``), as
+    the cursor-paged lists refuse theirs: DRF's own paging silently ignored ``limit=-1``
+    and took ``offset=1e20`` as a huge offset."""
 
     default_limit = 100
     max_limit = 1000
+
+    def get_limit(self, request: HttpRequest) -> int:
+        """``limit``: 1 to ``max_limit``, default ``default_limit``.
+
+        Raises:
+            Refusal("invalid-input"): not a whole number in range.
+        """
+        return int_param(request, self.limit_query_param, self.default_limit, minimum=1, maximum=self.max_limit)
+
+    def get_offset(self, request: HttpRequest) -> int:
+        """``offset``: from 0 (default 0), at most ``LARGEST_WHOLE``.
+
+        Raises:
+            Refusal("invalid-input"): not a whole number in range.
+        """
+        return int_param(request, self.offset_query_param, 0)
 
 
 PAGE_PARAMETERS = [
